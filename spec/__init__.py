@@ -1,0 +1,53 @@
+"""kvpool.spec: the executable specification of SGLang's KV-cache allocator contract.
+
+Pure Python, standard library only. Start with :class:`AllocatorModel` (the reference model in
+SGLang's exact order), :mod:`kvpool.spec.contract` (acceptance of any correct allocator's choice)
+and :mod:`kvpool.spec.layout` / :mod:`kvpool.spec.segments` (the index arithmetic). Clause IDs
+(``ALLOC-3``, ``SEG-5``, ...) are defined in SPEC.md.
+"""
+
+from .contract import (
+    Divergence,
+    accept_alloc,
+    accept_decode,
+    accept_extend,
+    check_census,
+)
+from .errors import ContractViolation
+from .layout import (
+    ceil_div,
+    decode_needs_page,
+    extend_parts,
+    extend_row,
+    last_loc_aligned,
+    merge_bound,
+    num_new_pages,
+    page_slots,
+)
+from .model import AllocatorModel, ResizeConfig, TreeCache
+from .segments import rep_offsets, segment_pages, segments_pages, touched_pages, trim_boundary
+
+__all__ = [
+    "AllocatorModel",
+    "ContractViolation",
+    "Divergence",
+    "ResizeConfig",
+    "TreeCache",
+    "accept_alloc",
+    "accept_decode",
+    "accept_extend",
+    "ceil_div",
+    "check_census",
+    "decode_needs_page",
+    "extend_parts",
+    "extend_row",
+    "last_loc_aligned",
+    "merge_bound",
+    "num_new_pages",
+    "page_slots",
+    "rep_offsets",
+    "segment_pages",
+    "segments_pages",
+    "touched_pages",
+    "trim_boundary",
+]

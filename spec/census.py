@@ -1,0 +1,60 @@
+"""The free census: recount an allocator's pages and report what does not add up (``INV-*``).
+
+Shared by the reference model's ``check_invariants`` / ``verify_byte_accounting`` and by
+``kvpool.impl``'s ``verify_byte_accounting``: both describe their state as plain lists and get the
+same violation strings back.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+
+def census(
+    free: Sequence[int],
+    staged: Sequence[int],
+    *,
+    num_pages: int,
+    page_size: int,
+    available_size: int,
+    deferred: Iterable[int] = (),
+) -> list[str]:
+    """Violation strings for a free census; empty when healthy.
+
+    Checks: every free, staged or deferred page is a real page ``1..num_pages`` (``INV-3``: page 0
+    is never free); no page is listed twice across free, staged and deferred (``INV-2``);
+    ``available_size == (len(free) + len(staged)) * page_size`` (``INV-4``); at most ``num_pages``
+    pages are free or staged (``INV-1``: the rest are owned, so conservation holds by count).
+    """
+    problems: list[str] = []
+    listed = Counter([*free, *staged, *deferred])
+    for page, count in sorted(listed.items()):
+        if not 1 <= page <= num_pages:
+            problems.append(f"INV-3: page {page} is listed free but is not a page of 1..{num_pages}")
+        if count > 1:
+            problems.append(f"INV-2: page {page} is listed {count} times (double free)")
+    expected = (len(free) + len(staged)) * page_size
+    if available_size != expected:
+        problems.append(
+            f"INV-4: available_size() is {available_size}, but (free {len(free)} + staged "
+            f"{len(staged)}) * page_size {page_size} = {expected}"
+        )
+    if len(free) + len(staged) > num_pages:
+        problems.append(
+            f"INV-1: {len(free) + len(staged)} pages free or staged, more than the {num_pages} that exist"
+        )
+    return problems
+
+
+def describe_pages(pages: Sequence[int]) -> str:
+    """``[1 2 3 7 9 10]`` as ``1-3 7 9-10``: a compact, order-keeping run-length form."""
+    parts: list[str] = []
+    i = 0
+    while i < len(pages):
+        j = i
+        while j + 1 < len(pages) and pages[j + 1] == pages[j] + 1:
+            j += 1
+        parts.append(str(pages[i]) if i == j else f"{pages[i]}-{pages[j]}")
+        i = j + 1
+    return " ".join(parts) if parts else "-"

@@ -1,0 +1,313 @@
+"""The reference model of SGLang's ``BaseTokenToKVPoolAllocator`` in SGLang's exact order.
+
+Plain lists of ints stand for the torch tensors. One class covers the token allocator
+(``paged=False``, page size 1: pages are slots) and the paged allocator (``paged=True``, any page
+size >= 1). Every public method validates its call first (``kvpool.spec.rules``) and raises
+:class:`~kvpool.spec.errors.ContractViolation` without changing anything on bad input (``ERR-1``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from . import rules
+from .census import census, describe_pages
+from .layout import extend_row, merge_bound, page_slots
+from .rules import DEFERRED, DEFERRED_SEGMENT, FREE, OWNED, STAGED
+
+
+class TreeCache(Protocol):
+    """The minimal prefix-cache protocol of the capacity hooks (``CAP-1``).
+
+    ``evict(num_tokens)`` frees unlocked cache entries, through the allocator's ``free``, until
+    about ``num_tokens`` tokens came back or nothing evictable remains.
+    """
+
+    def evict(self, num_tokens: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class ResizeConfig:
+    """What ``resize`` reads from SGLang's server config (``LIFE-2``)."""
+
+    max_total_num_tokens: int
+
+
+class AllocatorModel:
+    """State and operations of a token or paged KV allocator, in SGLang's reference order.
+
+    State (``MODEL-*``): ``num_pages = size // page_size`` pages ``1..num_pages`` (page 0 is the
+    padding page, never free); ``free`` is the ordered free list (allocations take its front);
+    ``staged`` holds pages released under ``need_sort`` until a merge; ``group`` holds the
+    deferred ``free()`` inputs of the open free group (``None`` when no group is open) and
+    ``group_segments`` its deferred segment pages; every other page is owned by the caller.
+
+    Order (``*-5`` clauses): token frees append (a FIFO ring); paged ``free()`` prepends its sorted
+    distinct pages and segment frees prepend their pages in row order (a LIFO stack); with
+    ``need_sort`` all frees are staged and merged (sorted with the free list) only when an
+    allocation runs short.
+    """
+
+    def __init__(self, size: int, page_size: int = 1, *, paged: bool | None = None,
+                 need_sort: bool = False) -> None:
+        self.paged = page_size > 1 if paged is None else paged
+        if page_size < 1 or (not self.paged and page_size != 1):
+            raise ValueError(f"page_size {page_size} is invalid for a {'paged' if self.paged else 'token'} allocator")
+        self.page_size = page_size
+        self.need_sort = need_sort
+        self.size = rules.check_count(size, "size", "LIFE-2")
+        self.clear()
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def clear(self) -> None:
+        """Every page free in ascending order, nothing staged, no open group (``LIFE-1``)."""
+        self.num_pages = self.size // self.page_size
+        self.free: list[int] = list(range(1, self.num_pages + 1))
+        self.staged: list[int] = []
+        self.group: list[list[int]] | None = None
+        self.group_segments: list[list[int]] = []
+        self._status: list[str] = ["reserved"] + [FREE] * self.num_pages
+
+    def resize(self, config: ResizeConfig) -> None:
+        """New ``size`` (tokens) from ``config.max_total_num_tokens``, then ``clear()`` (``LIFE-2``)."""
+        self.size = rules.check_count(config.max_total_num_tokens, "max_total_num_tokens", "LIFE-2")
+        self.clear()
+
+    # -- queries ---------------------------------------------------------------------------
+    def available_size(self) -> int:
+        """Tokens free or staged: ``(len(free) + len(staged)) * page_size`` (``INV-4``)."""
+        return (len(self.free) + len(self.staged)) * self.page_size
+
+    def get_all_free_pages(self) -> list[int]:
+        """The free list followed by the staged pages, in order (``LIFE-4``)."""
+        return self.free + self.staged
+
+    def status_of(self, page: int) -> str:
+        """``free``, ``staged``, ``owned``, ``deferred`` or ``deferred-seg`` for a page 1..num_pages."""
+        return self._status[page]
+
+    def owned_pages(self) -> list[int]:
+        """Pages handed out and not yet released (deferred pages included), ascending."""
+        return [p for p in range(1, self.num_pages + 1) if self._status[p] not in (FREE, STAGED)]
+
+    def translate_kv_indices_for_transfer(self, kv_indices: Sequence[int]) -> list[int]:
+        """Identity: a static pool's slot ids address its buffers directly (``LIFE-3``)."""
+        return list(kv_indices)
+
+    # -- allocation ------------------------------------------------------------------------
+    def alloc(self, need_size: int) -> list[int] | None:
+        """``need_size`` slots as whole pages from the front of the free list (``ALLOC-*``).
+
+        ``need_size`` must be a page multiple (``ALLOC-1``). Merges staged pages first when the
+        free list is short (``SORT-2``); None iff free + staged pages cannot cover it (``ALLOC-3``).
+        """
+        num_pages = rules.check_alloc(need_size, self.page_size)
+        if num_pages > len(self.free):
+            self.merge_and_sort_free()
+        if num_pages > len(self.free):
+            return None
+        return page_slots(self._take(num_pages), self.page_size)
+
+    def alloc_extend(self, prefix_lens: Sequence[int], seq_lens: Sequence[int],
+                     last_loc: Sequence[int], extend_num_tokens: int | None = None) -> list[int] | None:
+        """Slots for positions ``[prefix, seq)`` of each request, concatenated (``EXTEND-*``).
+
+        Merges first when ``extend_num_tokens // ps + bs + 1`` exceeds the free list (``SORT-2``);
+        None iff the new pages exceed free + staged (``EXTEND-6``); request i takes the next
+        ``num_new_pages`` free pages in batch order (``EXTEND-7``). Paged allocators only.
+        """
+        if not self.paged:
+            raise NotImplementedError("alloc_extend is only for paged allocator")
+        new_pages = rules.check_extend(prefix_lens, seq_lens, last_loc, page_size=self.page_size,
+                                       num_pages=self.num_pages, status_of=self.status_of,
+                                       extend_num_tokens=extend_num_tokens)
+        extend_tokens = sum(seq_lens) - sum(prefix_lens)
+        if merge_bound(extend_tokens, len(seq_lens), self.page_size) > len(self.free):
+            self.merge_and_sort_free()
+        return self._lay_out(prefix_lens, seq_lens, last_loc, new_pages)
+
+    def alloc_decode(self, seq_lens: Sequence[int], last_loc: Sequence[int]) -> list[int] | None:
+        """One slot per request for position ``seq - 1`` (``DECODE-*``).
+
+        A request opens a new page iff ``(seq - 1) % ps == 0`` (``DECODE-3``), taking free pages in
+        batch order; the others get ``last_loc + 1``. Merges first when the batch is larger than
+        the free list; None iff the new pages exceed free + staged (``DECODE-4``).
+        """
+        if not self.paged:
+            raise NotImplementedError("alloc_decode is only for paged allocator")
+        new_pages = rules.check_decode(seq_lens, last_loc, page_size=self.page_size,
+                                       num_pages=self.num_pages, status_of=self.status_of)
+        if len(seq_lens) > len(self.free):
+            self.merge_and_sort_free()
+        return self._lay_out([s - 1 for s in seq_lens], seq_lens, last_loc, new_pages)
+
+    def _lay_out(self, prefix_lens: Sequence[int], seq_lens: Sequence[int],
+                 last_loc: Sequence[int], new_pages: Sequence[int]) -> list[int] | None:
+        if sum(new_pages) > len(self.free):
+            return None
+        pages = self._take(sum(new_pages))
+        out: list[int] = []
+        start = 0
+        for pre, seq, loc, n in zip(prefix_lens, seq_lens, last_loc, new_pages):
+            out += extend_row(pre, seq, loc, pages[start:start + n], self.page_size)
+            start += n
+        return out
+
+    def _take(self, num_pages: int) -> list[int]:
+        pages = self.free[:num_pages]
+        del self.free[:num_pages]
+        self._mark(pages, OWNED)
+        return pages
+
+    # -- release ---------------------------------------------------------------------------
+    def free_pages_of(self, free_index: Sequence[int]) -> list[int]:
+        """The pages ``free(free_index)`` would release, validated (``FREE-*``); changes nothing."""
+        return rules.check_free(list(free_index), paged=self.paged, page_size=self.page_size,
+                                num_pages=self.num_pages, status_of=self.status_of,
+                                in_group=self.group is not None)
+
+    def free(self, free_index: Sequence[int]) -> None:
+        """Release the pages of ``free_index``, or defer them inside a free group (``FREE-*``).
+
+        Empty input is a no-op (``FREE-6``). Paged: whole pages, deduplicated and sorted
+        (``FREE-4``); token: the slots in order. Inside a group the input is copied and held
+        until ``free_group_end`` (``GROUP-3``).
+        """
+        pages = self.free_pages_of(free_index)
+        if not pages:
+            return
+        if self.group is not None:
+            self.group.append(list(free_index))
+            self._mark(pages, DEFERRED)
+            return
+        self._release(pages)
+
+    def free_full(self, free_index: Sequence[int]) -> None:
+        """A single pool has no SWA peer: exactly ``free`` (``FREE-7``)."""
+        self.free(free_index)
+
+    def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
+        """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``)."""
+        self.free_segments([(free_index, start_pos)])
+
+    def free_segments(self, segments: Sequence[tuple[Sequence[int], int]]) -> None:
+        """Release ascending disjoint row segments, a shared boundary page once (``SEG-4/5``).
+
+        The whole call is validated before any page moves. Each segment is then released on its
+        own, in row order (``SEG-3``); token allocators treat each segment as ``free()``.
+        """
+        per_segment = rules.check_segments(segments, page_size=self.page_size,
+                                           num_pages=self.num_pages, status_of=self.status_of)
+        for pages in per_segment:
+            if not pages:
+                continue
+            if self.group is None:
+                self._release(pages)
+            elif self.paged:
+                self.group_segments.append(list(pages))
+                self._mark(pages, DEFERRED_SEGMENT)
+            else:
+                self.group.append(list(pages))
+                self._mark(pages, DEFERRED)
+
+    def _release(self, pages: list[int]) -> None:
+        if self.need_sort:
+            self.staged.extend(pages)
+            self._mark(pages, STAGED)
+            return
+        self.free = pages + self.free if self.paged else self.free + pages
+        self._mark(pages, FREE)
+
+    def free_group_begin(self) -> None:
+        """Open a free group; groups do not nest (``GROUP-1``)."""
+        if self.group is not None:
+            raise rules.ContractViolation("GROUP-1", "free groups cannot be nested")
+        self.group = []
+        self.group_segments = []
+
+    def free_group_end(self) -> None:
+        """Release what the group deferred: ``free()`` inputs as one ``free()``, then the segment
+        pages in enqueue order (``GROUP-4``). A no-op without an open group (``GROUP-2``)."""
+        pending, segments = self.group, self.group_segments
+        self.group, self.group_segments = None, []
+        if pending:
+            slots = [s for chunk in pending for s in chunk]
+            self._release(sorted({s // self.page_size for s in slots}) if self.paged else slots)
+        if segments:
+            self._release([p for chunk in segments for p in chunk])
+
+    def merge_and_sort_free(self) -> None:
+        """Sort the staged pages into the free list; a no-op when nothing is staged (``SORT-3``)."""
+        if self.staged:
+            self._mark(self.staged, FREE)
+            self.free = sorted(self.free + self.staged)
+            self.staged = []
+
+    def _mark(self, pages: Sequence[int], status: str) -> None:
+        for page in pages:
+            self._status[page] = status
+
+    # -- capacity hooks (CAP-*) ------------------------------------------------------------
+    def evict_to_free_tokens(self, tree_cache: TreeCache | None, num_tokens: int) -> None:
+        """Ask ``tree_cache`` to evict the shortfall ``num_tokens - available_size()`` (``CAP-1``)."""
+        shortfall = num_tokens - self.available_size()
+        if tree_cache is not None and shortfall > 0:
+            tree_cache.evict(shortfall)
+
+    def check_decode_capacity(self, *, num_tokens: int, tree_cache: TreeCache | None) -> bool:
+        """Evict for ``num_tokens``, then whether they fit (``CAP-2``)."""
+        self.evict_to_free_tokens(tree_cache, num_tokens)
+        return self.available_size() >= num_tokens
+
+    # -- diagnostics -----------------------------------------------------------------------
+    def deferred_pages(self) -> list[int]:
+        """Pages named by the open group, each once, ascending."""
+        return [p for p in range(1, self.num_pages + 1)
+                if self._status[p] in (DEFERRED, DEFERRED_SEGMENT)]
+
+    def verify_byte_accounting(self) -> list[str]:
+        """The free census (``CAP-3``): violation strings, empty when healthy."""
+        return census(self.free, self.staged, num_pages=self.num_pages, page_size=self.page_size,
+                      available_size=self.available_size())
+
+    def check_invariants(self) -> None:
+        """Assert ``INV-1..4`` and that the page statuses match the lists; dumps state on failure."""
+        problems = self.verify_byte_accounting()
+        expected = ["reserved"] + [OWNED] * self.num_pages
+        for pages, status in ((self.free, FREE), (self.staged, STAGED)):
+            for page in pages:
+                expected[page] = status
+        for chunk in self.group or []:
+            for page in {s // self.page_size for s in chunk}:
+                expected[page] = DEFERRED
+        for chunk in self.group_segments:
+            for page in chunk:
+                expected[page] = DEFERRED_SEGMENT
+        if expected != self._status:
+            problems.append("MODEL-3: page statuses disagree with the free/staged/group lists")
+        if self.group is None and self.group_segments:
+            problems.append("GROUP-2: deferred segment pages without an open group")
+        assert not problems, "\n".join(problems) + "\n" + self.debug_print()
+
+    def debug_print(self) -> str:
+        """One line per state component, pages in order, runs compressed."""
+        group = "closed" if self.group is None else describe_pages(self.deferred_pages())
+        return (f"{'paged' if self.paged else 'token'} ps={self.page_size} pages={self.num_pages} "
+                f"need_sort={self.need_sort} available={self.available_size()}\n"
+                f"  free:     {describe_pages(self.free)}\n"
+                f"  staged:   {describe_pages(self.staged)}\n"
+                f"  deferred: {group}\n"
+                f"  owned:    {describe_pages(self.owned_pages())}")
+
+    def snapshot(self) -> tuple[object, ...]:
+        """Everything observable, comparable with ``==`` (to assert "unchanged")."""
+        return (self.size, self.num_pages, tuple(self.free), tuple(self.staged),
+                None if self.group is None else tuple(map(tuple, self.group)),
+                tuple(map(tuple, self.group_segments)))
+
+    def copy(self) -> AllocatorModel:
+        """An independent deep copy."""
+        return copy.deepcopy(self)
