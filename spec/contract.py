@@ -78,7 +78,7 @@ def accept_extend(model: AllocatorModel, prefix_lens: Sequence[int], seq_lens: S
     the row layout on distinct previously free pages, one per new logical page (``-4``, ``-5``)."""
     ps = model.page_size
     needed = sum(ceil_div(s, ps) - ceil_div(p, ps) for p, s in zip(prefix_lens, seq_lens))
-    if _none_allowed(model, needed, result, f"{clause}-{6 if clause == 'EXTEND' else 4}"):
+    if _none_allowed(model, needed, result, f"{clause}-6"):
         return
     assert result is not None
     total = sum(seq_lens) - sum(prefix_lens)
@@ -104,7 +104,7 @@ def accept_extend(model: AllocatorModel, prefix_lens: Sequence[int], seq_lens: S
                 raise Divergence(f"{clause}-5", f"request {i}: logical page {pos // ps} split over "
                                  f"pages {page} and {slot // ps}")
         pages.extend(page_of_logical.values())
-    _adopt_pages(model, pages, f"{clause}-4" if clause == "EXTEND" else f"{clause}-3")
+    _adopt_pages(model, pages, f"{clause}-4")
 
 
 def accept_decode(model: AllocatorModel, seq_lens: Sequence[int], last_loc: Sequence[int],

@@ -84,7 +84,7 @@ def merge_bound(extend_num_tokens: int, batch_size: int, page_size: int) -> int:
 
 
 def decode_needs_page(seq_len: int, page_size: int) -> bool:
-    """Whether the decode step to ``seq_len`` tokens opens a new page (``DECODE-3``).
+    """Whether the decode step to ``seq_len`` tokens opens a new page (``DECODE-4``).
 
     The new token sits at position ``seq_len - 1``; it opens a page iff that position is
     page-aligned. Correct for ``page_size == 1`` too (every step opens a page). Equal to

@@ -132,9 +132,9 @@ class AllocatorModel:
     def alloc_decode(self, seq_lens: Sequence[int], last_loc: Sequence[int]) -> list[int] | None:
         """One slot per request for position ``seq - 1`` (``DECODE-*``).
 
-        A request opens a new page iff ``(seq - 1) % ps == 0`` (``DECODE-3``), taking free pages in
+        A request opens a new page iff ``(seq - 1) % ps == 0`` (``DECODE-4``), taking free pages in
         batch order; the others get ``last_loc + 1``. Merges first when the batch is larger than
-        the free list; None iff the new pages exceed free + staged (``DECODE-4``).
+        the free list (``DECODE-7``); None iff the new pages exceed free + staged (``DECODE-6``).
         """
         if not self.paged:
             raise NotImplementedError("alloc_decode is only for paged allocator")

@@ -206,8 +206,9 @@ def check_decode(
 ) -> list[int]:
     """``alloc_decode`` arguments: decode is an extend with ``prefix = seq - 1`` (``DECODE-2``).
 
-    ``seq >= 1``; the same rules as ``check_extend`` under ``DECODE-*`` clause IDs. Returns the
-    new pages per request (0 or 1, ``DECODE-3``).
+    ``seq >= 1``; the same rules as ``check_extend`` under ``DECODE-*`` clause IDs (``DECODE-1``
+    lengths, ``DECODE-3`` last_loc, ``DECODE-8`` distinct partial pages). Returns the new pages
+    per request (0 or 1, ``DECODE-4``).
     """
     for i, seq in enumerate(seq_lens):
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:

@@ -1,0 +1,232 @@
+"""Import SGLang 0.5.23's real allocators on a CPU-only machine, without its frontend.
+
+``sglang/__init__.py`` imports the whole frontend (IPython, HF patches, ...), and the allocator
+modules import a handful of third-party packages at module level that the allocators never call.
+This module follows the recipe of ``reference/baseline-on-cpu.md`` (sections 3.1-3.2), in order:
+
+1. import the real ``torch`` (before any placeholder finder exists);
+2. append an allow-list meta-path finder that answers with a permissive placeholder module for
+   ``triton``, ``PIL``, ``starlette``, ``requests``, ``orjson``, ``psutil``, ``pybase64``,
+   ``zmq``, ``pydantic_core`` and ``packaging`` -- only when the real module cannot be found, and
+   for submodules only when the top-level module is itself a placeholder;
+3. register a bare ``sglang`` package from ``importlib.util.find_spec`` (its ``__init__`` is not
+   run) unless ``sglang`` is already imported;
+4. import ``sglang.srt.mem_cache.allocator``.
+
+``SGLANG_DEBUG_MEMORY_POOL`` defaults to ``"0"`` when unset (set it before the first call to get
+SGLang's debug asserts).
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import threading
+import types
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+__all__ = ["PLACEHOLDER_NAMES", "PeerUnavailable", "load_sglang_allocators"]
+
+ALLOCATOR_MODULE = "sglang.srt.mem_cache.allocator"
+
+# Top-level modules that SGLang's allocator import chain reads at import time but never calls.
+PLACEHOLDER_NAMES: frozenset[str] = frozenset(
+    {
+        "triton",
+        "PIL",
+        "starlette",
+        "requests",
+        "orjson",
+        "psutil",
+        "pybase64",
+        "zmq",
+        "pydantic_core",
+        "packaging",
+    }
+)
+
+_lock = threading.Lock()
+_cached: types.ModuleType | None = None
+
+
+class PeerUnavailable(ImportError):
+    """The peer library (SGLang 0.5.23) is not installed or cannot be imported here."""
+
+
+class _DummyMeta(type):
+    """Metaclass that makes the ``Dummy`` class itself permissive (attributes, ``[]``, ``|``)."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return cls
+
+    def __getitem__(cls, item: object) -> Any:
+        return cls
+
+    def __or__(cls, other: object) -> Any:
+        return cls
+
+    def __ror__(cls, other: object) -> Any:
+        return cls
+
+    def __bool__(cls) -> bool:
+        return False
+
+    def __iter__(cls) -> Iterator[Any]:
+        return iter(())
+
+
+class Dummy(metaclass=_DummyMeta):
+    """Stands in for any attribute of a placeholder module.
+
+    Works as a value, a callable, a decorator (called with one callable it returns it unchanged),
+    a base class (accepts any class keywords) and a generic alias (``X[...]``, ``X | Y``). It is
+    falsy and iterates as empty; dunder lookups raise ``AttributeError``.
+    """
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        if cls is Dummy and len(args) == 1 and not kwargs and callable(args[0]):
+            return args[0]  # used as a decorator: keep the decorated object
+        return super().__new__(cls)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        pass
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if len(args) == 1 and not kwargs and callable(args[0]):
+            return args[0]
+        return Dummy
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Dummy
+
+    def __getitem__(self, item: object) -> Any:
+        return Dummy
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+
+class _PlaceholderModule(types.ModuleType):
+    """A module whose every non-dunder attribute is ``Dummy``; a package with no files."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Dummy
+
+
+class _PlaceholderLoader(importlib.abc.Loader):
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        module = _PlaceholderModule(spec.name)
+        module.__path__ = []
+        module.__version__ = "0.0.0"  # type: ignore[attr-defined]
+        return module
+
+    def exec_module(self, module: types.ModuleType) -> None:
+        pass
+
+
+class _PlaceholderFinder(importlib.abc.MetaPathFinder):
+    """Answers for allow-listed top-level names only when no real module exists.
+
+    Appended to ``sys.meta_path``, so every real finder runs first. Submodules are answered only
+    when their top-level module is a placeholder: a real package with a missing submodule is left
+    to fail as it would without this finder.
+    """
+
+    def __init__(self, names: frozenset[str]) -> None:
+        self.names = names
+        self.loader = _PlaceholderLoader()
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        top = fullname.partition(".")[0]
+        if top not in self.names or top in sys.stdlib_module_names:
+            return None
+        if fullname != top:
+            parent = sys.modules.get(top)
+            if not isinstance(parent, _PlaceholderModule):
+                return None
+        return importlib.machinery.ModuleSpec(fullname, self.loader, is_package=True)
+
+
+def _install_finder() -> None:
+    """Append the placeholder finder once (idempotent)."""
+    if not any(isinstance(f, _PlaceholderFinder) for f in sys.meta_path):
+        sys.meta_path.append(_PlaceholderFinder(PLACEHOLDER_NAMES))
+
+
+def _register_bare_sglang() -> None:
+    """Put a bare ``sglang`` package into ``sys.modules`` without running its ``__init__``.
+
+    Raises:
+        PeerUnavailable: sglang is not installed.
+    """
+    if "sglang" in sys.modules:
+        return
+    spec = importlib.util.find_spec("sglang")
+    if spec is None or spec.submodule_search_locations is None:
+        raise PeerUnavailable(
+            "sglang is not installed; install it with `pip install --no-deps sglang==0.5.23` "
+            "(see benchmarks/install_peers.sh)"
+        )
+    pkg = types.ModuleType("sglang")
+    pkg.__path__ = list(spec.submodule_search_locations)
+    pkg.__file__ = spec.origin
+    pkg.__spec__ = spec
+    pkg.__package__ = "sglang"
+    sys.modules["sglang"] = pkg
+
+
+def load_sglang_allocators() -> types.ModuleType:
+    """Return SGLang's ``sglang.srt.mem_cache.allocator`` module (imported once, then cached).
+
+    Effect: imports torch, installs the placeholder finder (a no-op for modules that are really
+    installed), registers a bare ``sglang`` package and sets ``SGLANG_DEBUG_MEMORY_POOL`` to
+    ``"0"`` if it is unset. Safe to call repeatedly and from several threads.
+
+    Raises:
+        PeerUnavailable: sglang is not installed, or the allocator module fails to import (the
+            message names the underlying error).
+    """
+    global _cached
+    if _cached is not None:
+        return _cached
+    with _lock:
+        if _cached is not None:
+            return _cached
+        import torch  # noqa: F401  -- the real torch, before any placeholder finder exists
+
+        os.environ.setdefault("SGLANG_DEBUG_MEMORY_POOL", "0")
+        _install_finder()
+        _register_bare_sglang()
+        try:
+            module = importlib.import_module(ALLOCATOR_MODULE)
+        except PeerUnavailable:
+            raise
+        except Exception as exc:
+            raise PeerUnavailable(
+                f"cannot import {ALLOCATOR_MODULE} ({type(exc).__name__}: {exc}); "
+                "expected sglang==0.5.23 installed with --no-deps"
+            ) from exc
+        _cached = module
+        return module
