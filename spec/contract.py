@@ -36,14 +36,14 @@ def _adopt_pages(model: AllocatorModel, pages: Sequence[int], clause: str) -> No
         if model.status_of(page) not in (FREE, STAGED):
             raise Divergence(clause, f"page {page} handed out while {model.status_of(page)}")
     taken = set(pages)
-    model.free = [p for p in model.free if p not in taken]
+    model.free_pages = [p for p in model.free_pages if p not in taken]
     model.staged = [p for p in model.staged if p not in taken]
     for page in pages:
         model._status[page] = OWNED
 
 
 def _none_allowed(model: AllocatorModel, needed_pages: int, result: object, clause: str) -> bool:
-    available = len(model.free) + len(model.staged)
+    available = len(model.free_pages) + len(model.staged)
     if result is None:
         if needed_pages <= available:
             raise Divergence(clause, f"returned None although {needed_pages} pages were needed "

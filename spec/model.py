@@ -15,6 +15,7 @@ from typing import Protocol
 
 from . import rules
 from .census import census, describe_pages
+from .errors import ContractViolation
 from .layout import extend_row, merge_bound, page_slots
 from .rules import DEFERRED, DEFERRED_SEGMENT, FREE, OWNED, STAGED
 
@@ -40,7 +41,7 @@ class AllocatorModel:
     """State and operations of a token or paged KV allocator, in SGLang's reference order.
 
     State (``MODEL-*``): ``num_pages = size // page_size`` pages ``1..num_pages`` (page 0 is the
-    padding page, never free); ``free`` is the ordered free list (allocations take its front);
+    padding page, never free); ``free_pages`` is the ordered free list (allocations take its front);
     ``staged`` holds pages released under ``need_sort`` until a merge; ``group`` holds the
     deferred ``free()`` inputs of the open free group (``None`` when no group is open) and
     ``group_segments`` its deferred segment pages; every other page is owned by the caller.
@@ -65,7 +66,7 @@ class AllocatorModel:
     def clear(self) -> None:
         """Every page free in ascending order, nothing staged, no open group (``LIFE-1``)."""
         self.num_pages = self.size // self.page_size
-        self.free: list[int] = list(range(1, self.num_pages + 1))
+        self.free_pages: list[int] = list(range(1, self.num_pages + 1))
         self.staged: list[int] = []
         self.group: list[list[int]] | None = None
         self.group_segments: list[list[int]] = []
@@ -79,11 +80,11 @@ class AllocatorModel:
     # -- queries ---------------------------------------------------------------------------
     def available_size(self) -> int:
         """Tokens free or staged: ``(len(free) + len(staged)) * page_size`` (``INV-4``)."""
-        return (len(self.free) + len(self.staged)) * self.page_size
+        return (len(self.free_pages) + len(self.staged)) * self.page_size
 
     def get_all_free_pages(self) -> list[int]:
         """The free list followed by the staged pages, in order (``LIFE-4``)."""
-        return self.free + self.staged
+        return self.free_pages + self.staged
 
     def status_of(self, page: int) -> str:
         """``free``, ``staged``, ``owned``, ``deferred`` or ``deferred-seg`` for a page 1..num_pages."""
@@ -105,9 +106,9 @@ class AllocatorModel:
         free list is short (``SORT-2``); None iff free + staged pages cannot cover it (``ALLOC-3``).
         """
         num_pages = rules.check_alloc(need_size, self.page_size)
-        if num_pages > len(self.free):
+        if num_pages > len(self.free_pages):
             self.merge_and_sort_free()
-        if num_pages > len(self.free):
+        if num_pages > len(self.free_pages):
             return None
         return page_slots(self._take(num_pages), self.page_size)
 
@@ -125,7 +126,7 @@ class AllocatorModel:
                                        num_pages=self.num_pages, status_of=self.status_of,
                                        extend_num_tokens=extend_num_tokens)
         extend_tokens = sum(seq_lens) - sum(prefix_lens)
-        if merge_bound(extend_tokens, len(seq_lens), self.page_size) > len(self.free):
+        if merge_bound(extend_tokens, len(seq_lens), self.page_size) > len(self.free_pages):
             self.merge_and_sort_free()
         return self._lay_out(prefix_lens, seq_lens, last_loc, new_pages)
 
@@ -140,13 +141,13 @@ class AllocatorModel:
             raise NotImplementedError("alloc_decode is only for paged allocator")
         new_pages = rules.check_decode(seq_lens, last_loc, page_size=self.page_size,
                                        num_pages=self.num_pages, status_of=self.status_of)
-        if len(seq_lens) > len(self.free):
+        if len(seq_lens) > len(self.free_pages):
             self.merge_and_sort_free()
         return self._lay_out([s - 1 for s in seq_lens], seq_lens, last_loc, new_pages)
 
     def _lay_out(self, prefix_lens: Sequence[int], seq_lens: Sequence[int],
                  last_loc: Sequence[int], new_pages: Sequence[int]) -> list[int] | None:
-        if sum(new_pages) > len(self.free):
+        if sum(new_pages) > len(self.free_pages):
             return None
         pages = self._take(sum(new_pages))
         out: list[int] = []
@@ -157,8 +158,8 @@ class AllocatorModel:
         return out
 
     def _take(self, num_pages: int) -> list[int]:
-        pages = self.free[:num_pages]
-        del self.free[:num_pages]
+        pages = self.free_pages[:num_pages]
+        del self.free_pages[:num_pages]
         self._mark(pages, OWNED)
         return pages
 
@@ -218,13 +219,13 @@ class AllocatorModel:
             self.staged.extend(pages)
             self._mark(pages, STAGED)
             return
-        self.free = pages + self.free if self.paged else self.free + pages
+        self.free_pages = pages + self.free_pages if self.paged else self.free_pages + pages
         self._mark(pages, FREE)
 
     def free_group_begin(self) -> None:
         """Open a free group; groups do not nest (``GROUP-1``)."""
         if self.group is not None:
-            raise rules.ContractViolation("GROUP-1", "free groups cannot be nested")
+            raise ContractViolation("GROUP-1", "free groups cannot be nested")
         self.group = []
         self.group_segments = []
 
@@ -243,7 +244,7 @@ class AllocatorModel:
         """Sort the staged pages into the free list; a no-op when nothing is staged (``SORT-3``)."""
         if self.staged:
             self._mark(self.staged, FREE)
-            self.free = sorted(self.free + self.staged)
+            self.free_pages = sorted(self.free_pages + self.staged)
             self.staged = []
 
     def _mark(self, pages: Sequence[int], status: str) -> None:
@@ -270,14 +271,14 @@ class AllocatorModel:
 
     def verify_byte_accounting(self) -> list[str]:
         """The free census (``CAP-3``): violation strings, empty when healthy."""
-        return census(self.free, self.staged, num_pages=self.num_pages, page_size=self.page_size,
+        return census(self.free_pages, self.staged, num_pages=self.num_pages, page_size=self.page_size,
                       available_size=self.available_size())
 
     def check_invariants(self) -> None:
         """Assert ``INV-1..4`` and that the page statuses match the lists; dumps state on failure."""
         problems = self.verify_byte_accounting()
         expected = ["reserved"] + [OWNED] * self.num_pages
-        for pages, status in ((self.free, FREE), (self.staged, STAGED)):
+        for pages, status in ((self.free_pages, FREE), (self.staged, STAGED)):
             for page in pages:
                 expected[page] = status
         for chunk in self.group or []:
@@ -297,14 +298,14 @@ class AllocatorModel:
         group = "closed" if self.group is None else describe_pages(self.deferred_pages())
         return (f"{'paged' if self.paged else 'token'} ps={self.page_size} pages={self.num_pages} "
                 f"need_sort={self.need_sort} available={self.available_size()}\n"
-                f"  free:     {describe_pages(self.free)}\n"
+                f"  free:     {describe_pages(self.free_pages)}\n"
                 f"  staged:   {describe_pages(self.staged)}\n"
                 f"  deferred: {group}\n"
                 f"  owned:    {describe_pages(self.owned_pages())}")
 
     def snapshot(self) -> tuple[object, ...]:
         """Everything observable, comparable with ``==`` (to assert "unchanged")."""
-        return (self.size, self.num_pages, tuple(self.free), tuple(self.staged),
+        return (self.size, self.num_pages, tuple(self.free_pages), tuple(self.staged),
                 None if self.group is None else tuple(map(tuple, self.group)),
                 tuple(map(tuple, self.group_segments)))
 

@@ -38,7 +38,7 @@ def rep_offsets(num_tokens: int, start_pos: int, page_size: int) -> list[int]:
         return []
     offset = start_pos % page_size
     first = 0 if offset == 0 else page_size - offset
-    return [0] + list(range(first or page_size, num_tokens, page_size))
+    return [0, *range(first or page_size, num_tokens, page_size)]
 
 
 def segment_pages(free_index: Sequence[int], start_pos: int, page_size: int) -> list[int]:
