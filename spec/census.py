@@ -26,6 +26,10 @@ def census(
     is never free); no page is listed twice across free, staged and deferred (``INV-2``);
     ``available_size == (len(free) + len(staged)) * page_size`` (``INV-4``); at most ``num_pages``
     pages are free or staged (``INV-1``: the rest are owned, so conservation holds by count).
+
+    pre: len(free) <= 6 and len(staged) <= 4 and 0 <= num_pages <= 8 and 1 <= page_size <= 4
+    post: (__return__ == []) == (len(set([*free, *staged, *deferred])) == len([*free, *staged, *deferred]) and all(1 <= p <= num_pages for p in [*free, *staged, *deferred]) and available_size == (len(free) + len(staged)) * page_size and len(free) + len(staged) <= num_pages)
+    post: all(line[:5] in ("INV-1", "INV-2", "INV-3", "INV-4") for line in __return__)
     """
     problems: list[str] = []
     listed = Counter([*free, *staged, *deferred])
@@ -48,7 +52,12 @@ def census(
 
 
 def describe_pages(pages: Sequence[int]) -> str:
-    """``[1 2 3 7 9 10]`` as ``1-3 7 9-10``: a compact, order-keeping run-length form."""
+    """``[1 2 3 7 9 10]`` as ``1-3 7 9-10``: a compact, order-keeping run-length form.
+
+    pre: len(pages) <= 8
+    post: (__return__ == "-") == (len(pages) == 0)
+    post: len(__return__.split()) <= max(1, len(pages))
+    """
     parts: list[str] = []
     i = 0
     while i < len(pages):

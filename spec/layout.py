@@ -123,12 +123,17 @@ def extend_row(
     ``p``'s. ``new_pages`` must hold exactly ``num_new_pages(...)`` pages; the row layout
     ``out[k] % ps == (prefix_len + k) % ps`` follows when ``last_loc`` is aligned.
 
-    pre: 0 <= prefix_len <= seq_len <= 64
+    pre: 0 <= prefix_len <= seq_len <= 48
     pre: 1 <= page_size <= 16
     pre: len(new_pages) == num_new_pages(prefix_len, seq_len, page_size)
+    pre: len(set(new_pages)) == len(new_pages)
+    pre: prefix_len % page_size == 0 or last_loc // page_size not in new_pages
     pre: last_loc_aligned(prefix_len, last_loc, page_size)
     post: len(__return__) == seq_len - prefix_len
     post: all(s % page_size == (prefix_len + k) % page_size for k, s in enumerate(__return__))
+    post: all(__return__[k] == last_loc + 1 + k for k in range(min(seq_len, ceil_div(prefix_len, page_size) * page_size) - prefix_len))
+    post: all((a // page_size == b // page_size) == ((prefix_len + j) // page_size == (prefix_len + k) // page_size) for j, a in enumerate(__return__) for k, b in enumerate(__return__))
+    post: len(set(__return__)) == len(__return__)
     """
     first_new_page = ceil_div(prefix_len, page_size)  # logical index of the first new page
     out: list[int] = []
@@ -147,5 +152,7 @@ def page_slots(pages: Sequence[int], page_size: int) -> list[int]:
     pre: 1 <= page_size <= 16
     post: len(__return__) == len(pages) * page_size
     post: all(__return__[i] // page_size == pages[i // page_size] for i in range(len(__return__)))
+    post: all(s % page_size == i % page_size for i, s in enumerate(__return__))
+    post: len(set(__return__)) == len(set(pages)) * page_size
     """
     return [page * page_size + offset for page in pages for offset in range(page_size)]

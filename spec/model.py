@@ -50,6 +50,11 @@ class AllocatorModel:
     distinct pages and segment frees prepend their pages in row order (a LIFO stack); with
     ``need_sort`` all frees are staged and merged (sorted with the free list) only when an
     allocation runs short.
+
+    inv: sorted(self.free + self.staged + self.owned_pages()) == list(range(1, self.num_pages + 1))
+    inv: not self.verify_byte_accounting()
+    inv: self.paged or self.page_size == 1
+    inv: self.group is not None or not self.deferred_pages()
     """
 
     def __init__(self, size: int, page_size: int = 1, *, paged: bool | None = None,
@@ -64,7 +69,11 @@ class AllocatorModel:
 
     # -- lifecycle -------------------------------------------------------------------------
     def clear(self) -> None:
-        """Every page free in ascending order, nothing staged, no open group (``LIFE-1``)."""
+        """Every page free in ascending order, nothing staged, no open group (``LIFE-1``).
+
+        post: self.free == list(range(1, self.num_pages + 1)) and self.staged == []
+        post: self.group is None and self.num_pages == self.size // self.page_size
+        """
         self.num_pages = self.size // self.page_size
         self.free_pages: list[int] = list(range(1, self.num_pages + 1))
         self.staged: list[int] = []
@@ -73,17 +82,28 @@ class AllocatorModel:
         self._status: list[str] = ["reserved"] + [FREE] * self.num_pages
 
     def resize(self, config: ResizeConfig) -> None:
-        """New ``size`` (tokens) from ``config.max_total_num_tokens``, then ``clear()`` (``LIFE-2``)."""
+        """New ``size`` (tokens) from ``config.max_total_num_tokens``, then ``clear()`` (``LIFE-2``).
+
+        post: self.size == config.max_total_num_tokens
+        post: self.free == list(range(1, self.num_pages + 1)) and self.staged == []
+        raises: rules.ContractViolation
+        """
         self.size = rules.check_count(config.max_total_num_tokens, "max_total_num_tokens", "LIFE-2")
         self.clear()
 
     # -- queries ---------------------------------------------------------------------------
     def available_size(self) -> int:
-        """Tokens free or staged: ``(len(free) + len(staged)) * page_size`` (``INV-4``)."""
+        """Tokens free or staged: ``(len(free) + len(staged)) * page_size`` (``INV-4``).
+
+        post: __return__ == len(self.get_all_free_pages()) * self.page_size
+        """
         return (len(self.free_pages) + len(self.staged)) * self.page_size
 
     def get_all_free_pages(self) -> list[int]:
-        """The free list followed by the staged pages, in order (``LIFE-4``)."""
+        """The free list followed by the staged pages, in order (``LIFE-4``).
+
+        post: __return__ == self.free + self.staged
+        """
         return self.free_pages + self.staged
 
     def status_of(self, page: int) -> str:
@@ -95,7 +115,10 @@ class AllocatorModel:
         return [p for p in range(1, self.num_pages + 1) if self._status[p] not in (FREE, STAGED)]
 
     def translate_kv_indices_for_transfer(self, kv_indices: Sequence[int]) -> list[int]:
-        """Identity: a static pool's slot ids address its buffers directly (``LIFE-3``)."""
+        """Identity: a static pool's slot ids address its buffers directly (``LIFE-3``).
+
+        post: __return__ == list(kv_indices)
+        """
         return list(kv_indices)
 
     # -- allocation ------------------------------------------------------------------------
@@ -104,6 +127,15 @@ class AllocatorModel:
 
         ``need_size`` must be a page multiple (``ALLOC-1``). Merges staged pages first when the
         free list is short (``SORT-2``); None iff free + staged pages cannot cover it (``ALLOC-3``).
+
+        pre: 0 <= need_size <= 64 * self.page_size
+        post: (__return__ is None) == (need_size // self.page_size > len(__old__.self.free) + len(__old__.self.staged))
+        post: __return__ is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages())
+        post: __return__ is None or len(__return__) == need_size == len(set(__return__))
+        post: __return__ is None or all(__old__.self.status_of(x // self.page_size) in (FREE, STAGED) for x in __return__)
+        post: __return__ is None or all(x % self.page_size == i % self.page_size for i, x in enumerate(__return__))
+        post: __return__ is None or self.available_size() == __old__.self.available_size() - need_size
+        raises: rules.ContractViolation
         """
         num_pages = rules.check_alloc(need_size, self.page_size)
         if num_pages > len(self.free_pages):
@@ -119,6 +151,14 @@ class AllocatorModel:
         Merges first when ``extend_num_tokens // ps + bs + 1`` exceeds the free list (``SORT-2``);
         None iff the new pages exceed free + staged (``EXTEND-6``); request i takes the next
         ``num_new_pages`` free pages in batch order (``EXTEND-7``). Paged allocators only.
+
+        pre: len(seq_lens) <= 8
+        post: (__return__ is None) == (sum(rules.num_new_pages(p, s, self.page_size) for p, s in zip(prefix_lens, seq_lens)) > len(__old__.self.free) + len(__old__.self.staged))
+        post: __return__ is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages())
+        post: __return__ is None or len(set(__return__)) == len(__return__) == sum(seq_lens) - sum(prefix_lens)
+        post: __return__ is None or [x % self.page_size for x in __return__] == [q % self.page_size for p, s in zip(prefix_lens, seq_lens) for q in range(p, s)]
+        post: __return__ is None or self.available_size() == __old__.self.available_size() - self.page_size * sum(rules.num_new_pages(p, s, self.page_size) for p, s in zip(prefix_lens, seq_lens))
+        raises: rules.ContractViolation, NotImplementedError
         """
         if not self.paged:
             raise NotImplementedError("alloc_extend is only for paged allocator")
@@ -136,6 +176,13 @@ class AllocatorModel:
         A request opens a new page iff ``(seq - 1) % ps == 0`` (``DECODE-4``), taking free pages in
         batch order; the others get ``last_loc + 1``. Merges first when the batch is larger than
         the free list (``DECODE-7``); None iff the new pages exceed free + staged (``DECODE-6``).
+
+        pre: len(seq_lens) <= 8
+        post: (__return__ is None) == (sum(rules.num_new_pages(s - 1, s, self.page_size) for s in seq_lens) > len(__old__.self.free) + len(__old__.self.staged))
+        post: __return__ is None or len(set(__return__)) == len(__return__) == len(seq_lens)
+        post: __return__ is None or all(x == (loc + 1 if not rules.num_new_pages(s - 1, s, self.page_size) else x // self.page_size * self.page_size) for x, s, loc in zip(__return__, seq_lens, last_loc))
+        post: __return__ is None or self.available_size() == __old__.self.available_size() - self.page_size * sum(rules.num_new_pages(s - 1, s, self.page_size) for s in seq_lens)
+        raises: rules.ContractViolation, NotImplementedError
         """
         if not self.paged:
             raise NotImplementedError("alloc_decode is only for paged allocator")
@@ -176,6 +223,11 @@ class AllocatorModel:
         Empty input is a no-op (``FREE-6``). Paged: whole pages, deduplicated and sorted
         (``FREE-4``); token: the slots in order. Inside a group the input is copied and held
         until ``free_group_end`` (``GROUP-3``).
+
+        pre: len(free_index) <= 64
+        post: self.group is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages() + __old__.self.free_pages_of(free_index))
+        post: self.group is None or self.available_size() == __old__.self.available_size()
+        raises: rules.ContractViolation
         """
         pages = self.free_pages_of(free_index)
         if not pages:
@@ -187,7 +239,12 @@ class AllocatorModel:
         self._release(pages)
 
     def free_full(self, free_index: Sequence[int]) -> None:
-        """A single pool has no SWA peer: exactly ``free`` (``FREE-7``)."""
+        """A single pool has no SWA peer: exactly ``free`` (``FREE-7``).
+
+        pre: len(free_index) <= 64
+        post: self.snapshot() == (lambda twin: (twin.free(free_index), twin.snapshot())[1])(__old__.self.copy())
+        raises: rules.ContractViolation
+        """
         self.free(free_index)
 
     def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
@@ -199,6 +256,11 @@ class AllocatorModel:
 
         The whole call is validated before any page moves. Each segment is then released on its
         own, in row order (``SEG-3``); token allocators treat each segment as ``free()``.
+
+        pre: len(segments) <= 8
+        post: self.group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for idx, _ in segments for x in idx})
+        post: self.group is None or self.available_size() == __old__.self.available_size()
+        raises: rules.ContractViolation
         """
         per_segment = rules.check_segments(segments, page_size=self.page_size,
                                            num_pages=self.num_pages, status_of=self.status_of)
@@ -223,7 +285,11 @@ class AllocatorModel:
         self._mark(pages, FREE)
 
     def free_group_begin(self) -> None:
-        """Open a free group; groups do not nest (``GROUP-1``)."""
+        """Open a free group; groups do not nest (``GROUP-1``).
+
+        post: self.group == [] and self.group_segments == []
+        raises: rules.ContractViolation
+        """
         if self.group is not None:
             raise ContractViolation("GROUP-1", "free groups cannot be nested")
         self.group = []
@@ -231,7 +297,11 @@ class AllocatorModel:
 
     def free_group_end(self) -> None:
         """Release what the group deferred: ``free()`` inputs as one ``free()``, then the segment
-        pages in enqueue order (``GROUP-4``). A no-op without an open group (``GROUP-2``)."""
+        pages in enqueue order (``GROUP-4``). A no-op without an open group (``GROUP-2``).
+
+        post: self.group is None and self.deferred_pages() == []
+        post: len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len(__old__.self.deferred_pages())
+        """
         pending, segments = self.group, self.group_segments
         self.group, self.group_segments = None, []
         if pending:
@@ -241,7 +311,11 @@ class AllocatorModel:
             self._release([p for chunk in segments for p in chunk])
 
     def merge_and_sort_free(self) -> None:
-        """Sort the staged pages into the free list; a no-op when nothing is staged (``SORT-3``)."""
+        """Sort the staged pages into the free list; a no-op when nothing is staged (``SORT-3``).
+
+        post: self.staged == []
+        post: self.free == (sorted(__old__.self.free + __old__.self.staged) if __old__.self.staged else __old__.self.free)
+        """
         if self.staged:
             self._mark(self.staged, FREE)
             self.free_pages = sorted(self.free_pages + self.staged)
@@ -259,7 +333,10 @@ class AllocatorModel:
             tree_cache.evict(shortfall)
 
     def check_decode_capacity(self, *, num_tokens: int, tree_cache: TreeCache | None) -> bool:
-        """Evict for ``num_tokens``, then whether they fit (``CAP-2``)."""
+        """Evict for ``num_tokens``, then whether they fit (``CAP-2``).
+
+        post: __return__ == (self.available_size() >= num_tokens)
+        """
         self.evict_to_free_tokens(tree_cache, num_tokens)
         return self.available_size() >= num_tokens
 

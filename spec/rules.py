@@ -23,7 +23,12 @@ StatusOf = Callable[[int], str]
 
 
 def check_count(value: object, name: str, clause: str) -> int:
-    """``value`` as a non-negative int, else ``clause`` (negative sizes, non-integers)."""
+    """``value`` as a non-negative int, else ``clause`` (negative sizes, non-integers).
+
+    pre: len(clause) <= 16
+    post: __return__ == value and __return__ >= 0
+    raises: ContractViolation
+    """
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ContractViolation(clause, f"{name} must be a non-negative int, got {value!r}")
     return value
@@ -33,6 +38,10 @@ def check_alloc(need_size: object, page_size: int) -> int:
     """``alloc(need_size)``: a non-negative int (``ALLOC-2``), page-aligned (``ALLOC-1``).
 
     Returns the number of pages requested.
+
+    pre: 1 <= page_size <= 256
+    post: __return__ >= 0 and __return__ * page_size == need_size
+    raises: ContractViolation
     """
     n = check_count(need_size, "need_size", "ALLOC-2")
     if n % page_size:
@@ -43,7 +52,13 @@ def check_alloc(need_size: object, page_size: int) -> int:
 
 
 def check_slot(slot: int, page_size: int, num_pages: int) -> int:
-    """The page of ``slot``: in range (``FREE-1``) and not the padding page 0 (``FREE-2``)."""
+    """The page of ``slot``: in range (``FREE-1``) and not the padding page 0 (``FREE-2``).
+
+    pre: 1 <= page_size <= 256
+    pre: 0 <= num_pages <= 4096
+    post: 1 <= __return__ <= num_pages and __return__ == slot // page_size
+    raises: ContractViolation
+    """
     if isinstance(slot, bool) or not isinstance(slot, int):
         raise ContractViolation("FREE-1", f"slot {slot!r} is not an int")
     if not 0 <= slot < (num_pages + 1) * page_size:
@@ -79,6 +94,13 @@ def check_free(
     one call, and inside a group by several ``free()`` calls (``GROUP-6``). Token
     (``paged=False``, page size 1): the slots in the given order; naming one twice is a double
     free. Every page must be owned (``FREE-3``).
+
+    pre: len(slots) <= 8
+    pre: 1 <= page_size <= 8 and (paged or page_size == 1)
+    pre: 0 <= num_pages <= 16
+    post: set(__return__) == {s // page_size for s in slots}
+    post: __return__ == (sorted(set(__return__)) if paged else list(slots))
+    raises: ContractViolation
     """
     pages = [check_slot(s, page_size, num_pages) for s in slots]
     if paged:
@@ -104,6 +126,13 @@ def check_segments(
     shared boundary page is released by the first segment only (``SEG-5``); every page released
     is owned, and released once across the call (``FREE-3``). ``free_segment`` is the one-segment
     case.
+
+    pre: len(segments) <= 3 and all(len(idx) <= 6 and start <= 64 for idx, start in segments)
+    pre: 1 <= page_size <= 4
+    pre: 0 <= num_pages <= 16
+    post: len(__return__) == len(segments)
+    post: sorted(p for pages in __return__ for p in pages) == sorted({s // page_size for idx, _ in segments for s in idx})
+    raises: ContractViolation
     """
     out: list[list[int]] = []
     seen: set[int] = set()
@@ -111,11 +140,14 @@ def check_segments(
     last_stop = 0
     for free_index, start_pos in segments:
         start = check_count(start_pos, "start_pos", "SEG-1")
+        n = len(free_index)
+        if n == 0:  # skipped, as in SGLang: no order constraint, no boundary move (SEG-6)
+            out.append([])
+            continue
         if start < last_stop:
             raise ContractViolation(
                 "SEG-4", f"segment at {start} overlaps or precedes the previous one ending at {last_stop}"
             )
-        n = len(free_index)
         last_stop = start + n
         for slot in free_index:
             check_slot(slot, page_size, num_pages)
@@ -123,9 +155,6 @@ def check_segments(
             raise ContractViolation(
                 "SEG-1", f"slots {list(free_index)} do not follow a row layout from position {start}"
             )
-        if n == 0:
-            out.append([])
-            continue
         trim = trim_boundary(start, n, prev_end, page_size)
         prev_end = start + n
         pages = segment_pages(free_index[trim:], start + trim, page_size)
@@ -157,6 +186,19 @@ def check_extend(
     (``-2``); ``last_loc`` aligned with the prefix and on a page the caller owns (``-3``);
     requests that continue a partial page continue distinct pages (``-8``). ``clause`` is
     ``"DECODE"`` when called for ``alloc_decode``, whose rules carry the same numbers.
+
+    pre: len(seq_lens) <= 4
+    pre: all(p <= 256 for p in prefix_lens) and all(s <= 256 for s in seq_lens)
+    pre: all(-1 <= x <= 256 for x in last_loc)
+    pre: 1 <= page_size <= 16
+    pre: 0 <= num_pages <= 64
+    pre: clause in ("EXTEND", "DECODE")
+    post: len(__return__) == len(seq_lens) == len(prefix_lens) == len(last_loc)
+    post: all(0 <= p <= s for p, s in zip(prefix_lens, seq_lens))
+    post: all(last_loc_aligned(p, loc, page_size) for p, loc in zip(prefix_lens, last_loc))
+    post: __return__ == [num_new_pages(p, s, page_size) for p, s in zip(prefix_lens, seq_lens)]
+    post: extend_num_tokens is None or extend_num_tokens == sum(seq_lens) - sum(prefix_lens)
+    raises: ContractViolation
     """
     bs = len(seq_lens)
     if len(prefix_lens) != bs or len(last_loc) != bs:
@@ -209,6 +251,13 @@ def check_decode(
     ``seq >= 1``; the same rules as ``check_extend`` under ``DECODE-*`` clause IDs (``DECODE-1``
     lengths, ``DECODE-3`` last_loc, ``DECODE-8`` distinct partial pages). Returns the new pages
     per request (0 or 1, ``DECODE-4``).
+
+    pre: len(seq_lens) <= 4
+    pre: all(s <= 256 for s in seq_lens) and all(-1 <= x <= 256 for x in last_loc)
+    pre: 1 <= page_size <= 16
+    pre: 0 <= num_pages <= 64
+    post: __return__ == [int((s - 1) % page_size == 0) for s in seq_lens]
+    raises: ContractViolation
     """
     for i, seq in enumerate(seq_lens):
         if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:

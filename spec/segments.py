@@ -32,7 +32,9 @@ def rep_offsets(num_tokens: int, start_pos: int, page_size: int) -> list[int]:
     pre: 1 <= page_size <= 64
     post: len(__return__) == (ceil_div(start_pos + num_tokens, page_size) - start_pos // page_size if num_tokens else 0)
     post: all(0 <= i < num_tokens for i in __return__)
+    post: __return__ == sorted(set(__return__))
     post: len({(start_pos + i) // page_size for i in __return__}) == len(__return__)
+    post: {(start_pos + i) // page_size for i in __return__} == {(start_pos + k) // page_size for k in range(num_tokens)}
     """
     if num_tokens == 0:
         return []
@@ -65,6 +67,7 @@ def segment_layout_ok(free_index: Sequence[int], start_pos: int, page_size: int)
     pre: len(free_index) <= 64
     pre: 0 <= start_pos <= 256
     pre: 1 <= page_size <= 16
+    post: __return__ == (all(s % page_size == (start_pos + k) % page_size for k, s in enumerate(free_index)) and len({((start_pos + k) // page_size, s // page_size) for k, s in enumerate(free_index)}) == len({s // page_size for s in free_index}) == len({(start_pos + k) // page_size for k in range(len(free_index))}))
     """
     page_of_logical: dict[int, int] = {}
     logical_of_page: dict[int, int] = {}
@@ -115,6 +118,8 @@ def segments_pages(segments: Sequence[tuple[Sequence[int], int]], page_size: int
     pre: 1 <= page_size <= 8
     pre: all(segment_layout_ok(idx, start, page_size) for idx, start in segments)
     pre: all(segments[i][1] + len(segments[i][0]) <= segments[i + 1][1] for i in range(len(segments) - 1))
+    pre: len({((start + k) // page_size, s // page_size) for idx, start in segments for k, s in enumerate(idx)}) == len({s // page_size for idx, _ in segments for s in idx}) == len({(start + k) // page_size for idx, start in segments for k in range(len(idx))})
+    post: sorted(__return__) == sorted({s // page_size for idx, _ in segments for s in idx})
     """
     pages: list[int] = []
     prev_end: int | None = None
@@ -135,6 +140,7 @@ def touched_pages(num_tokens: int, start_pos: int, page_size: int) -> range:
     pre: 0 <= start_pos <= 256
     pre: 1 <= page_size <= 64
     post: len(__return__) == len(rep_offsets(num_tokens, start_pos, page_size))
+    post: set(__return__) == {(start_pos + k) // page_size for k in range(num_tokens)}
     """
     if num_tokens == 0:
         return range(0)

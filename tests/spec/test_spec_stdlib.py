@@ -1,0 +1,30 @@
+"""kvpool.spec is pure Python on the standard library only: anyone can run it without torch."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+PROBE = """
+import json, sys
+before = set(sys.modules)
+import kvpool.spec
+loaded = sorted(set(sys.modules) - before)
+print(json.dumps({"loaded": loaded, "stdlib": sorted(sys.stdlib_module_names)}))
+"""
+
+
+def test_import_loads_only_the_standard_library() -> None:
+    out = subprocess.run([sys.executable, "-c", PROBE], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    report = json.loads(out)
+    stdlib = set(report["stdlib"])
+    loaded = report["loaded"]
+    assert "kvpool.spec.model" in loaded  # the probe sees the import
+    foreign = [name for name in loaded
+               if name.split(".")[0] not in stdlib and name.split(".")[0] != "kvpool"]
+    assert foreign == [], f"kvpool.spec imports non-stdlib modules: {foreign}"
+    kvpool_modules = [name for name in loaded if name.split(".")[0] == "kvpool"]
+    assert all(name == "kvpool" or name.startswith("kvpool.spec") for name in kvpool_modules), (
+        kvpool_modules)
