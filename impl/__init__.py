@@ -1,1 +1,12 @@
-"""placeholder"""
+"""kvpool.impl: the production KV-cache allocators on torch tensors (CPU and CUDA).
+
+Drop-in for SGLang 0.5.23's ``TokenToKVPoolAllocator`` and ``PagedTokenToKVPoolAllocator``,
+call for call equal to :class:`kvpool.spec.AllocatorModel` (the reference order). Free lists live
+in preallocated tensors with host-side counters, so ``alloc`` and every kind of free cost
+O(pages moved); ``checked=True`` validates every call with the spec's rules.
+"""
+
+from .paged import PagedTokenToKVPoolAllocator
+from .token import TokenToKVPoolAllocator
+
+__all__ = ["PagedTokenToKVPoolAllocator", "TokenToKVPoolAllocator"]

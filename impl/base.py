@@ -1,0 +1,305 @@
+"""Logic shared by the token and paged torch allocators: capacity, groups, segments, diagnostics.
+
+A subclass chooses its free list (:class:`~kvpool.impl.freelist.PageRing` for the token FIFO,
+:class:`~kvpool.impl.freelist.PageStack` for the paged LIFO) and how ``free()`` turns slots into
+pages (token: the slots as given; paged: sorted distinct pages). Everything else, including the
+reference order of SGLang's ``need_sort`` staging, free groups and segment frees, lives here once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+import torch
+from kvpool.spec import rules
+from kvpool.spec.census import census, describe_pages
+from kvpool.spec.errors import ContractViolation
+from kvpool.spec.model import ResizeConfig
+from kvpool.spec.segments import trim_boundary
+
+from .checked import PageStatusTable, host_list
+from .freelist import PageRing, PageStack, Staging
+from .hooks import SglangSurface
+
+Segment = tuple[torch.Tensor, int]
+
+
+class AllocatorBase(SglangSurface):
+    """State and shared operations; see the subclasses for representation and complexity."""
+
+    paged: ClassVar[bool]
+
+    def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: Any,
+                 kvcache: Any, need_sort: bool, *, checked: bool = False) -> None:
+        if page_size < 1:
+            raise ValueError(f"page_size must be >= 1, got {page_size}")
+        if checked:
+            rules.check_count(size, "size", "LIFE-2")
+        self.size = size
+        self.page_size = page_size
+        self.dtype = dtype
+        self.device = device
+        self._kvcache = kvcache
+        self.need_sort = need_sort
+        self.checked = checked
+        self._offsets = torch.arange(page_size, dtype=torch.int64, device=device)
+        self._free: PageStack | PageRing = self._new_free_list(0)
+        self._staged = Staging(0, device)
+        self.clear()
+
+    # -- hooks for the subclasses ----------------------------------------------------------
+    def _new_free_list(self, capacity: int) -> PageStack | PageRing:
+        raise NotImplementedError
+
+    def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
+        """The pages ``free(free_index)`` releases, in release order (``FREE-4/5``)."""
+        raise NotImplementedError
+
+    def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
+        """Every slot of ``pages``, page-major, as a new tensor (``ALLOC-4``)."""
+        raise NotImplementedError
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def clear(self) -> None:
+        """Every page free ascending, nothing staged, no open group (``LIFE-1``). O(pool)."""
+        self.num_pages = self.size // self.page_size
+        if self._free.capacity != self.num_pages:
+            self._free = self._new_free_list(self.num_pages)
+            self._staged = Staging(self.num_pages if self.need_sort else 0, self.device)
+        self._free.fill()
+        self._staged.reset()
+        self.free_group: list[torch.Tensor] | None = None
+        self._group_segments: list[torch.Tensor] = []
+        self._table = PageStatusTable(self.num_pages) if self.checked else None
+
+    def resize(self, config: ResizeConfig) -> None:
+        """``size = config.max_total_num_tokens`` (non-negative), then ``clear()`` (``LIFE-2``)."""
+        size = config.max_total_num_tokens
+        if self.checked:
+            rules.check_count(size, "max_total_num_tokens", "LIFE-2")
+        self.size = size
+        self.clear()
+
+    # -- queries ---------------------------------------------------------------------------
+    def available_size(self) -> int:
+        """Tokens free or staged, ``(len(free) + len(staged)) * page_size`` (``INV-4``). O(1)."""
+        return (len(self._free) + len(self._staged)) * self.page_size
+
+    @property
+    def free_pages(self) -> torch.Tensor:
+        """The free list in reference order (read-only; a view unless the token ring wraps)."""
+        return self._free.contents()
+
+    def get_all_free_pages(self) -> torch.Tensor:
+        """A new tensor: the free list followed by the staged pages (``LIFE-4``). O(pool)."""
+        return torch.cat((self._free.contents(), self._staged.contents()))
+
+    # -- allocation ------------------------------------------------------------------------
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        """``need_size`` slots as whole pages from the front of the free list (``ALLOC-*``).
+
+        Merges the staged pages first when the free list is short (``SORT-2``); None when
+        free + staged pages cannot cover it, state unchanged (``ALLOC-3``). Unchecked mode floors
+        an unaligned ``need_size`` to whole pages (as SGLang) and refuses a negative one
+        (``ALLOC-2``); checked mode raises ``ALLOC-1/2``. O(need_size); no host-device sync.
+        """
+        if self.checked:
+            num_pages = rules.check_alloc(need_size, self.page_size)
+        else:
+            num_pages = need_size // self.page_size
+            if num_pages < 0:  # a host int: refusing costs nothing and keeps the counters sane
+                raise ContractViolation("ALLOC-2", f"need_size must be >= 0, got {need_size}")
+        if num_pages > len(self._free):
+            self.merge_and_sort_free()
+        if num_pages > len(self._free):
+            return None
+        out = self._slots_of_pages(self._free.take(num_pages))
+        if self._table is not None:
+            self._table.taken(host_list(out[:: self.page_size] // self.page_size))
+        return out
+
+    def alloc_extend(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
+        raise NotImplementedError("alloc_extend is only for paged allocator (EXTEND-9)")
+
+    def alloc_decode(self, *args: Any, **kwargs: Any) -> torch.Tensor | None:
+        raise NotImplementedError("alloc_decode is only for paged allocator (EXTEND-9)")
+
+    # -- release ---------------------------------------------------------------------------
+    def free(self, free_index: torch.Tensor) -> None:
+        """Release the pages of ``free_index``, or defer a copy inside a free group (``FREE-*``).
+
+        Empty input is a no-op (``FREE-6``). Token: appends the slots; paged: prepends the
+        sorted distinct pages (``torch.unique``: a device sync on CUDA). ``need_sort`` stages.
+        O(k log k) for k slots. Unchecked mode does not read the slot values: a page-0 or
+        out-of-range slot lands in the free list and ``verify_byte_accounting`` reports it; a
+        release beyond the pool's page count raises ``FREE-3`` (host counters) before any change.
+        """
+        if free_index.numel() == 0:
+            return
+        table = self._table
+        if table is not None:
+            pages = table.check_free(free_index, paged=self.paged, page_size=self.page_size,
+                                     in_group=self.free_group is not None)
+        if self.free_group is not None:
+            self.free_group.append(free_index.clone())
+            if table is not None:
+                table.deferred_free(pages)
+            return
+        self._release(self._pages_of_free(free_index))
+        if table is not None:
+            table.released(pages, need_sort=self.need_sort)
+
+    def free_full(self, free_index: torch.Tensor) -> None:
+        """A single pool has no SWA peer: exactly ``free`` (``FREE-7``)."""
+        self.free(free_index)
+
+    def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
+        """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``).
+
+        One representative slot per logical page, picked by stride (count known on the host),
+        released in row order (``SEG-3``). O(n / page_size); no host-device sync.
+        """
+        self.free_segments([(free_index, start_pos)])
+
+    def free_segments(self, segments: Sequence[Segment]) -> None:
+        """Release ascending segments of one row; a shared boundary page once (``SEG-4/5/6``).
+
+        Each segment is released on its own, in order, after the seed's head trim (host
+        arithmetic on ``start_pos`` and ``numel`` only). No host-device sync when unchecked.
+        """
+        table = self._table
+        checked_pages = table.check_segments(segments, self.page_size) if table else None
+        per_segment: list[tuple[int, torch.Tensor]] = []
+        prev_end: int | None = None
+        for i, (free_index, start_pos) in enumerate(segments):
+            n = free_index.numel()
+            if n == 0:
+                continue
+            trim = trim_boundary(start_pos, n, prev_end, self.page_size)
+            prev_end = start_pos + n
+            pages = self._segment_pages(free_index[trim:], start_pos + trim)
+            if pages is not None:
+                per_segment.append((i, pages))
+        if self.free_group is None:  # all or nothing, even for an unchecked double free
+            self._check_room(sum(pages.numel() for _, pages in per_segment))
+        for i, pages in per_segment:
+            if self.free_group is None:
+                self._release(pages)
+            elif self.paged:
+                self._group_segments.append(pages)
+            else:
+                self.free_group.append(pages)
+            if table is not None and checked_pages is not None:
+                if self.free_group is None:
+                    table.released(checked_pages[i], need_sort=self.need_sort)
+                else:
+                    table.deferred_segment(checked_pages[i], paged=self.paged)
+
+    def _segment_pages(self, free_index: torch.Tensor, start_pos: int) -> torch.Tensor | None:
+        """Pages of one segment in row order, a new tensor (None when empty)."""
+        n = free_index.numel()
+        if n == 0:
+            return None
+        ps = self.page_size
+        offset = start_pos % ps
+        # representatives: index 0, then [ps - offset, n) step ps (aligned start: [0, n) step ps)
+        if offset == 0:
+            reps = free_index[::ps]
+        elif ps - offset >= n:
+            reps = free_index[:1]
+        else:
+            reps = torch.cat((free_index[:1], free_index[ps - offset :: ps]))
+        return reps.to(torch.int64) // ps
+
+    def _release(self, pages: torch.Tensor) -> None:
+        """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``)."""
+        self._check_room(pages.numel())
+        if self.need_sort:
+            if self._staged.capacity < self.num_pages:  # need_sort switched on after clear()
+                self._staged = Staging(self.num_pages, self.device)
+            self._staged.append(pages)
+        else:
+            self._free.push(pages)
+
+    def _check_room(self, num_pages: int) -> None:
+        """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an
+        unchecked double free cannot overrun the buffers. Host counters only."""
+        if len(self._free) + len(self._staged) + num_pages > self.num_pages:
+            raise ContractViolation(
+                "FREE-3", f"releasing {num_pages} pages would exceed the {self.num_pages} pages "
+                "of the pool: double free")
+
+    def free_group_begin(self) -> None:
+        """Open a free group; groups do not nest (``GROUP-1``, also unchecked)."""
+        if self.free_group is not None:
+            raise ContractViolation("GROUP-1", "free groups cannot be nested")
+        self.free_group = []
+        self._group_segments = []
+
+    def free_group_end(self) -> None:
+        """Release the group: ``free()`` inputs as one ``free()``, then the segment pages in
+        enqueue order (``GROUP-4``). No-op without an open group (``GROUP-2``)."""
+        pending, segments = self.free_group, self._group_segments
+        if pending is None:
+            return
+        freed = self._pages_of_free(torch.cat(pending)) if pending else None
+        seg_pages = torch.cat(segments) if segments else None
+        self._check_room(sum(t.numel() for t in (freed, seg_pages) if t is not None))
+        self.free_group, self._group_segments = None, []
+        for pages in (freed, seg_pages):
+            if pages is not None:
+                self._release(pages)
+        if self._table is not None:
+            self._table.group_released(paged=self.paged, need_sort=self.need_sort)
+
+    def merge_and_sort_free(self) -> None:
+        """Sort the staged pages into the free list; no-op when nothing is staged (``SORT-3``).
+
+        O((F + S) log(F + S)); runs only when an allocation is short (amortised over frees).
+        """
+        if len(self._staged) == 0:
+            return
+        merged = torch.cat((self._free.contents(), self._staged.contents()))
+        self._free.load(torch.sort(merged).values)
+        self._staged.reset()
+        if self._table is not None:
+            self._table.merged()
+
+    # -- diagnostics -----------------------------------------------------------------------
+    def deferred_pages(self) -> list[int]:
+        """Pages named by the open group (free() pages once each, then segment pages)."""
+        if self.free_group is None:
+            return []
+        pending = self.free_group
+        freed = host_list(self._pages_of_free(torch.cat(pending))) if pending else []
+        return freed + [p for t in self._group_segments for p in host_list(t)]
+
+    def verify_byte_accounting(self) -> list[str]:
+        """The free census over the buffers' contents (``CAP-3``); empty when healthy. Syncs."""
+        problems: list[str] = census(
+            host_list(self._free.contents()), host_list(self._staged.contents()),
+            num_pages=self.num_pages, page_size=self.page_size,
+            available_size=self.available_size(), deferred=self.deferred_pages())
+        return problems
+
+    def check_invariants(self) -> None:
+        """Assert the census, the buffer counters and (checked mode) the status table."""
+        problems = self.verify_byte_accounting()
+        problems += self._free.check_invariants() + self._staged.check_invariants()
+        if self._table is not None:
+            problems += self._table.disagreements(host_list(self._free.contents()),
+                                                  host_list(self._staged.contents()))
+        if self.free_group is None and self._group_segments:
+            problems.append("GROUP-2: deferred segment pages without an open group")
+        assert not problems, "\n".join(problems) + "\n" + self.debug_print()
+
+    def debug_print(self) -> str:
+        """One line per state component, pages in order, runs compressed."""
+        group = "closed" if self.free_group is None else describe_pages(self.deferred_pages())
+        return (f"{type(self).__name__} ps={self.page_size} pages={self.num_pages} "
+                f"need_sort={self.need_sort} checked={self.checked} "
+                f"available={self.available_size()}\n"
+                f"  free:     {describe_pages(host_list(self._free.contents()))}\n"
+                f"  staged:   {describe_pages(host_list(self._staged.contents()))}\n"
+                f"  deferred: {group}")

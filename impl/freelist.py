@@ -1,0 +1,194 @@
+"""Preallocated free-list buffers with host-side counters: the O(pages moved) core of kvpool.impl.
+
+Three containers of int64 page ids on the allocator's device, each a tensor of fixed capacity
+plus Python ints that say which part is live. No operation here reads tensor data on the host,
+and none touches more than the pages it moves (slices are views; copies are ``k`` elements):
+
+- :class:`PageStack`: the paged free list. The live list is ``buf[top:capacity]`` and its front
+  (where allocations take from and frees prepend to) is ``buf[top]``.
+- :class:`PageRing`: the token free list. The live list starts at ``buf[head]`` and wraps around
+  the end of ``buf``; allocations take from the head, frees append at the tail.
+- :class:`Staging`: pages released under ``need_sort``, in release order, ``buf[:count]``.
+
+``take`` returns a tensor that may alias the buffer and is valid only until the next write;
+callers copy it out (``ALIAS-1``) before anything else runs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+INT64 = torch.int64
+
+
+class PageStack:
+    """A free list whose front is the top of a stack (paged allocators, reference order).
+
+    Representation::
+
+        buf   [0 ........ top | front ...................... capacity)
+                   unused     |  the free list, in order
+
+    ``take(n)``: ``[top, top + n)`` then ``top += n`` (O(n)). ``push(pages)``: write into
+    ``[top - k, top)`` then ``top -= k`` (O(k)): the pages become the front, in their given order.
+    ``load`` / ``fill`` rewrite the whole list (merge and clear only).
+    """
+
+    def __init__(self, capacity: int, device: torch.device | str) -> None:
+        self.capacity = capacity
+        self.buf = torch.empty(capacity, dtype=INT64, device=device)
+        self.top = capacity
+
+    def __len__(self) -> int:
+        return self.capacity - self.top
+
+    def fill(self) -> None:
+        """Every page ``1..capacity`` free, ascending (O(capacity))."""
+        torch.arange(1, self.capacity + 1, out=self.buf)
+        self.top = 0
+
+    def front(self, num_pages: int) -> torch.Tensor:
+        """A view of the first ``num_pages`` pages (``num_pages <= len(self)``)."""
+        # [top, top + num_pages) of buf
+        return self.buf[self.top : self.top + num_pages]
+
+    def advance(self, num_pages: int) -> None:
+        """Drop the first ``num_pages`` pages (after reading them with ``front``)."""
+        self.top += num_pages
+
+    def take(self, num_pages: int) -> torch.Tensor:
+        """Remove and return the first ``num_pages`` pages (a view, valid until the next push)."""
+        pages = self.front(num_pages)
+        self.top += num_pages
+        return pages
+
+    def push(self, pages: torch.Tensor) -> None:
+        """Prepend ``pages`` in their order; the caller guarantees room (O(k))."""
+        k = pages.numel()
+        # [top - k, top) of buf receives the pages
+        self.buf[self.top - k : self.top].copy_(pages)
+        self.top -= k
+
+    def contents(self) -> torch.Tensor:
+        """The free list in order, a view ``buf[top:]``."""
+        return self.buf[self.top :]
+
+    def load(self, pages: torch.Tensor) -> None:
+        """Replace the free list by ``pages`` (merge; O(k))."""
+        k = pages.numel()
+        self.buf[self.capacity - k :].copy_(pages)
+        self.top = self.capacity - k
+
+    def check_invariants(self) -> list[str]:
+        """Counter sanity; empty when healthy."""
+        ok = 0 <= self.top <= self.capacity == self.buf.numel()
+        return [] if ok else [f"stack counters broken: top {self.top}, capacity {self.capacity}"]
+
+
+class PageRing:
+    """A FIFO free list in a ring buffer (token allocator, reference order).
+
+    Representation (live part may wrap)::
+
+        buf   [0 ... tail) unused [head .............. capacity)      wrapped
+        buf   [0 ... head) unused [head ... head + count) unused      not wrapped
+
+    ``take(n)``: the ``n`` entries from ``head`` (two slices when they wrap), ``head += n``.
+    ``push(pages)``: write at ``(head + count) % capacity`` (two slices when they wrap). Both
+    O(k). ``contents()`` is a view unless the live part wraps, then a copy.
+    """
+
+    def __init__(self, capacity: int, device: torch.device | str) -> None:
+        self.capacity = capacity
+        self.buf = torch.empty(capacity, dtype=INT64, device=device)
+        self.head = 0
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def fill(self) -> None:
+        """Every slot ``1..capacity`` free, ascending (O(capacity))."""
+        torch.arange(1, self.capacity + 1, out=self.buf)
+        self.head, self.count = 0, self.capacity
+
+    def _span(self, start: int, n: int) -> list[tuple[int, int]]:
+        """``[start, start + n)`` modulo capacity as at most two half-open buffer ranges."""
+        start %= max(self.capacity, 1)
+        end = start + n
+        if end <= self.capacity:
+            return [(start, end)]
+        return [(start, self.capacity), (0, end - self.capacity)]
+
+    def _read(self, start: int, n: int) -> torch.Tensor:
+        parts = [self.buf[a:b] for a, b in self._span(start, n)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def take(self, num_pages: int) -> torch.Tensor:
+        """Remove and return the first ``num_pages`` entries (may alias the buffer)."""
+        pages = self._read(self.head, num_pages)
+        self.head = (self.head + num_pages) % max(self.capacity, 1)
+        self.count -= num_pages
+        return pages
+
+    def push(self, pages: torch.Tensor) -> None:
+        """Append ``pages`` in their order; the caller guarantees room (O(k))."""
+        done = 0
+        for a, b in self._span(self.head + self.count, pages.numel()):
+            self.buf[a:b].copy_(pages[done : done + b - a])
+            done += b - a
+        self.count += pages.numel()
+
+    def contents(self) -> torch.Tensor:
+        """The free list in order (a view unless it wraps)."""
+        return self._read(self.head, self.count)
+
+    def load(self, pages: torch.Tensor) -> None:
+        """Replace the free list by ``pages`` (merge; O(k))."""
+        self.buf[: pages.numel()].copy_(pages)
+        self.head, self.count = 0, pages.numel()
+
+    def check_invariants(self) -> list[str]:
+        """Counter sanity; empty when healthy."""
+        ok = 0 <= self.count <= self.capacity == self.buf.numel() and (
+            0 <= self.head < max(self.capacity, 1)
+        )
+        if ok:
+            return []
+        return [f"ring counters broken: head {self.head}, count {self.count}, cap {self.capacity}"]
+
+
+class Staging:
+    """Pages released under ``need_sort``, in release order: ``buf[:count]``.
+
+    ``append`` is O(k); the allocator merges (sorts) them into the free list only when an
+    allocation runs short, so the sort is amortised over the frees that filled the buffer.
+    """
+
+    def __init__(self, capacity: int, device: torch.device | str) -> None:
+        self.capacity = capacity
+        self.buf = torch.empty(capacity, dtype=INT64, device=device)
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def append(self, pages: torch.Tensor) -> None:
+        """Append ``pages`` in order; the caller guarantees room (O(k))."""
+        k = pages.numel()
+        # [count, count + k) of buf receives the pages
+        self.buf[self.count : self.count + k].copy_(pages)
+        self.count += k
+
+    def contents(self) -> torch.Tensor:
+        """The staged pages in release order, a view."""
+        return self.buf[: self.count]
+
+    def reset(self) -> None:
+        """Forget every staged page (after a merge or clear)."""
+        self.count = 0
+
+    def check_invariants(self) -> list[str]:
+        """Counter sanity; empty when healthy."""
+        ok = 0 <= self.count <= self.capacity == self.buf.numel()
+        return [] if ok else [f"staging counters broken: count {self.count}, cap {self.capacity}"]

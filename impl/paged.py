@@ -1,0 +1,152 @@
+"""``PagedTokenToKVPoolAllocator``: whole pages, a LIFO free list (SGLang's paged order)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from kvpool.spec.errors import ContractViolation
+
+from . import layout
+from .base import AllocatorBase
+from .checked import host_list
+from .freelist import PageStack
+
+
+class PagedTokenToKVPoolAllocator(AllocatorBase):
+    """Page-granular KV allocator, drop-in for SGLang 0.5.23's class; any ``page_size >= 1``.
+
+    Representation: pages ``1..num_pages`` (page 0 is padding), ``num_pages = size //
+    page_size``, in a preallocated int64 stack on ``device`` whose top is the free list's front
+    (:class:`~kvpool.impl.freelist.PageStack`: the list is ``buf[top:]``), plus a staging buffer
+    for ``need_sort`` frees. Order (``*-5``, ``EXTEND-7``): allocations take pages from the front;
+    ``free`` prepends its sorted distinct pages; a segment free prepends its pages in row order;
+    with ``need_sort`` frees are staged and sorted into the list only when an allocation runs
+    short (``alloc``: short; ``alloc_extend``: ``extend_num_tokens // ps + bs + 1 > len(free)``;
+    ``alloc_decode``: ``bs > len(free)``).
+
+    Complexity (k = slots / tokens moved, P = pages moved, bs = batch, F/S = free/staged pages):
+
+    ==========================  ==============================  =============================
+    operation                   cost                            host-device sync
+    ==========================  ==============================  =============================
+    alloc(k)                    O(k) (+ merge when short)       none
+    alloc_extend                O(extend_num_tokens + bs)       none (counts from ``*_cpu``)
+    alloc_decode                O(bs)                           none (counts from ``*_cpu``)
+    free(k)                     O(k log k) (``torch.unique``)   yes on CUDA (unique's size)
+    free_segment(s)             O(P) stride representatives     none
+    free_page_ids(P)            O(P)                            none
+    free_group_end              O(k log k) over the group       yes on CUDA (unique's size)
+    merge_and_sort_free         O((F + S) log(F + S))           none
+    available_size              O(1)                            none
+    get_all_free_pages          O(F + S)                        none
+    clear / resize              O(num_pages)                    none
+    verify_byte_accounting      O(num_pages)                    yes (reads the lists)
+    ==========================  ==============================  =============================
+
+    A shortage is decided on the host before any tensor is read: the call returns None and
+    nothing changes (``EXTEND-6``). With ``checked=True`` every caller error raises
+    ContractViolation naming its clause before any change (``ERR-1``); checked calls read their
+    arguments on the host (a sync).
+    """
+
+    paged = True
+
+    def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: Any, kvcache: Any,
+                 need_sort: bool, *, checked: bool = False) -> None:
+        super().__init__(size, page_size, dtype, device, kvcache, need_sort, checked=checked)
+
+    def _new_free_list(self, capacity: int) -> PageStack:
+        return PageStack(capacity, self.device)
+
+    def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
+        pages: torch.Tensor = torch.unique(free_index.reshape(-1).to(torch.int64) // self.page_size)
+        return pages
+
+    def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
+        # row p of the result: [pages[p] * ps, pages[p] * ps + ps), one fused add
+        return torch.add(self._offsets, pages[:, None], alpha=self.page_size).reshape(-1)
+
+    def free_page_ids(self, page_ids: torch.Tensor) -> None:
+        """Free exactly these pages, in the given order, no dedup (SGLang's ``free_page_ids``).
+
+        Released like a segment's pages (prepended in order; inside a group after the ``free()``
+        inputs). Checked mode: every page owned and named once (``FREE-1..3``).
+        """
+        if page_ids.numel() == 0:
+            return
+        pages = page_ids.reshape(-1).to(torch.int64)
+        table = self._table
+        if table is not None:
+            named = host_list(pages)
+            table.check_free([p * self.page_size for p in named], paged=False,
+                             page_size=self.page_size, in_group=False)
+        if self.free_group is not None:
+            self._group_segments.append(pages.clone())
+            if table is not None:
+                table.deferred_segment(named, paged=True)
+            return
+        self._release(pages)
+        if table is not None:
+            table.released(named, need_sort=self.need_sort)
+
+    def alloc_extend(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
+                     seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
+                     extend_num_tokens: int, num_new_pages: int | None = None,
+                     ) -> torch.Tensor | None:
+        """Slots for positions ``[prefix_i, seq_i)`` of every request, concatenated (``EXTEND-*``).
+
+        ``extend_num_tokens == Σ(seq - prefix)``; ``num_new_pages`` (optional, SGLang's SWA
+        composite passes it) must equal the batch's page count (checked mode: ``EXTEND-4``;
+        unchecked, a wrong count hands pages out twice, as in SGLang). Merges first when the
+        bound exceeds the free list (``SORT-2``); None iff the new pages exceed free + staged,
+        with nothing read or changed (``EXTEND-6``). Vectorised; no host-device sync (the
+        counts come from the ``*_cpu`` lengths).
+        """
+        ps = self.page_size
+        if self._table is not None:
+            per_request = self._table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens,
+                                                   seq_lens_cpu, last_loc, extend_num_tokens, ps)
+            if num_new_pages is not None and num_new_pages != sum(per_request):
+                raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
+                                        f"Σ new pages {sum(per_request)}")
+        if num_new_pages is None:
+            num_new_pages = layout.extend_new_pages(prefix_lens_cpu, seq_lens_cpu, ps)
+        bs = seq_lens_cpu.numel()
+        if extend_num_tokens // ps + bs + 1 > len(self._free):
+            self.merge_and_sort_free()
+        if num_new_pages > len(self._free):
+            return None
+        stack = self._free
+        assert isinstance(stack, PageStack)
+        pages = stack.front(num_new_pages)
+        out = layout.extend_slots(prefix_lens, seq_lens, last_loc, pages, ps, extend_num_tokens)
+        if self._table is not None:
+            self._table.taken(host_list(pages))
+        stack.advance(num_new_pages)
+        return out
+
+    def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                     last_loc: torch.Tensor) -> torch.Tensor | None:
+        """One slot per request for position ``seq - 1`` (``DECODE-*``).
+
+        A request opens a page iff ``(seq - 1) % ps == 0`` (any ps, 1 included). Merges first
+        when ``bs > len(free)``; None iff short, nothing changed (``DECODE-6``). No sync.
+        """
+        ps = self.page_size
+        if self._table is not None:
+            self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, ps)
+        num_new_pages = layout.decode_new_pages(seq_lens_cpu, ps)
+        if seq_lens_cpu.numel() > len(self._free):
+            self.merge_and_sort_free()
+        if num_new_pages > len(self._free):
+            return None
+        stack = self._free
+        assert isinstance(stack, PageStack)
+        pages = stack.front(num_new_pages)
+        out = layout.decode_slots(seq_lens, last_loc, pages, ps)
+        if self._table is not None:
+            self._table.taken(host_list(pages))
+        stack.advance(num_new_pages)
+        return out
+
