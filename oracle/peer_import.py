@@ -30,7 +30,14 @@ import types
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-__all__ = ["PLACEHOLDER_NAMES", "PeerUnavailable", "load_sglang_allocators"]
+__all__ = [
+    "PLACEHOLDER_NAMES",
+    "Dummy",
+    "PeerUnavailable",
+    "PlaceholderLoader",
+    "PlaceholderModule",
+    "load_sglang_allocators",
+]
 
 ALLOCATOR_MODULE = "sglang.srt.mem_cache.allocator"
 
@@ -121,7 +128,7 @@ class Dummy(metaclass=_DummyMeta):
         return iter(())
 
 
-class _PlaceholderModule(types.ModuleType):
+class PlaceholderModule(types.ModuleType):
     """A module whose every non-dunder attribute is ``Dummy``; a package with no files."""
 
     def __getattr__(self, name: str) -> Any:
@@ -130,9 +137,11 @@ class _PlaceholderModule(types.ModuleType):
         return Dummy
 
 
-class _PlaceholderLoader(importlib.abc.Loader):
+class PlaceholderLoader(importlib.abc.Loader):
+    """Creates a ``PlaceholderModule`` (``__path__ = []``, ``__version__ = "0.0.0"``) for a spec."""
+
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _PlaceholderModule(spec.name)
+        module = PlaceholderModule(spec.name)
         module.__path__ = []
         module.__version__ = "0.0.0"  # type: ignore[attr-defined]
         return module
@@ -151,7 +160,7 @@ class _PlaceholderFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self, names: frozenset[str]) -> None:
         self.names = names
-        self.loader = _PlaceholderLoader()
+        self.loader = PlaceholderLoader()
 
     def find_spec(
         self,
@@ -164,7 +173,7 @@ class _PlaceholderFinder(importlib.abc.MetaPathFinder):
             return None
         if fullname != top:
             parent = sys.modules.get(top)
-            if not isinstance(parent, _PlaceholderModule):
+            if not isinstance(parent, PlaceholderModule):
                 return None
         return importlib.machinery.ModuleSpec(fullname, self.loader, is_package=True)
 

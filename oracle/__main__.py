@@ -1,0 +1,7 @@
+"""``python -m kvpool.oracle``: see :mod:`kvpool.oracle.cli`."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,100 @@
+"""The one registry of known divergences of real allocators from the seed contract.
+
+Each entry names the target it applies to, the clause it breaks, why, and where the behaviour
+comes from. A target's capability declaration switches off exactly the rules its entries name
+(``excludes``: a ``Capabilities`` field and the value it takes); everything else must conform.
+``tests/oracle/test_oracle_peers.py`` re-enables each entry and checks that the oracle finds the
+divergence with the registered clause, so the registry cannot drift from the behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class KnownDivergence:
+    """One recorded difference between a real allocator and the seed contract."""
+
+    id: str
+    target: str  # "sglang-token", "sglang-paged" or "sglang" (both)
+    clause: str
+    excludes: tuple[str, Any]  # (Capabilities field, value that switches the rule off)
+    reason: str
+    pointer: str
+
+    def applies_to(self, target: str) -> bool:
+        return self.target == target or (self.target == "sglang" and target.startswith("sglang-"))
+
+
+REGISTRY: tuple[KnownDivergence, ...] = (
+    KnownDivergence(
+        "SGL-UNCHECKED",
+        "sglang",
+        "ERR-1",
+        ("checked", False),
+        "Caller errors are accepted silently: double free, slot 0, out-of-range ids, unaligned "
+        "alloc (floored), broken last_loc; asserts only under SGLANG_DEBUG_MEMORY_POOL, after "
+        "the state changed. No ContractViolation exists in SGLang.",
+        "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; sglang-allocators.md B2, B7; "
+        "baseline-on-cpu.md 5.1 'Double free', 'Invalid ids'",
+    ),
+    KnownDivergence(
+        "SGL-SEG-DISJOINT",
+        "sglang",
+        "SEG-5",
+        ("segments", "disjoint"),
+        "free_segment asserts a page-aligned start_pos and free_segments asserts that consecutive "
+        "segments share no page (_page_disjoint), so touching segments with a shared boundary "
+        "page (legal under the seed) raise AssertionError.",
+        "sglang/srt/mem_cache/allocator/base.py@0.5.23 _page_disjoint; PR #37729; issue #38981 "
+        "(sglang-allocators.md B17(c))",
+    ),
+    KnownDivergence(
+        "SGL-HOOKS-IMPORT",
+        "sglang",
+        "CAP-1",
+        ("capacity_hooks", False),
+        "Not a contract difference: evict_to_free_tokens / check_decode_capacity import "
+        "sglang.srt.mem_cache.base_prefix_cache, which needs pydantic; the CPU peer environment "
+        "(kvpool.oracle.peer_import placeholders) does not provide it, so the hooks raise "
+        "ModuleNotFoundError before doing anything.",
+        "sglang/srt/mem_cache/allocator/base.py@0.5.23 evict_to_free_tokens (local import of "
+        "EvictParams); oracle/peer_import.py PLACEHOLDER_NAMES",
+    ),
+    KnownDivergence(
+        "SGL-DECODE-PS1",
+        "sglang-paged",
+        "DECODE-6",
+        ("page_sizes", (4, 16)),
+        "PagedTokenToKVPoolAllocator.alloc_decode at page_size 1 counts new pages as "
+        "seq % ps == 1 (never true), consumes no page and returns last_loc + 1, which stays in "
+        "the free list. SGLang uses TokenToKVPoolAllocator for page size 1, so the paged "
+        "target is run at page sizes > 1 only.",
+        "sglang/srt/utils/common.py get_num_new_pages(decode=True)@0.5.23; "
+        "baseline-on-cpu.md 5.1 'Paged allocator with ps=1'",
+    ),
+    KnownDivergence(
+        "SGL-RESIZE-PS1",
+        "sglang-paged",
+        "LIFE-2",
+        ("page_sizes", (4, 16)),
+        "BaseTokenToKVPoolAllocator.resize updates num_pages only when page_size > 1, so a "
+        "paged allocator at page size 1 keeps its old page count: after resize to fewer tokens "
+        "available_size() reports the old size (INV-4). Page size 1 is the token class's job.",
+        "sglang/srt/mem_cache/allocator/base.py@0.5.23 resize ('if self.page_size > 1')",
+    ),
+)
+
+
+def divergences_for(target: str) -> list[KnownDivergence]:
+    """The registry entries that apply to ``target`` (e.g. ``"sglang-paged"``)."""
+    return [d for d in REGISTRY if d.applies_to(target)]
+
+
+def by_id(div_id: str) -> KnownDivergence:
+    for d in REGISTRY:
+        if d.id == div_id:
+            return d
+    raise KeyError(div_id)

@@ -1,0 +1,443 @@
+"""Run one call on the target and on the spec side by side, and check everything after it.
+
+The :class:`Executor` owns the target allocator, the reference model and the trace. Each valid
+call is performed on both; results are compared (``exact``: slot for slot; ``contract``: the
+spec accepts the target's choice and adopts it), then ``available_size()``, the free census,
+the spec's invariants and every tensor handed out earlier (``ALIAS-1``). A bad call must raise
+``ContractViolation`` with the spec's clause and leave the target unchanged (``ERR-1``). The
+first divergence raises :class:`OracleFailure` carrying a :class:`~kvpool.oracle.report.Failure`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import torch
+from kvpool.spec import AllocatorModel, ContractViolation, ResizeConfig
+from kvpool.spec.contract import Divergence, accept_alloc, accept_decode, accept_extend
+
+from .capabilities import Capabilities
+from .pagemap import render, spec_line, target_line
+from .report import Failure, OracleError, OracleFailure, record_failure
+from .trace import Trace, TraceStep, _result_asserts
+
+ALLOC_CALLS = ("alloc", "alloc_extend", "alloc_decode")
+CACHE_CALLS = ("evict_to_free_tokens", "check_decode_capacity")
+FREE_CALLS = ("free", "free_full", "free_segment", "free_segments")
+# The clause a call breaks when the target raises on valid input.
+CALL_CLAUSE = {
+    "create": "MODEL-1",
+    "alloc": "ALLOC-3",
+    "alloc_extend": "EXTEND-6",
+    "alloc_decode": "DECODE-6",
+    "free": "FREE-4",
+    "free_full": "FREE-7",
+    "free_segment": "SEG-2",
+    "free_segments": "SEG-5",
+    "free_group_begin": "GROUP-1",
+    "free_group_end": "GROUP-4",
+    "merge_and_sort_free": "SORT-3",
+    "clear": "LIFE-1",
+    "resize": "LIFE-2",
+    "evict_to_free_tokens": "CAP-1",
+    "check_decode_capacity": "CAP-2",
+}
+MAX_HELD = 64  # returned tensors re-checked after every step (the most recent ones)
+
+
+def clone_model(model: AllocatorModel) -> AllocatorModel:
+    """A fast independent copy of the reference model (lists copied, nothing else shared)."""
+    c = AllocatorModel.__new__(AllocatorModel)
+    c.__dict__.update(model.__dict__)
+    c.free_pages, c.staged, c._status = (
+        list(model.free_pages),
+        list(model.staged),
+        list(model._status),
+    )
+    c.group = None if model.group is None else [list(g) for g in model.group]
+    c.group_segments = [list(g) for g in model.group_segments]
+    return c
+
+
+def as_list(value: Any) -> Any:
+    """A tensor (or sequence) as a list of ints; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return [int(v) for v in value]
+
+
+def _order_clause(call: str) -> str:
+    if call in FREE_CALLS or call == "free_group_end":
+        return "FREE-5"
+    if call == "merge_and_sort_free":
+        return "SORT-3"
+    if call in ALLOC_CALLS:
+        return "SORT-2"
+    if call in ("clear", "resize", "create"):
+        return "LIFE-1"
+    return "LIFE-4"
+
+
+class Executor:
+    """The target and the spec, driven call by call (see the module docstring)."""
+
+    def __init__(
+        self,
+        factory: Callable[..., Any],
+        caps: Capabilities,
+        *,
+        target_path: str,
+        page_size: int,
+        need_sort: bool,
+        device: str = "cpu",
+        order: str = "exact",
+        owners: Callable[[], Mapping[int, str]] | None = None,
+    ) -> None:
+        if order not in ("exact", "contract"):
+            raise ValueError(f"order must be 'exact' or 'contract', got {order!r}")
+        self.factory, self.caps, self.device, self.order = factory, caps, device, order
+        self.page_size, self.need_sort = page_size, need_sort
+        self.owners = owners or dict
+        self.trace = Trace(target_path, page_size, need_sort, device, order)
+        self.model: AllocatorModel | None = None
+        self.target: Any = None
+        self.held: list[tuple[int, torch.Tensor, torch.Tensor]] = []
+        self.num_calls = 0
+        self.failed = False
+
+    # -- torch conversion ----------------------------------------------------------------
+    def _t(self, values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.int64, device=self.device)
+
+    def _target_call(self, step: TraceStep) -> tuple[Any, list[torch.Tensor]]:
+        """Perform ``step`` on the target; returns its result and the input tensors."""
+        a, c, tgt = step.args, step.call, self.target
+        if c == "alloc":
+            return tgt.alloc(a["need_size"]), []
+        if c == "alloc_extend":
+            pre, seq = a["prefix_lens"], a["seq_lens"]
+            return tgt.alloc_extend(
+                self._t(pre),
+                torch.tensor(pre, dtype=torch.int64),
+                self._t(seq),
+                torch.tensor(seq, dtype=torch.int64),
+                self._t(a["last_loc"]),
+                a["extend_num_tokens"],
+            ), []
+        if c == "alloc_decode":
+            seq = a["seq_lens"]
+            return tgt.alloc_decode(
+                self._t(seq), torch.tensor(seq, dtype=torch.int64), self._t(a["last_loc"])
+            ), []
+        if c in ("free", "free_full"):
+            x = self._t(a["free_index"])
+            return getattr(tgt, c)(x), [x]
+        if c == "free_segment":
+            x = self._t(a["free_index"])
+            return tgt.free_segment(x, start_pos=a["start_pos"]), [x]
+        if c == "free_segments":
+            segs = [(self._t(s), p) for s, p in a["segments"]]
+            return tgt.free_segments(segs), [x for x, _ in segs]
+        if c == "resize":
+            return tgt.resize(ResizeConfig(a["max_total_num_tokens"])), []
+        return getattr(tgt, c)(), []
+
+    def _model_call(self, model: AllocatorModel, step: TraceStep) -> Any:
+        a, c = step.args, step.call
+        if c == "alloc":
+            return model.alloc(a["need_size"])
+        if c == "alloc_extend":
+            return model.alloc_extend(
+                a["prefix_lens"], a["seq_lens"], a["last_loc"], a["extend_num_tokens"]
+            )
+        if c == "alloc_decode":
+            return model.alloc_decode(a["seq_lens"], a["last_loc"])
+        if c in ("free", "free_full"):
+            return getattr(model, c)(a["free_index"])
+        if c == "free_segment":
+            return model.free_segment(a["free_index"], start_pos=a["start_pos"])
+        if c == "free_segments":
+            return model.free_segments([(s, p) for s, p in a["segments"]])
+        if c == "resize":
+            return model.resize(ResizeConfig(a["max_total_num_tokens"]))
+        return getattr(model, c)()
+
+    # -- public steps ------------------------------------------------------------------------
+    def create(self, size: int) -> None:
+        """Build a fresh target and model of ``size`` tokens."""
+        step = TraceStep(
+            "create", {"size": size, "page_size": self.page_size, "need_sort": self.need_sort}
+        )
+        self.trace.steps.append(step)
+        self.model = AllocatorModel(
+            size, self.page_size, paged=self.caps.paged, need_sort=self.need_sort
+        )
+        try:
+            self.target = self.factory(
+                size=size, page_size=self.page_size, need_sort=self.need_sort, device=self.device
+            )
+        except Exception as err:
+            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+        self._checked(step, len(self.trace.steps) - 1, "", lambda: self._post(step))
+
+    def call(self, name: str, *, clobber: bool = False, **args: Any) -> Any:
+        """Perform a valid call on both sides, compare, check; returns the target's result."""
+        step = TraceStep(name, args, clobber=clobber)
+        self.trace.steps.append(step)
+        before = spec_line(self.model, self.owners()) if self.model else ""
+
+        def run() -> Any:
+            result = self._valid(step)
+            self._post(step)
+            return result
+
+        return self._checked(step, len(self.trace.steps) - 1, before, run)
+
+    def call_bad(self, name: str, **args: Any) -> str:
+        """Perform a call the spec rejects; the target must reject it alike. Returns the clause."""
+        step = TraceStep(name, args)
+        self.trace.steps.append(step)
+        assert self.model is not None
+        before = spec_line(self.model, self.owners())
+        try:
+            self._model_call(self.model, step)
+        except ContractViolation as err:
+            step.raises = err.clause
+            message = str(err)
+        else:
+            raise OracleError(f"generated bad call {name}({args}) is valid under the spec")
+        self._checked(step, len(self.trace.steps) - 1, before, lambda: self._bad(step, message))
+        return str(step.raises)
+
+    def _checked(self, step: TraceStep, index: int, before: str, run: Callable[[], Any]) -> Any:
+        try:
+            result = run()
+        except Divergence as d:
+            self._fail(d.clause, d.detail, index, before)
+        self.num_calls += 1
+        return result
+
+    # -- comparison ----------------------------------------------------------------------------
+    def _valid(self, step: TraceStep) -> Any:
+        model = self.model
+        assert model is not None
+        c = step.call
+        if c in CACHE_CALLS:
+            return self._cache_call(step)
+        pre = clone_model(model) if c in ALLOC_CALLS else model
+        expected = None
+        if c not in ALLOC_CALLS or self.order == "exact":
+            try:
+                expected = self._model_call(model, step)
+            except ContractViolation as err:
+                raise OracleError(
+                    f"step {step.call}({step.args}) is invalid under the spec: {err}"
+                ) from err
+        try:
+            got_obj, inputs = self._target_call(step)
+        except Exception as err:
+            raise Divergence(
+                CALL_CLAUSE.get(c, "ERR-1"),
+                f"{c} raised {type(err).__name__}: {err} on a valid call",
+            ) from err
+        if step.clobber:
+            for x in inputs:
+                x.fill_(0)
+        if c not in ALLOC_CALLS:
+            return None
+        got = as_list(got_obj)
+        step.expect = expected if self.order == "exact" else got
+        if self.order == "exact":
+            if got != expected:
+                self._accept(pre, step, got)  # a contract clause when the result is not even valid
+                raise Divergence(
+                    {"alloc": "ALLOC-5", "alloc_extend": "EXTEND-7", "alloc_decode": "DECODE-7"}[c],
+                    f"returned {got}, the reference order gives {expected}",
+                )
+        else:
+            self._accept(model, step, got)
+        if isinstance(got_obj, torch.Tensor):
+            self.held.append((len(self.trace.steps) - 1, got_obj, got_obj.clone()))
+            del self.held[:-MAX_HELD]
+        return got
+
+    def _accept(self, model: AllocatorModel, step: TraceStep, got: Any) -> None:
+        a = step.args
+        if step.call == "alloc":
+            accept_alloc(model, a["need_size"], got)
+        elif step.call == "alloc_extend":
+            accept_extend(model, a["prefix_lens"], a["seq_lens"], a["last_loc"], got)
+        else:
+            accept_decode(model, a["seq_lens"], a["last_loc"], got)
+
+    def _cache_call(self, step: TraceStep) -> Any:
+        from .treecache import TinyTreeCache
+
+        assert self.model is not None
+        a = step.args
+        model_cache = TinyTreeCache(self.model.free, a["entries"])
+        target_cache = TinyTreeCache.for_torch(self.target, a["entries"], self.device)
+        if step.call == "evict_to_free_tokens":
+            self.model.evict_to_free_tokens(model_cache, a["num_tokens"])
+            got = self._guard(
+                step, lambda: self.target.evict_to_free_tokens(target_cache, a["num_tokens"])
+            )
+            expected: Any = model_cache.num_evicted
+            step.expect = expected
+        else:
+            expected = self.model.check_decode_capacity(
+                num_tokens=a["num_tokens"], tree_cache=model_cache
+            )
+            got = self._guard(
+                step,
+                lambda: self.target.check_decode_capacity(
+                    num_tokens=a["num_tokens"], tree_cache=target_cache
+                ),
+            )
+            step.expect = expected
+            if bool(got) != expected:
+                raise Divergence(
+                    "CAP-2",
+                    f"check_decode_capacity({a['num_tokens']}) returned {got}, "
+                    f"the spec says {expected}",
+                )
+        if target_cache.num_evicted != model_cache.num_evicted:
+            raise Divergence(
+                "CAP-1",
+                f"evicted {target_cache.num_evicted} cache entries for "
+                f"{a['num_tokens']} tokens, the spec evicts {model_cache.num_evicted}",
+            )
+        return model_cache.num_evicted
+
+    def _guard(self, step: TraceStep, fn: Callable[[], Any]) -> Any:
+        try:
+            return fn()
+        except Exception as err:
+            raise Divergence(
+                CALL_CLAUSE[step.call], f"{step.call} raised {type(err).__name__}: {err}"
+            ) from err
+
+    def _census(self) -> tuple[list[int], int]:
+        free = self.target.get_all_free_pages()
+        return (as_list(free) if free is not None else []), int(self.target.available_size())
+
+    def _post(self, step: TraceStep) -> None:
+        model = self.model
+        assert model is not None
+        free, available = self._census()
+        step.available_after = model.available_size()
+        step.census_after = sorted(model.get_all_free_pages())
+        if self.order == "exact":
+            step.free_after = model.get_all_free_pages()
+        if available != model.available_size():
+            raise Divergence(
+                "INV-4", f"available_size() is {available}, the spec says {model.available_size()}"
+            )
+        if Counter(free) != Counter(model.get_all_free_pages()):
+            want = Counter(model.get_all_free_pages())
+            got = Counter(free)
+            raise Divergence(
+                "INV-2" if max(got.values(), default=0) > 1 else "INV-1",
+                f"free census differs: target also lists "
+                f"{sorted((got - want).elements())}, target lacks "
+                f"{sorted((want - got).elements())}",
+            )
+        if self.order == "exact" and free != model.get_all_free_pages():
+            raise Divergence(
+                _order_clause(step.call),
+                f"get_all_free_pages() is {free}, the "
+                f"reference order gives {model.get_all_free_pages()}",
+            )
+        try:
+            model.check_invariants()
+        except AssertionError as err:
+            raise OracleError(f"the spec model broke its own invariants: {err}") from err
+        self._check_held()
+        verify = getattr(self.target, "verify_byte_accounting", None)
+        if verify is not None:
+            problems = verify()
+            if problems:
+                raise Divergence("CAP-3", f"verify_byte_accounting() reports {list(problems)}")
+
+    def _check_held(self) -> None:
+        for index, tensor, clone in self.held:
+            if not torch.equal(tensor, clone):
+                self._alias_step = index
+                raise Divergence(
+                    "ALIAS-1",
+                    f"the result of step {index} changed from "
+                    f"{clone.tolist()} to {tensor.tolist()}",
+                )
+
+    def _bad(self, step: TraceStep, message: str) -> None:
+        clause = step.raises
+        before = self._census()
+        step.census_after, step.available_after = sorted(before[0]), before[1]
+        try:
+            self._target_call(step)
+        except ContractViolation as err:
+            if err.clause != clause:
+                raise Divergence(
+                    str(clause), f"raised [{err.clause}] {err.detail}; the spec says {message}"
+                ) from err
+        except Exception as err:
+            raise Divergence(
+                str(clause),
+                f"raised {type(err).__name__}: {err} instead of ContractViolation {message}",
+            ) from err
+        else:
+            raise Divergence(str(clause), f"accepted the call; the spec rejects it: {message}")
+        after = self._census()
+        if after != before:
+            raise Divergence(
+                "ERR-1",
+                f"the rejected call changed the state: free "
+                f"{before[0]} -> {after[0]}, available {before[1]} -> {after[1]}",
+            )
+        self._check_held()
+
+    # -- failure -------------------------------------------------------------------------------
+    def _fail(self, clause: str, detail: str, index: int, before: str) -> None:
+        trace = self.trace
+        trace.clause, trace.detail, trace.failing_step = clause, detail, index
+        step = trace.steps[index]
+        asserts: list[str] = []
+        if clause == "ALIAS-1":
+            k = getattr(self, "_alias_step", index)
+            asserts.append(f"assert r{k}.tolist() == {self.trace.steps[k].expect!r}  # ALIAS-1")
+        elif step.raises is None and step.call in ALLOC_CALLS + CACHE_CALLS:
+            if self.order == "exact" or clause in ("ALLOC-3", "EXTEND-6", "DECODE-6"):
+                if self.order == "contract":
+                    step.expect = None if step.expect is not None else []
+                    asserts.append(
+                        f"assert (r{index} is None) == {step.expect is None}  # {clause}"
+                    )
+                else:
+                    asserts += _result_asserts(step, f"r{index}")
+            else:
+                asserts.append(
+                    f"assert r{index} is None or r{index}.tolist() != {step.expect!r}"
+                    f"  # [{clause}] {detail}"
+                )
+                step.available_after = step.census_after = step.free_after = None
+        trace.final_asserts = asserts
+        after_spec = spec_line(self.model, self.owners()) if self.model else ""
+        try:
+            free, _ = self._census()
+            after_target: str | None = target_line(self.model.num_pages if self.model else 0, free)
+        except Exception:  # the target may be broken beyond reading
+            after_target = None
+        failure = Failure(
+            clause=clause,
+            detail=detail,
+            trace=trace,
+            before=render(f"before step {index}", before),
+            after=render(f"after step {index}", after_spec, after_target),
+        )
+        record_failure(failure)
+        self.failed = True
+        raise OracleFailure(failure)

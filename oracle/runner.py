@@ -1,0 +1,194 @@
+"""Run the state machine over a target's configuration matrix and collect results."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from .capabilities import Capabilities
+from .machine import machine_for
+from .report import (
+    Failure,
+    OracleError,
+    OracleFailure,
+    first_failure_at,
+    latest_failure,
+    reset_latest,
+)
+
+DEFAULT_EXAMPLES = 60
+DEFAULT_STEPS = 30
+DEFAULT_SHRINK_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def shrink_budget(seconds: float) -> Iterator[None]:
+    """Cap Hypothesis's shrinking time (its own cap is 300 s) for the duration of a run."""
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:  # pragma: no cover - a Hypothesis without that module
+        yield
+        return
+    saved = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = saved
+
+
+@dataclass(frozen=True)
+class Config:
+    """One cell of the matrix: page size, need_sort, device and comparison mode."""
+
+    page_size: int
+    need_sort: bool
+    device: str = "cpu"
+    order: str = "exact"
+
+    def label(self) -> str:
+        return f"ps={self.page_size} need_sort={self.need_sort!s:5s} {self.device} {self.order}"
+
+
+@dataclass
+class Result:
+    """What one configuration run found."""
+
+    target: str
+    config: Config
+    examples: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    seconds_to_failure: float | None = None  # until the first failing example, before shrinking
+    failure: Failure | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None and self.error is None
+
+    def status(self) -> str:
+        if self.error:
+            return "ERROR"
+        return "ok" if self.failure is None else f"FAIL {self.failure.clause}"
+
+
+@dataclass
+class Target:
+    """A factory, its capabilities and the ``module:attr`` path that names it."""
+
+    factory: Callable[..., Any]
+    caps: Capabilities
+    path: str
+    notes: list[str] = field(default_factory=list)
+
+
+def configs_for(
+    caps: Capabilities,
+    *,
+    order: str | None = None,
+    page_sizes: list[int] | None = None,
+    need_sort: list[bool] | None = None,
+    device: str = "cpu",
+) -> Iterator[Config]:
+    """The matrix: declared page sizes x need_sort values (filtered by the requested ones)."""
+    mode = order or ("exact" if caps.reference_order else "contract")
+    for ps in caps.page_sizes:
+        if page_sizes is not None and ps not in page_sizes:
+            continue
+        for ns in caps.need_sort:
+            if need_sort is not None and ns not in need_sort:
+                continue
+            yield Config(ps, ns, device, mode)
+
+
+def run_config(
+    target: Target,
+    config: Config,
+    *,
+    max_examples: int = DEFAULT_EXAMPLES,
+    seed: int | None = None,
+    step_count: int = DEFAULT_STEPS,
+    shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
+    verbosity: Verbosity = Verbosity.quiet,
+) -> Result:
+    """Run the machine on one configuration; Hypothesis shrinks the first failure it finds."""
+    cls = machine_for(
+        target.factory,
+        target.caps,
+        target_path=target.path,
+        page_size=config.page_size,
+        need_sort=config.need_sort,
+        device=config.device,
+        order=config.order,
+    )
+    if seed is not None:
+        cls._hypothesis_internal_use_seed = seed
+    run_settings = settings(
+        max_examples=max_examples,
+        stateful_step_count=step_count,
+        deadline=None,
+        database=None,
+        derandomize=seed is None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        verbosity=verbosity,
+        print_blob=False,
+    )
+    result = Result(target.path, config)
+    reset_latest()
+    start = time.perf_counter()
+    try:
+        with shrink_budget(shrink_seconds / 2):
+            run_state_machine_as_test(cls, settings=run_settings)
+    except OracleFailure as err:
+        result.failure = latest_failure() or err.failure
+    except OracleError as err:
+        result.error = f"oracle error: {err}"
+    except Exception as err:  # the target crashed outside a compared call, or Hypothesis gave up
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        result.error = f"{type(err).__name__}: {err} (at {where.filename}:{where.lineno})"
+    first = first_failure_at()
+    if result.failure is not None and shrink_seconds > 0:
+        from .minimize import minimize
+
+        result.failure = minimize(result.failure, target, seconds=shrink_seconds / 2)
+    result.seconds = time.perf_counter() - start
+    if result.failure is not None and first is not None:
+        result.seconds_to_failure = first - start
+    result.examples, result.calls = cls.stats["examples"], cls.stats["calls"]
+    return result
+
+
+def run_for(
+    target: Target,
+    config: Config,
+    *,
+    seconds: float,
+    examples_per_round: int = 100,
+    seed: int = 0,
+    step_count: int = DEFAULT_STEPS,
+) -> Result:
+    """Run rounds with successive seeds until ``seconds`` passed or a failure was found."""
+    total = Result(target.path, config)
+    start = time.perf_counter()
+    round_seed = seed
+    while time.perf_counter() - start < seconds:
+        r = run_config(
+            target, config, max_examples=examples_per_round, seed=round_seed, step_count=step_count
+        )
+        total.examples += r.examples
+        total.calls += r.calls
+        total.failure, total.error = r.failure, r.error
+        round_seed += 1
+        if not r.ok:
+            break
+    total.seconds = time.perf_counter() - start
+    return total

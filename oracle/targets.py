@@ -1,0 +1,134 @@
+"""Targets: ``module:factory`` strings, kvpool.impl's own allocators and SGLang 0.5.23's.
+
+A factory is called as ``factory(size=..., page_size=..., need_sort=..., device=...)`` and
+returns an allocator with SGLang's methods; ``factory.kvpool_capabilities`` declares what it
+supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked)
+and ``sglang`` (the real SGLang 0.5.23 allocators, capabilities from the divergence registry).
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Any
+
+from .capabilities import PAGED, TOKEN, Capabilities, capabilities_of
+from .divergences import divergences_for
+from .runner import Target
+
+ALIASES = {
+    "kvpool": ["kvpool.oracle.targets:kvpool_token", "kvpool.oracle.targets:kvpool_paged"],
+    "sglang": ["kvpool.oracle.targets:sglang_token", "kvpool.oracle.targets:sglang_paged"],
+}
+DEFAULT_TARGET = "kvpool"
+
+
+class TargetError(Exception):
+    """A target string that cannot be resolved (bad syntax, import error, not a factory)."""
+
+
+def _dtype() -> Any:
+    import torch
+
+    return torch.float16
+
+
+# -- kvpool.impl -------------------------------------------------------------------------------
+def kvpool_token(*, size: int, page_size: int = 1, need_sort: bool, device: str = "cpu") -> Any:
+    """``kvpool.impl.TokenToKVPoolAllocator`` in checked mode."""
+    from kvpool.impl import TokenToKVPoolAllocator
+
+    return TokenToKVPoolAllocator(size, _dtype(), device, None, need_sort, checked=True)
+
+
+def kvpool_paged(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    """``kvpool.impl.PagedTokenToKVPoolAllocator`` in checked mode."""
+    from kvpool.impl import PagedTokenToKVPoolAllocator
+
+    return PagedTokenToKVPoolAllocator(
+        size, page_size, _dtype(), device, None, need_sort, checked=True
+    )
+
+
+kvpool_token.kvpool_capabilities = TOKEN  # type: ignore[attr-defined]
+kvpool_paged.kvpool_capabilities = PAGED.replace(page_sizes=(1, 4, 16))  # type: ignore[attr-defined]
+
+
+# -- SGLang 0.5.23 -------------------------------------------------------------------------------
+def _sglang() -> Any:
+    from .peer_import import load_sglang_allocators
+
+    return load_sglang_allocators()
+
+
+def sglang_token(*, size: int, page_size: int = 1, need_sort: bool, device: str = "cpu") -> Any:
+    """SGLang 0.5.23 ``TokenToKVPoolAllocator`` (kvcache=None)."""
+    return _sglang().TokenToKVPoolAllocator(size, _dtype(), device, None, need_sort)
+
+
+def sglang_paged(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    """SGLang 0.5.23 ``PagedTokenToKVPoolAllocator`` (kvcache=None, naive CPU kernels)."""
+    return _sglang().PagedTokenToKVPoolAllocator(size, page_size, _dtype(), device, None, need_sort)
+
+
+def declared_by_registry(base: Capabilities, target: str) -> Capabilities:
+    """``base`` with every rule excluded that a registry entry for ``target`` names."""
+    entries = divergences_for(target)
+    changes: dict[str, Any] = {d.excludes[0]: d.excludes[1] for d in entries}
+    return base.replace(divergences=tuple(d.id for d in entries), **changes)
+
+
+sglang_token.kvpool_capabilities = declared_by_registry(TOKEN, "sglang-token")  # type: ignore[attr-defined]
+sglang_paged.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    PAGED.replace(page_sizes=(1, 4, 16)), "sglang-paged"
+)
+sglang_token.kvpool_probe = sglang_paged.kvpool_probe = _sglang  # type: ignore[attr-defined]
+
+
+# -- resolution ----------------------------------------------------------------------------------
+def expand(spec: str | None) -> list[str]:
+    """Target strings for a CLI argument: aliases expanded, comma lists split."""
+    out: list[str] = []
+    for part in (spec or DEFAULT_TARGET).split(","):
+        out += ALIASES.get(part.strip(), [part.strip()])
+    return out
+
+
+def load_target(spec: str | Callable[..., Any], caps: Capabilities | None = None) -> Target:
+    """Resolve ``module:factory`` (or a factory object) to a :class:`Target`.
+
+    Raises :class:`TargetError` with a one-line reason when it cannot be imported.
+    """
+    if callable(spec):
+        factory = spec
+        path = f"{spec.__module__}:{spec.__qualname__}"
+    else:
+        module_name, sep, attr = spec.partition(":")
+        if not sep or not module_name or not attr:
+            raise TargetError(f"target {spec!r} is not of the form module:factory")
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as err:
+            raise TargetError(
+                f"cannot import {module_name!r}: {type(err).__name__}: {err}"
+            ) from err
+        found: Any = module
+        for part in attr.split("."):
+            found = getattr(found, part, None)
+            if found is None:
+                raise TargetError(f"{module_name!r} has no attribute {attr!r}")
+        if not callable(found):
+            raise TargetError(f"{spec!r} is not callable")
+        factory, path = found, spec
+    return Target(factory, caps or capabilities_of(factory), path)
+
+
+def probe(target: Target) -> None:
+    """Raise :class:`TargetError` when the target's peer library cannot be imported here."""
+    check = getattr(target.factory, "kvpool_probe", None)
+    if check is None:
+        return
+    try:
+        check()
+    except ImportError as err:
+        raise TargetError(f"{target.path} is unavailable: {err}") from err

@@ -1,0 +1,175 @@
+"""Traces: the calls of one run at the spec level, as JSON and as a pytest function.
+
+A :class:`TraceStep` is one call in the spec's signature (plain ints and lists), its expected
+result under the spec (``expect``) or the clause of the ContractViolation it must raise
+(``raises``), and the expected ``available_size()`` / free census after it. Any implementation
+can replay the JSON form (:mod:`kvpool.oracle.replay`); :func:`to_pytest` prints the steps as
+plain torch calls against the same target.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TRACE_FORMAT = 1
+
+
+@dataclass
+class TraceStep:
+    """One call. ``args`` maps argument names to plain values (see ``Executor.call``)."""
+
+    call: str
+    args: dict[str, Any] = field(default_factory=dict)
+    expect: Any = None
+    raises: str | None = None
+    clobber: bool = False  # the caller overwrote its input tensor(s) right after the call
+    available_after: int | None = None
+    census_after: list[int] | None = None  # sorted multiset of get_all_free_pages()
+    free_after: list[int] | None = None  # exact get_all_free_pages() (reference order only)
+
+
+@dataclass
+class Trace:
+    """The steps of one run plus what is needed to rebuild the target."""
+
+    target: str
+    page_size: int
+    need_sort: bool
+    device: str
+    order: str
+    steps: list[TraceStep] = field(default_factory=list)
+    clause: str | None = None
+    detail: str | None = None
+    failing_step: int | None = None
+    got: Any = None
+    final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["kvpool_trace"] = TRACE_FORMAT
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        data = json.loads(text)
+        if data.pop("kvpool_trace", None) != TRACE_FORMAT:
+            raise ValueError("not a kvpool trace (missing or unknown 'kvpool_trace' format)")
+        steps = [TraceStep(**s) for s in data.pop("steps")]
+        return cls(steps=steps, **data)
+
+    def num_calls(self) -> int:
+        """Calls up to the failing step (or all), not counting the constructor."""
+        end = len(self.steps) if self.failing_step is None else self.failing_step + 1
+        return sum(1 for s in self.steps[:end] if s.call != "create")
+
+
+def _t(values: Any) -> str:
+    return f"t({values!r})"
+
+
+def _call_text(step: TraceStep, var: str) -> list[str]:
+    """The torch-level call(s) of one step; results are bound to ``var``."""
+    a = step.args
+    c = step.call
+    if c == "create":
+        return [
+            f"a = factory(size={a['size']}, page_size={a['page_size']}, "
+            f"need_sort={a['need_sort']}, device=DEVICE)"
+        ]
+    if c == "alloc":
+        return [f"{var} = a.alloc({a['need_size']})"]
+    if c == "alloc_extend":
+        pre, seq = a["prefix_lens"], a["seq_lens"]
+        return [
+            f"{var} = a.alloc_extend({_t(pre)}, {_t(pre)}.cpu(), {_t(seq)}, {_t(seq)}.cpu(), "
+            f"{_t(a['last_loc'])}, {a['extend_num_tokens']})"
+        ]
+    if c == "alloc_decode":
+        seq = a["seq_lens"]
+        return [f"{var} = a.alloc_decode({_t(seq)}, {_t(seq)}.cpu(), {_t(a['last_loc'])})"]
+    if c in ("free", "free_full"):
+        lines = [f"x = {_t(a['free_index'])}", f"a.{c}(x)"]
+        return lines + (["x.fill_(0)  # the caller reuses its tensor"] if step.clobber else [])
+    if c == "free_segment":
+        lines = [f"x = {_t(a['free_index'])}", f"a.free_segment(x, start_pos={a['start_pos']})"]
+        return lines + (["x.fill_(0)  # the caller reuses its tensor"] if step.clobber else [])
+    if c == "free_segments":
+        segs = ", ".join(f"({_t(s)}, {p})" for s, p in a["segments"])
+        lines = [f"segs = [{segs}]", "a.free_segments(segs)"]
+        if step.clobber:
+            lines.append("for x, _ in segs: x.fill_(0)  # the caller reuses its tensors")
+        return lines
+    if c == "resize":
+        return [f"a.resize(ResizeConfig(max_total_num_tokens={a['max_total_num_tokens']}))"]
+    if c in ("evict_to_free_tokens", "check_decode_capacity"):
+        lines = [f"cache = TinyTreeCache.for_torch(a, {a['entries']!r}, DEVICE)"]
+        if c == "evict_to_free_tokens":
+            lines.append(f"a.evict_to_free_tokens(cache, {a['num_tokens']})")
+        else:
+            lines.append(
+                f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache)"
+            )
+        return lines
+    return [f"a.{c}()"]
+
+
+def _result_asserts(step: TraceStep, var: str) -> list[str]:
+    c = step.call
+    if c in ("alloc", "alloc_extend", "alloc_decode"):
+        if step.expect is None:
+            return [f"assert {var} is None"]
+        return [f"assert {var} is not None and {var}.tolist() == {step.expect!r}"]
+    if c == "check_decode_capacity":
+        return [f"assert {var} == {step.expect!r}"]
+    if c == "evict_to_free_tokens" and step.expect is not None:
+        return [f"assert len(cache.entries) == {len(step.args['entries']) - step.expect}"]
+    return []
+
+
+def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro") -> str:
+    """A self-contained pytest function replaying ``trace`` on ``factory_path`` (module:attr).
+
+    Steps before the failing one assert their spec results (so the path is the same); the
+    failing step asserts what the spec expects there; a raising step uses ``pytest.raises``.
+    """
+    module, _, attr = factory_path.partition(":")
+    fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
+    head = f"[{trace.clause}] {trace.detail}" if trace.clause else "replay"
+    body = [
+        f'"""{head}',
+        "",
+        f"kvpool.oracle, {trace.order} order, page_size={trace.page_size}, "
+        f'need_sort={trace.need_sort}."""',
+        "import pytest",
+        "import torch",
+        "",
+        "from kvpool.oracle.treecache import TinyTreeCache",
+        "from kvpool.spec import ContractViolation, ResizeConfig",
+        f"from {module} import {attr} as factory",
+        "",
+        f"DEVICE = {trace.device!r}",
+        "",
+        "def t(values):",
+        "    return torch.tensor(values, dtype=torch.int64, device=DEVICE)",
+        "",
+    ]
+    for i, step in enumerate(trace.steps[: fail + 1]):
+        var = f"r{i}"
+        calls = _call_text(step, var)
+        if step.raises is not None:
+            body.append("with pytest.raises(ContractViolation) as err:")
+            body += ["    " + line for line in calls]
+            body.append(f"assert err.value.clause == {step.raises!r}")
+            continue
+        body += calls
+        body += _result_asserts(step, var) if i < fail else trace.final_asserts
+    last = trace.steps[fail] if trace.steps else None
+    if last is not None and last.available_after is not None:
+        body.append(f"assert a.available_size() == {last.available_after}")
+    if last is not None and last.census_after is not None:
+        body.append(f"assert sorted(a.get_all_free_pages().tolist()) == {last.census_after!r}")
+    if last is not None and last.free_after is not None:
+        body.append(f"assert a.get_all_free_pages().tolist() == {last.free_after!r}")
+    return f"def {name}():\n" + "\n".join(("    " + line) if line else "" for line in body) + "\n"

@@ -1,0 +1,119 @@
+"""The command line, the pytest plugin and the one-line API, each in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def _run(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess[str]:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])
+    )
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def test_oracle_cli_conformant_run_exits_0(tmp_path: Path) -> None:
+    r = _run(
+        [
+            "-m",
+            "kvpool.oracle",
+            "kvpool.oracle.targets:kvpool_paged",
+            "--page-sizes",
+            "4",
+            "--need-sort",
+            "false",
+            "--examples",
+            "8",
+        ],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "summary" in r.stdout and "conformant" in r.stdout
+
+
+def test_oracle_cli_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    for target in ("no_such_module:factory", "missing-colon", "kvpool.oracle.targets:nothing"):
+        r = _run(["-m", "kvpool.oracle", target, "--examples", "1"], tmp_path)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "Traceback" not in r.stderr and "kvpool.oracle: error:" in r.stderr
+    r = _run(["-m", "kvpool.oracle", "--order", "sideways"], tmp_path)
+    assert r.returncode == 2
+
+
+def test_oracle_cli_divergence_exits_1_and_replays(tmp_path: Path) -> None:
+    """A broken target fails with exit 1, writes a JSON trace; replay reproduces it and a
+    correct target replays it cleanly."""
+    r = _run(
+        [
+            "-m",
+            "kvpool.oracle",
+            "broken_allocators:leakonfree",
+            "--page-sizes",
+            "4",
+            "--need-sort",
+            "false",
+            "--examples",
+            "200",
+            "--trace-dir",
+            "traces",
+        ],
+        tmp_path,
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "[INV-" in r.stdout and "def test_kvpool_repro" in r.stdout
+    traces = list((tmp_path / "traces").glob("*.json"))
+    assert len(traces) == 1
+    data = json.loads(traces[0].read_text())
+    assert data["kvpool_trace"] == 1 and data["clause"].startswith("INV-")
+    again = _run(["-m", "kvpool.oracle", "replay", str(traces[0])], tmp_path)
+    assert again.returncode == 1 and data["clause"] in again.stdout
+    clean = _run(
+        ["-m", "kvpool.oracle", "replay", str(traces[0]), "--target", "spec_torch:spec_paged"],
+        tmp_path,
+    )
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+
+
+def test_oracle_pytest_plugin_and_one_line_api(tmp_path: Path) -> None:
+    """``--kvpool-target`` adds conformance items; ``conformance_test`` makes a test module."""
+    (tmp_path / "test_user.py").write_text(
+        "import kvpool.oracle\n\n"
+        "test_conformance = kvpool.oracle.conformance_test('spec_torch:spec_paged', examples=5,\n"
+        "                                                  page_sizes=[4])\n"
+        "test_broken = kvpool.oracle.conformance_test('broken_allocators:slottwice',\n"
+        "    examples=200, page_sizes=[4], need_sort=[False])\n"
+    )
+    r = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"], tmp_path)
+    assert "2 passed, 1 failed" in r.stdout, r.stdout + r.stderr
+    assert "[INV-" in r.stdout
+    r = _run(
+        [
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--kvpool-target",
+            "spec_torch:spec_token",
+            "--kvpool-examples",
+            "5",
+            "-k",
+            "kvpool_conformance",
+        ],
+        tmp_path,
+    )
+    assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr

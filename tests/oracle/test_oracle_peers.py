@@ -1,0 +1,82 @@
+"""The real SGLang 0.5.23 allocators through the oracle (marker ``peers``).
+
+SGLang must conform to every rule its capability declaration keeps; the declaration is derived
+from the divergence registry (``kvpool.oracle.divergences``). Each registry entry is checked the
+other way too: switching its rule back on makes the oracle report a divergence with the
+registered clause, so the registry records exactly what differs.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kvpool.oracle.capabilities import PAGED, TOKEN
+from kvpool.oracle.divergences import REGISTRY, KnownDivergence, divergences_for
+from kvpool.oracle.runner import Config, configs_for, run_config
+from kvpool.oracle.targets import TargetError, load_target, probe
+
+pytestmark = pytest.mark.peers
+
+TARGETS = {
+    "sglang-token": "kvpool.oracle.targets:sglang_token",
+    "sglang-paged": "kvpool.oracle.targets:sglang_paged",
+}
+FULL = {"sglang-token": TOKEN, "sglang-paged": PAGED.replace(page_sizes=(1, 4, 16))}
+EXAMPLES = 40
+
+
+def _loaded(name: str):  # type: ignore[no-untyped-def]
+    target = load_target(TARGETS[name])
+    try:
+        probe(target)
+    except TargetError as err:
+        pytest.skip(f"SGLang 0.5.23 is not importable here ({err}); CI installs it")
+    return target
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_oracle_sglang_conforms_to_declared_rules(name: str) -> None:
+    """Everything the registry does not exclude conforms, in SGLang's exact order."""
+    target = _loaded(name)
+    assert set(target.caps.divergences) == {d.id for d in divergences_for(name)}
+    for config in configs_for(target.caps):
+        result = run_config(target, config, max_examples=EXAMPLES)
+        assert result.ok, result.failure.report() if result.failure else result.error
+
+
+def _cases() -> list[tuple[str, KnownDivergence]]:
+    return [
+        (name, d)
+        for d in REGISTRY
+        for name in sorted(TARGETS)
+        if d.applies_to(name) and getattr(FULL[name], d.excludes[0]) != d.excludes[1]
+    ]
+
+
+@pytest.mark.parametrize(("name", "div"), _cases(), ids=[f"{n}-{d.id}" for n, d in _cases()])
+def test_oracle_registry_entry_is_a_real_divergence(name: str, div: KnownDivergence) -> None:
+    """Re-enabling one excluded rule makes the oracle find the registered divergence."""
+    target = _loaded(name)
+    field, _ = div.excludes
+    full_value = getattr(FULL[name], field)
+    target.caps = target.caps.replace(**{field: full_value})
+    clauses = {d.clause for d in divergences_for(name) if d.excludes[0] == field}
+    configs = list(configs_for(target.caps))
+    if field == "page_sizes":  # only the re-enabled page sizes
+        configs = [c for c in configs if c.page_size not in div.excludes[1]]
+    found = None
+    for config in configs:
+        result = run_config(
+            target,
+            Config(config.page_size, config.need_sort, "cpu", config.order),
+            max_examples=300,
+            shrink_seconds=2,
+        )
+        if result.failure is not None:
+            found = result.failure
+            break
+    assert found is not None, f"{div.id}: no divergence found with {field}={full_value!r}"
+    if div.id == "SGL-UNCHECKED":  # any caller error: accepted, or an AssertionError instead
+        assert "accepted the call" in found.detail or "instead of ContractViolation" in found.detail
+    else:
+        families = {c.split("-")[0] for c in clauses | {div.clause}}
+        assert found.clause.split("-")[0] in families, found.report()
