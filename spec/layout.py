@@ -128,6 +128,7 @@ def extend_row(
     pre: len(new_pages) == num_new_pages(prefix_len, seq_len, page_size)
     pre: len(set(new_pages)) == len(new_pages)
     pre: prefix_len % page_size == 0 or last_loc // page_size not in new_pages
+    pre: -1 <= last_loc <= MAX_CHECKED
     pre: last_loc_aligned(prefix_len, last_loc, page_size)
     post: len(__return__) == seq_len - prefix_len
     post: all(s % page_size == (prefix_len + k) % page_size for k, s in enumerate(__return__))

@@ -40,18 +40,19 @@ class ResizeConfig:
 class AllocatorModel:
     """State and operations of a token or paged KV allocator, in SGLang's reference order.
 
-    State (``MODEL-*``): ``num_pages = size // page_size`` pages ``1..num_pages`` (page 0 is the
-    padding page, never free); ``free_pages`` is the ordered free list (allocations take its front);
+    State (``MODEL-*``): ``num_pages = size // page_size`` pages ``1..num_pages`` (``MODEL-1``:
+    page 0 is the padding page, never free); ``free_pages`` is the ordered free list (allocations take its front);
     ``staged`` holds pages released under ``need_sort`` until a merge; ``group`` holds the
     deferred ``free()`` inputs of the open free group (``None`` when no group is open) and
     ``group_segments`` its deferred segment pages; every other page is owned by the caller.
 
     Order (``*-5`` clauses): token frees append (a FIFO ring); paged ``free()`` prepends its sorted
     distinct pages and segment frees prepend their pages in row order (a LIFO stack); with
-    ``need_sort`` all frees are staged and merged (sorted with the free list) only when an
-    allocation runs short.
+    ``need_sort`` all frees are staged (``SORT-1``) and merged (sorted with the free list) only
+    when an allocation runs short. Every list a method returns is new; no later call mutates it
+    (``ALIAS-1``).
 
-    inv: sorted(self.free + self.staged + self.owned_pages()) == list(range(1, self.num_pages + 1))
+    inv: sorted(self.free_pages + self.staged + self.owned_pages()) == list(range(1, self.num_pages + 1))
     inv: not self.verify_byte_accounting()
     inv: self.paged or self.page_size == 1
     inv: self.group is not None or not self.deferred_pages()
@@ -71,7 +72,7 @@ class AllocatorModel:
     def clear(self) -> None:
         """Every page free in ascending order, nothing staged, no open group (``LIFE-1``).
 
-        post: self.free == list(range(1, self.num_pages + 1)) and self.staged == []
+        post: self.free_pages == list(range(1, self.num_pages + 1)) and self.staged == []
         post: self.group is None and self.num_pages == self.size // self.page_size
         """
         self.num_pages = self.size // self.page_size
@@ -85,7 +86,7 @@ class AllocatorModel:
         """New ``size`` (tokens) from ``config.max_total_num_tokens``, then ``clear()`` (``LIFE-2``).
 
         post: self.size == config.max_total_num_tokens
-        post: self.free == list(range(1, self.num_pages + 1)) and self.staged == []
+        post: self.free_pages == list(range(1, self.num_pages + 1)) and self.staged == []
         raises: rules.ContractViolation
         """
         self.size = rules.check_count(config.max_total_num_tokens, "max_total_num_tokens", "LIFE-2")
@@ -93,7 +94,8 @@ class AllocatorModel:
 
     # -- queries ---------------------------------------------------------------------------
     def available_size(self) -> int:
-        """Tokens free or staged: ``(len(free) + len(staged)) * page_size`` (``INV-4``).
+        """Tokens free or staged: ``(len(free) + len(staged)) * page_size`` (``INV-4``); pages
+        deferred by an open group are not available (``GROUP-5``).
 
         post: __return__ == len(self.get_all_free_pages()) * self.page_size
         """
@@ -102,7 +104,7 @@ class AllocatorModel:
     def get_all_free_pages(self) -> list[int]:
         """The free list followed by the staged pages, in order (``LIFE-4``).
 
-        post: __return__ == self.free + self.staged
+        post: __return__ == self.free_pages + self.staged
         """
         return self.free_pages + self.staged
 
@@ -123,13 +125,13 @@ class AllocatorModel:
 
     # -- allocation ------------------------------------------------------------------------
     def alloc(self, need_size: int) -> list[int] | None:
-        """``need_size`` slots as whole pages from the front of the free list (``ALLOC-*``).
+        """``need_size`` slots as whole pages from the front of the free list (``ALLOC-5``).
 
         ``need_size`` must be a page multiple (``ALLOC-1``). Merges staged pages first when the
         free list is short (``SORT-2``); None iff free + staged pages cannot cover it (``ALLOC-3``).
 
         pre: 0 <= need_size <= 64 * self.page_size
-        post: (__return__ is None) == (need_size // self.page_size > len(__old__.self.free) + len(__old__.self.staged))
+        post: (__return__ is None) == (need_size // self.page_size > len(__old__.self.free_pages) + len(__old__.self.staged))
         post: __return__ is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages())
         post: __return__ is None or len(__return__) == need_size == len(set(__return__))
         post: __return__ is None or all(__old__.self.status_of(x // self.page_size) in (FREE, STAGED) for x in __return__)
@@ -150,10 +152,11 @@ class AllocatorModel:
 
         Merges first when ``extend_num_tokens // ps + bs + 1`` exceeds the free list (``SORT-2``);
         None iff the new pages exceed free + staged (``EXTEND-6``); request i takes the next
-        ``num_new_pages`` free pages in batch order (``EXTEND-7``). Paged allocators only.
+        ``num_new_pages`` free pages in batch order (``EXTEND-7``). Paged allocators only
+        (``EXTEND-9``).
 
         pre: len(seq_lens) <= 8
-        post: (__return__ is None) == (sum(rules.num_new_pages(p, s, self.page_size) for p, s in zip(prefix_lens, seq_lens)) > len(__old__.self.free) + len(__old__.self.staged))
+        post: (__return__ is None) == (sum(rules.num_new_pages(p, s, self.page_size) for p, s in zip(prefix_lens, seq_lens)) > len(__old__.self.free_pages) + len(__old__.self.staged))
         post: __return__ is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages())
         post: __return__ is None or len(set(__return__)) == len(__return__) == sum(seq_lens) - sum(prefix_lens)
         post: __return__ is None or [x % self.page_size for x in __return__] == [q % self.page_size for p, s in zip(prefix_lens, seq_lens) for q in range(p, s)]
@@ -174,11 +177,11 @@ class AllocatorModel:
         """One slot per request for position ``seq - 1`` (``DECODE-*``).
 
         A request opens a new page iff ``(seq - 1) % ps == 0`` (``DECODE-4``), taking free pages in
-        batch order; the others get ``last_loc + 1``. Merges first when the batch is larger than
+        batch order; the others get ``last_loc + 1`` (``DECODE-5``). Merges first when the batch is larger than
         the free list (``DECODE-7``); None iff the new pages exceed free + staged (``DECODE-6``).
 
         pre: len(seq_lens) <= 8
-        post: (__return__ is None) == (sum(rules.num_new_pages(s - 1, s, self.page_size) for s in seq_lens) > len(__old__.self.free) + len(__old__.self.staged))
+        post: (__return__ is None) == (sum(rules.num_new_pages(s - 1, s, self.page_size) for s in seq_lens) > len(__old__.self.free_pages) + len(__old__.self.staged))
         post: __return__ is None or len(set(__return__)) == len(__return__) == len(seq_lens)
         post: __return__ is None or all(x == (loc + 1 if not rules.num_new_pages(s - 1, s, self.page_size) else x // self.page_size * self.page_size) for x, s, loc in zip(__return__, seq_lens, last_loc))
         post: __return__ is None or self.available_size() == __old__.self.available_size() - self.page_size * sum(rules.num_new_pages(s - 1, s, self.page_size) for s in seq_lens)
@@ -248,7 +251,13 @@ class AllocatorModel:
         self.free(free_index)
 
     def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
-        """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``)."""
+        """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``).
+
+        pre: len(free_index) <= 64
+        post: self.group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for x in free_index})
+        post: self.group is None or self.available_size() == __old__.self.available_size()
+        raises: rules.ContractViolation
+        """
         self.free_segments([(free_index, start_pos)])
 
     def free_segments(self, segments: Sequence[tuple[Sequence[int], int]]) -> None:
@@ -314,7 +323,7 @@ class AllocatorModel:
         """Sort the staged pages into the free list; a no-op when nothing is staged (``SORT-3``).
 
         post: self.staged == []
-        post: self.free == (sorted(__old__.self.free + __old__.self.staged) if __old__.self.staged else __old__.self.free)
+        post: self.free_pages == (sorted(__old__.self.free_pages + __old__.self.staged) if __old__.self.staged else __old__.self.free_pages)
         """
         if self.staged:
             self._mark(self.staged, FREE)

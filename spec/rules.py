@@ -182,9 +182,9 @@ def check_extend(
 ) -> list[int]:
     """``alloc_extend`` arguments: the new pages each request needs (``EXTEND-4``).
 
-    Equal lengths and a matching ``extend_num_tokens`` (``-1``); ``0 <= prefix <= seq``
-    (``-2``); ``last_loc`` aligned with the prefix and on a page the caller owns (``-3``);
-    requests that continue a partial page continue distinct pages (``-8``). ``clause`` is
+    Equal lengths and a matching ``extend_num_tokens`` (``EXTEND-1``); ``0 <= prefix <= seq``
+    (``EXTEND-2``); ``last_loc`` aligned with the prefix and on a page the caller owns
+    (``EXTEND-3``); requests that continue a partial page continue distinct pages (``EXTEND-8``). ``clause`` is
     ``"DECODE"`` when called for ``alloc_decode``, whose rules carry the same numbers.
 
     pre: len(seq_lens) <= 4

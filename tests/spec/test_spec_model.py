@@ -330,3 +330,42 @@ def test_describe_pages_keeps_order() -> None:
     assert describe_pages([1, 2, 3, 7, 9, 10]) == "1-3 7 9-10"
     assert describe_pages([3, 2, 1]) == "3 2 1"
     assert describe_pages([]) == "-"
+
+
+@pytest.mark.parametrize(("ps", "is_paged"), [(1, False), (1, True), (4, True)])
+def test_empty_free_is_a_no_op_FREE_6(ps: int, is_paged: bool) -> None:
+    model = AllocatorModel(8 * ps, ps, paged=is_paged)
+    model.alloc(2 * ps)
+    before = model.snapshot()
+    model.free([])
+    model.free_segments([([], 0)])
+    model.free_group_begin()
+    model.free([])
+    assert model.deferred_pages() == []
+    model.free_group_end()
+    assert model.snapshot() == before
+
+
+@pytest.mark.parametrize(("ps", "is_paged", "need_sort"),
+                         [(1, False, False), (4, True, False), (4, True, True)])
+def test_free_full_is_free_FREE_7(ps: int, is_paged: bool, need_sort: bool) -> None:
+    by_free = AllocatorModel(8 * ps, ps, paged=is_paged, need_sort=need_sort)
+    by_full = by_free.copy()
+    for model, release in ((by_free, by_free.free), (by_full, by_full.free_full)):
+        slots = model.alloc(3 * ps)
+        assert slots is not None
+        release(slots[ps:])
+    assert by_full.snapshot() == by_free.snapshot()
+
+
+@pytest.mark.parametrize(("ps", "is_paged"), [(1, False), (4, True)])
+def test_need_sort_stages_frees_and_counts_them_available_SORT_1(ps: int, is_paged: bool) -> None:
+    model = AllocatorModel(8 * ps, ps, paged=is_paged, need_sort=True)
+    slots = model.alloc(4 * ps)
+    assert slots is not None
+    free_before = list(model.free_pages)
+    model.free(slots[:ps])
+    assert model.free_pages == free_before  # not reusable until a merge
+    assert model.staged == [slots[0] // ps]
+    assert model.available_size() == 5 * ps
+    assert model.alloc(4 * ps) == [s for p in free_before for s in range(p * ps, p * ps + ps)]
