@@ -78,6 +78,32 @@ class Capabilities:
         return f"{kind} ps={list(self.page_sizes)}{seg}" + (f" off={off}" if off else "")
 
 
+def parse_declaration(text: str, base: Capabilities) -> Capabilities:
+    """``base`` changed by ``"checked=false,segments=disjoint,page_sizes=4+16"`` (CLI form).
+
+    Booleans take true/false, ``page_sizes`` and ``need_sort`` take ``+``-separated values.
+    Raises ValueError naming the bad item.
+    """
+    changes: dict[str, object] = {}
+    names = {f.name: f for f in dataclasses.fields(Capabilities)}
+    for item in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or key not in names or key == "divergences":
+            raise ValueError(f"unknown capability {item!r} (fields: {', '.join(names)})")
+        current = getattr(base, key)
+        if isinstance(current, bool):
+            if value.lower() not in ("true", "false", "1", "0"):
+                raise ValueError(f"{key} takes true or false, got {value!r}")
+            changes[key] = value.lower() in ("true", "1")
+        elif key == "page_sizes":
+            changes[key] = tuple(int(v) for v in value.split("+"))
+        elif key == "need_sort":
+            changes[key] = tuple(v.lower() in ("true", "1") for v in value.split("+"))
+        else:
+            changes[key] = value
+    return base.replace(**changes)
+
+
 TOKEN = Capabilities(paged=False, page_sizes=(1,), extend=False)
 PAGED = Capabilities()
 

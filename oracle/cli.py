@@ -10,10 +10,13 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
+from .capabilities import Capabilities, parse_declaration
 from .runner import (
     DEFAULT_EXAMPLES,
     DEFAULT_STEPS,
+    Config,
     Result,
     Target,
     configs_for,
@@ -38,6 +41,20 @@ def _ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+def _flat(values: list[list[Any]] | None) -> list[Any] | None:
+    return None if values is None else [v for group in values for v in group]
+
+
+def _declare_from_options(caps: Capabilities, args: argparse.Namespace) -> Capabilities:
+    """An undeclared factory supports what the options ask for."""
+    changes: dict[str, Any] = {}
+    if args.page_sizes:
+        changes["page_sizes"] = tuple(args.page_sizes)
+    if args.need_sort:
+        changes["need_sort"] = tuple(args.need_sort)
+    return caps.replace(**changes)
+
+
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kvpool.oracle",
@@ -53,9 +70,31 @@ def _run_parser() -> argparse.ArgumentParser:
         help="compare slot for slot (exact) or by contract acceptance; default: "
         "exact if the target declares the reference order",
     )
-    p.add_argument("--page-sizes", type=_ints, default=None, help="e.g. 1,4 (default: declared)")
-    p.add_argument("--need-sort", type=_bools, default=None, help="e.g. false,true")
+    p.add_argument(
+        "--page-sizes",
+        type=_ints,
+        nargs="+",
+        default=None,
+        metavar="PS",
+        help="page sizes to run, e.g. 1 16 or 1,16 (default: the declared ones; "
+        "for a factory that declares nothing, these become its declaration)",
+    )
+    p.add_argument(
+        "--need-sort",
+        type=_bools,
+        nargs="+",
+        default=None,
+        metavar="BOOL",
+        help="need_sort values, e.g. false true (default: the declared ones)",
+    )
     p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--declare",
+        default=None,
+        metavar="KEY=VALUE,...",
+        help="override the target's declared capabilities, e.g. "
+        "checked=false,segments=disjoint,page_sizes=4+16",
+    )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument(
         "--examples",
@@ -68,7 +107,7 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="calls per example")
     p.add_argument(
         "--trace-dir",
-        default="kvpool-oracle-traces",
+        default="kvpool-traces",
         help="where failing traces are written as JSON",
     )
     return p
@@ -96,67 +135,73 @@ def run_main(argv: list[str]) -> int:
 
     try:
         targets = _load(args.target or DEFAULT_TARGET)
+        args.page_sizes = _flat(args.page_sizes)
+        args.need_sort = _flat(args.need_sort)
+        for target in targets:
+            if getattr(target.factory, "kvpool_capabilities", None) is None:  # undeclared
+                target.caps = _declare_from_options(target.caps, args)
+            if args.declare:
+                target.caps = parse_declaration(args.declare, target.caps)
     except TargetError as err:
         return _fail_usage(str(err))
+    except ValueError as err:
+        return _fail_usage(f"--declare: {err}")
+    plan = [
+        (target, config)
+        for target in targets
+        for config in configs_for(
+            target.caps,
+            order=args.order,
+            page_sizes=args.page_sizes,
+            need_sort=args.need_sort,
+            device=args.device,
+        )
+    ]
+    if not plan:
+        described = "; ".join(f"{t.path}: {t.caps.describe()}" for t in targets)
+        return _fail_usage(f"no configuration matches the options ({described})")
     results: list[Result] = []
     start = time.perf_counter()
-    for target in targets:
-        configs = list(
-            configs_for(
-                target.caps,
-                order=args.order,
-                page_sizes=args.page_sizes,
-                need_sort=args.need_sort,
-                device=args.device,
-            )
-        )
-        if not configs:
-            return _fail_usage(f"{target.path}: no configuration left ({target.caps.describe()})")
-        for config in configs:
-            if args.minutes is not None:
-                r = run_for(
-                    target,
-                    config,
-                    seconds=args.minutes * 60,
-                    seed=args.seed or 0,
-                    step_count=args.steps,
-                )
-            else:
-                r = run_config(
-                    target,
-                    config,
-                    max_examples=args.examples,
-                    seed=args.seed,
-                    step_count=args.steps,
-                )
-            results.append(r)
-            rate = r.calls / r.seconds if r.seconds else 0.0
-            print(
-                f"{target.path:42s} {config.label():36s} {r.status():10s} {r.examples:5d} examples "
-                f"{r.calls:6d} calls {r.seconds:6.1f} s {rate:6.0f} calls/s",
-                flush=True,
-            )
-            if r.failure is not None:
-                name = re.sub(
-                    r"[^A-Za-z0-9_.-]+",
-                    "_",
-                    f"{target.path}-ps{config.page_size}-ns{int(config.need_sort)}-{config.order}",
-                )
-                Path(args.trace_dir).mkdir(parents=True, exist_ok=True)
-                r.failure.write_json(Path(args.trace_dir) / f"{name}.json")
-                print(r.failure.report(), flush=True)
-            if r.error is not None:
-                print(f"  error: {r.error}", flush=True)
+    for target, config in plan:
+        results.append(_run_one(target, config, args))
     _summary(results, time.perf_counter() - start)
     return 0 if all(r.ok for r in results) else 1
 
 
+def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result:
+    """Run one configuration, print its progress line and, on failure, its report."""
+    if args.minutes is not None:
+        r = run_for(
+            target, config, seconds=args.minutes * 60, seed=args.seed or 0, step_count=args.steps
+        )
+    else:
+        r = run_config(
+            target, config, max_examples=args.examples, seed=args.seed, step_count=args.steps
+        )
+    rate = r.calls / r.seconds if r.seconds else 0.0
+    print(
+        f"{target.path:46s} {config.label():36s} {r.status():10s} {r.examples:5d} examples "
+        f"{r.calls:6d} calls {r.seconds:6.1f} s {rate:6.0f} calls/s",
+        flush=True,
+    )
+    if r.failure is not None:
+        stem = f"{target.path}-ps{config.page_size}-ns{int(config.need_sort)}-{config.order}"
+        Path(args.trace_dir).mkdir(parents=True, exist_ok=True)
+        r.failure.write_json(
+            Path(args.trace_dir) / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)}.json"
+        )
+        print(r.failure.report(), flush=True)
+    if r.error is not None:
+        print(f"  error: {r.error}", flush=True)
+    return r
+
+
 def _summary(results: list[Result], seconds: float) -> None:
     print("\nsummary")
-    print(f"  {'target':42s} {'configuration':36s} {'result':10s} {'examples':>8s} {'calls':>7s}")
+    print(f"  {'target':46s} {'configuration':36s} {'result':10s} {'examples':>8s} {'calls':>7s}")
     for r in results:
         print(
-            f"  {r.target:42s} {r.config.label():36s} {r.status():10s} {r.examples:8d} {r.calls:7d}"
+            f"  {r.target:46s} {r.config.label():36s} {r.status():10s} {r.examples:8d} {r.calls:7d}"
         )
     bad = sum(not r.ok for r in results)
     verdict = "conformant" if not bad else f"{bad} configuration(s) diverge"

@@ -23,6 +23,10 @@ class KnownDivergence:
     excludes: tuple[str, Any]  # (Capabilities field, value that switches the rule off)
     reason: str
     pointer: str
+    reported: tuple[str, ...] = ()  # clauses an oracle report names when the rule is re-enabled
+
+    def reported_clauses(self) -> tuple[str, ...]:
+        return (self.clause, *self.reported)
 
     def applies_to(self, target: str) -> bool:
         return self.target == target or (self.target == "sglang" and target.startswith("sglang-"))
@@ -36,20 +40,23 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         ("checked", False),
         "Caller errors are accepted silently: double free, slot 0, out-of-range ids, unaligned "
         "alloc (floored), broken last_loc; asserts only under SGLANG_DEBUG_MEMORY_POOL, after "
-        "the state changed. No ContractViolation exists in SGLang.",
+        "the state changed. No ContractViolation exists in SGLang. Found by re-enabling the "
+        "rule: paged alloc(-4) at page size 4 returns every free page but one (free_pages[:-1]).",
         "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; sglang-allocators.md B2, B7; "
         "baseline-on-cpu.md 5.1 'Double free', 'Invalid ids'",
     ),
     KnownDivergence(
         "SGL-SEG-DISJOINT",
-        "sglang",
+        "sglang-paged",
         "SEG-5",
         ("segments", "disjoint"),
         "free_segment asserts a page-aligned start_pos and free_segments asserts that consecutive "
         "segments share no page (_page_disjoint), so touching segments with a shared boundary "
         "page (legal under the seed) raise AssertionError.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 _page_disjoint; PR #37729; issue #38981 "
-        "(sglang-allocators.md B17(c))",
+        "(sglang-allocators.md B17(c)). At page size 1 (the token class) segments never "
+        "share a page, so the token allocator keeps the seed rule.",
+        ("SEG-2",),
     ),
     KnownDivergence(
         "SGL-HOOKS-IMPORT",
@@ -62,6 +69,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "ModuleNotFoundError before doing anything.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 evict_to_free_tokens (local import of "
         "EvictParams); oracle/peer_import.py PLACEHOLDER_NAMES",
+        ("CAP-2",),
     ),
     KnownDivergence(
         "SGL-DECODE-PS1",
@@ -74,6 +82,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "target is run at page sizes > 1 only.",
         "sglang/srt/utils/common.py get_num_new_pages(decode=True)@0.5.23; "
         "baseline-on-cpu.md 5.1 'Paged allocator with ps=1'",
+        ("DECODE-4", "DECODE-5", "DECODE-7", "INV-1", "INV-2", "INV-4"),
     ),
     KnownDivergence(
         "SGL-RESIZE-PS1",
@@ -84,6 +93,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "paged allocator at page size 1 keeps its old page count: after resize to fewer tokens "
         "available_size() reports the old size (INV-4). Page size 1 is the token class's job.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 resize ('if self.page_size > 1')",
+        ("INV-4", "INV-1", "LIFE-1"),
     ),
 )
 

@@ -15,71 +15,24 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from kvpool.spec import AllocatorModel, ContractViolation, ResizeConfig
+from kvpool.spec import AllocatorModel, ContractViolation
 from kvpool.spec.contract import Divergence, accept_alloc, accept_decode, accept_extend
 
+from .calls import (
+    ALLOC_CALLS,
+    CACHE_CALLS,
+    CALL_CLAUSE,
+    MAX_HELD,
+    as_list,
+    clone_model,
+    model_call,
+    order_clause,
+    target_call,
+)
 from .capabilities import Capabilities
 from .pagemap import render, spec_line, target_line
 from .report import Failure, OracleError, OracleFailure, record_failure
 from .trace import Trace, TraceStep, _result_asserts
-
-ALLOC_CALLS = ("alloc", "alloc_extend", "alloc_decode")
-CACHE_CALLS = ("evict_to_free_tokens", "check_decode_capacity")
-FREE_CALLS = ("free", "free_full", "free_segment", "free_segments")
-# The clause a call breaks when the target raises on valid input.
-CALL_CLAUSE = {
-    "create": "MODEL-1",
-    "alloc": "ALLOC-3",
-    "alloc_extend": "EXTEND-6",
-    "alloc_decode": "DECODE-6",
-    "free": "FREE-4",
-    "free_full": "FREE-7",
-    "free_segment": "SEG-2",
-    "free_segments": "SEG-5",
-    "free_group_begin": "GROUP-1",
-    "free_group_end": "GROUP-4",
-    "merge_and_sort_free": "SORT-3",
-    "clear": "LIFE-1",
-    "resize": "LIFE-2",
-    "evict_to_free_tokens": "CAP-1",
-    "check_decode_capacity": "CAP-2",
-}
-MAX_HELD = 64  # returned tensors re-checked after every step (the most recent ones)
-
-
-def clone_model(model: AllocatorModel) -> AllocatorModel:
-    """A fast independent copy of the reference model (lists copied, nothing else shared)."""
-    c = AllocatorModel.__new__(AllocatorModel)
-    c.__dict__.update(model.__dict__)
-    c.free_pages, c.staged, c._status = (
-        list(model.free_pages),
-        list(model.staged),
-        list(model._status),
-    )
-    c.group = None if model.group is None else [list(g) for g in model.group]
-    c.group_segments = [list(g) for g in model.group_segments]
-    return c
-
-
-def as_list(value: Any) -> Any:
-    """A tensor (or sequence) as a list of ints; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, torch.Tensor):
-        return value.tolist()
-    return [int(v) for v in value]
-
-
-def _order_clause(call: str) -> str:
-    if call in FREE_CALLS or call == "free_group_end":
-        return "FREE-5"
-    if call == "merge_and_sort_free":
-        return "SORT-3"
-    if call in ALLOC_CALLS:
-        return "SORT-2"
-    if call in ("clear", "resize", "create"):
-        return "LIFE-1"
-    return "LIFE-4"
 
 
 class Executor:
@@ -110,61 +63,12 @@ class Executor:
         self.failed = False
 
     # -- torch conversion ----------------------------------------------------------------
-    def _t(self, values: list[int]) -> torch.Tensor:
-        return torch.tensor(values, dtype=torch.int64, device=self.device)
-
-    def _target_call(self, step: TraceStep) -> tuple[Any, list[torch.Tensor]]:
-        """Perform ``step`` on the target; returns its result and the input tensors."""
-        a, c, tgt = step.args, step.call, self.target
-        if c == "alloc":
-            return tgt.alloc(a["need_size"]), []
-        if c == "alloc_extend":
-            pre, seq = a["prefix_lens"], a["seq_lens"]
-            return tgt.alloc_extend(
-                self._t(pre),
-                torch.tensor(pre, dtype=torch.int64),
-                self._t(seq),
-                torch.tensor(seq, dtype=torch.int64),
-                self._t(a["last_loc"]),
-                a["extend_num_tokens"],
-            ), []
-        if c == "alloc_decode":
-            seq = a["seq_lens"]
-            return tgt.alloc_decode(
-                self._t(seq), torch.tensor(seq, dtype=torch.int64), self._t(a["last_loc"])
-            ), []
-        if c in ("free", "free_full"):
-            x = self._t(a["free_index"])
-            return getattr(tgt, c)(x), [x]
-        if c == "free_segment":
-            x = self._t(a["free_index"])
-            return tgt.free_segment(x, start_pos=a["start_pos"]), [x]
-        if c == "free_segments":
-            segs = [(self._t(s), p) for s, p in a["segments"]]
-            return tgt.free_segments(segs), [x for x, _ in segs]
-        if c == "resize":
-            return tgt.resize(ResizeConfig(a["max_total_num_tokens"])), []
-        return getattr(tgt, c)(), []
-
-    def _model_call(self, model: AllocatorModel, step: TraceStep) -> Any:
-        a, c = step.args, step.call
-        if c == "alloc":
-            return model.alloc(a["need_size"])
-        if c == "alloc_extend":
-            return model.alloc_extend(
-                a["prefix_lens"], a["seq_lens"], a["last_loc"], a["extend_num_tokens"]
-            )
-        if c == "alloc_decode":
-            return model.alloc_decode(a["seq_lens"], a["last_loc"])
-        if c in ("free", "free_full"):
-            return getattr(model, c)(a["free_index"])
-        if c == "free_segment":
-            return model.free_segment(a["free_index"], start_pos=a["start_pos"])
-        if c == "free_segments":
-            return model.free_segments([(s, p) for s, p in a["segments"]])
-        if c == "resize":
-            return model.resize(ResizeConfig(a["max_total_num_tokens"]))
-        return getattr(model, c)()
+    def check_invariants(self) -> None:
+        """The spec model's invariants hold and the held results are the ones recorded."""
+        if self.model is not None:
+            self.model.check_invariants()
+        for index, _, _ in self.held:
+            assert self.trace.steps[index].call in ALLOC_CALLS, "held a non-allocation result"
 
     # -- public steps ------------------------------------------------------------------------
     def create(self, size: int) -> None:
@@ -204,7 +108,7 @@ class Executor:
         assert self.model is not None
         before = spec_line(self.model, self.owners())
         try:
-            self._model_call(self.model, step)
+            model_call(self.model, step)
         except ContractViolation as err:
             step.raises = err.clause
             message = str(err)
@@ -232,13 +136,13 @@ class Executor:
         expected = None
         if c not in ALLOC_CALLS or self.order == "exact":
             try:
-                expected = self._model_call(model, step)
+                expected = model_call(model, step)
             except ContractViolation as err:
                 raise OracleError(
                     f"step {step.call}({step.args}) is invalid under the spec: {err}"
                 ) from err
         try:
-            got_obj, inputs = self._target_call(step)
+            got_obj, inputs = target_call(self.target, step, self.device)
         except Exception as err:
             raise Divergence(
                 CALL_CLAUSE.get(c, "ERR-1"),
@@ -348,7 +252,7 @@ class Executor:
             )
         if self.order == "exact" and free != model.get_all_free_pages():
             raise Divergence(
-                _order_clause(step.call),
+                order_clause(step.call),
                 f"get_all_free_pages() is {free}, the "
                 f"reference order gives {model.get_all_free_pages()}",
             )
@@ -378,7 +282,7 @@ class Executor:
         before = self._census()
         step.census_after, step.available_after = sorted(before[0]), before[1]
         try:
-            self._target_call(step)
+            target_call(self.target, step, self.device)
         except ContractViolation as err:
             if err.clause != clause:
                 raise Divergence(
@@ -406,7 +310,9 @@ class Executor:
         trace.clause, trace.detail, trace.failing_step = clause, detail, index
         step = trace.steps[index]
         asserts: list[str] = []
-        if clause == "ALIAS-1":
+        if clause == "CAP-3":
+            asserts.append("assert not a.verify_byte_accounting()  # CAP-3")
+        elif clause == "ALIAS-1":
             k = getattr(self, "_alias_step", index)
             asserts.append(f"assert r{k}.tolist() == {self.trace.steps[k].expect!r}  # ALIAS-1")
         elif step.raises is None and step.call in ALLOC_CALLS + CACHE_CALLS:

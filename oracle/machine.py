@@ -5,38 +5,25 @@ token targets: ``alloc``), grow by chunks, decode in batches, finish or are retr
 ``free_segments``, into the tree cache), drop out-of-window pages, roll back whole trailing
 pages, take raw page-aligned blocks, open and close free groups, merge, clear and resize. Sizes
 are biased toward page boundaries and an almost-full pool. Bad calls (``kvpool.oracle.badcalls``)
-run only against checked targets. Every call goes through an :class:`Executor`, which compares.
+run only against checked targets. Every call goes through an :class:`Executor`, which compares;
+the caller-side bookkeeping is :class:`~kvpool.oracle.scheduler.Scheduler`.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
-from kvpool.spec import AllocatorModel
 
 from .badcalls import applicable_kinds, make_bad_call
 from .capabilities import Capabilities
 from .executor import Executor
+from .scheduler import Scheduler
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-@dataclass
-class Request:
-    """A request's kv row: slots of positions ``[0, len(row))``; ``[0, start)`` were dropped."""
-
-    rid: int
-    row: list[int]
-    start: int = 0
-
-    def live(self) -> list[int]:
-        return self.row[self.start :]
 
 
 def guarded(fn: F) -> F:
@@ -52,11 +39,11 @@ def guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class OracleMachine(RuleBasedStateMachine):
+class OracleMachine(Scheduler, RuleBasedStateMachine):
     """Scheduler model over one target configuration (class attributes set by ``machine_for``)."""
 
     factory: ClassVar[Callable[..., Any]]
-    caps: ClassVar[Capabilities]
+    target_caps: ClassVar[Capabilities]
     target_path: ClassVar[str]
     page_size: ClassVar[int]
     need_sort: ClassVar[bool]
@@ -67,9 +54,9 @@ class OracleMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         cls = type(self)
-        self.ex = Executor(
+        ex = Executor(
             cls.factory,
-            cls.caps,
+            cls.target_caps,
             target_path=cls.target_path,
             page_size=cls.page_size,
             need_sort=cls.need_sort,
@@ -77,92 +64,10 @@ class OracleMachine(RuleBasedStateMachine):
             order=cls.order,
             owners=self.owners,
         )
-        self.ps = cls.page_size
-        self.reqs: dict[int, Request] = {}
-        self.raw: list[list[int]] = []
-        self.cache: list[list[int]] = []
-        self.next_rid = 0
+        self.init_scheduler(ex, cls.target_caps, cls.page_size)
         self.ready = False
         self.broken = False
         cls.stats["examples"] += 1
-
-    # -- helpers -------------------------------------------------------------------------------
-    @property
-    def model(self) -> AllocatorModel:
-        assert self.ex.model is not None
-        return self.ex.model
-
-    @property
-    def group_open(self) -> bool:
-        return self.model.group is not None
-
-    def owners(self) -> dict[int, str]:
-        """Page -> one-letter owner for page maps."""
-        out: dict[int, str] = {}
-        for req in self.reqs.values():
-            for slot in req.live():
-                out[slot // self.ps] = chr(ord("A") + req.rid % 26)
-        for block in self.raw:
-            out.update((s // self.ps, "r") for s in block)
-        for entry in self.cache:
-            out.update((s // self.ps, "c") for s in entry)
-        return out
-
-    def count(self, data: st.DataObject, *, low: int = 1) -> int:
-        """A token count biased toward page boundaries and the free capacity."""
-        ps, avail = self.ps, self.model.available_size()
-        picks = sorted(
-            {
-                max(low, v)
-                for v in (
-                    1,
-                    ps - 1,
-                    ps,
-                    ps + 1,
-                    2 * ps,
-                    avail,
-                    avail - ps + 1,
-                    avail + 1,
-                    avail + ps,
-                )
-            }
-        )
-        return data.draw(st.one_of(st.sampled_from(picks), st.integers(low, max(low, avail + ps))))
-
-    def uses_extend(self) -> bool:
-        return self.caps.paged and self.caps.extend
-
-    def forget_all(self) -> None:
-        self.reqs.clear()
-        self.raw.clear()
-        self.cache.clear()
-
-    def add_rows(self, rows: list[list[int]]) -> None:
-        for row in rows:
-            self.reqs[self.next_rid] = Request(self.next_rid, row)
-            self.next_rid += 1
-
-    @staticmethod
-    def split(slots: list[int], counts: list[int]) -> list[list[int]]:
-        out, k = [], 0
-        for n in counts:
-            out.append(slots[k : k + n])
-            k += n
-        return out
-
-    def segments(self, data: st.DataObject, req: Request, start: int, end: int) -> list[list[Any]]:
-        """Positions ``[start, end)`` of a row cut into touching segments (maybe an empty one)."""
-        if self.caps.segments == "shared":
-            cuts = list(range(start + 1, end))
-        else:
-            cuts = [p for p in range(start + 1, end) if p % self.ps == 0]
-        chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=2, unique=True)) if cuts else []
-        bounds = [start, *sorted(chosen), end]
-        segs: list[list[Any]] = [[req.row[a:b], a] for a, b in itertools.pairwise(bounds)]
-        if data.draw(st.booleans()):
-            i = data.draw(st.integers(0, len(segs)))
-            segs.insert(i, [[], bounds[i]])
-        return segs
 
     # -- lifecycle -------------------------------------------------------------------------------
     @initialize(num_pages=st.integers(8, 24), ragged=st.booleans())
@@ -171,28 +76,29 @@ class OracleMachine(RuleBasedStateMachine):
         self.ex.create(num_pages * self.ps + (self.ps - 1 if ragged else 0))
         self.ready = True
 
-    @precondition(lambda self: self.ready and self.caps.clear)
-    @rule()
+    @precondition(lambda self: self.ready and self.maintenance_calls())
+    @rule(data=st.data())
     @guarded
-    def clear(self) -> None:
-        self.ex.call("clear")
-        self.forget_all()
-
-    @precondition(lambda self: self.ready and self.caps.resize)
-    @rule(num_pages=st.integers(8, 24), ragged=st.booleans())
-    @guarded
-    def resize(self, num_pages: int, ragged: bool) -> None:
-        self.ex.call(
-            "resize", max_total_num_tokens=num_pages * self.ps + (self.ps - 1 if ragged else 0)
-        )
-        self.forget_all()
+    def maintenance(self, data: st.DataObject) -> None:
+        """``merge_and_sort_free``, ``clear`` or ``resize`` (rarer: they reset the scheduler)."""
+        call = data.draw(st.sampled_from(self.maintenance_calls()))
+        if call == "resize":
+            num_pages, ragged = data.draw(st.integers(8, 24)), data.draw(st.booleans())
+            tokens = num_pages * self.ps + (self.ps - 1 if ragged else 0)
+            self.ex.call("resize", max_total_num_tokens=tokens)
+        else:
+            self.ex.call(call)
+        if call != "merge_and_sort_free":
+            self.forget_all()
 
     # -- growth ------------------------------------------------------------------------------------
     @precondition(lambda self: self.ready)
     @rule(data=st.data())
     @guarded
     def new_requests(self, data: st.DataObject) -> None:
-        seqs = [self.count(data) for _ in range(data.draw(st.integers(1, 3)))]
+        bs = data.draw(st.integers(1, 3))
+        seqs = [self.count(data, share=bs) for _ in range(bs)]
+        self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
         if self.uses_extend():
             bs = len(seqs)
             out = self.ex.call(
@@ -219,7 +125,7 @@ class OracleMachine(RuleBasedStateMachine):
             st.lists(st.sampled_from(sorted(self.reqs)), min_size=1, max_size=3, unique=True)
         )
         reqs = [self.reqs[r] for r in rids]
-        chunks = [self.count(data, low=0) for _ in reqs]
+        chunks = [self.count(data, low=0, share=len(reqs)) for _ in reqs]
         if self.uses_extend():
             pre = [len(r.row) for r in reqs]
             out = self.ex.call(
@@ -251,6 +157,7 @@ class OracleMachine(RuleBasedStateMachine):
             st.lists(st.sampled_from(sorted(self.reqs)), min_size=1, max_size=4, unique=True)
         )
         reqs = [self.reqs[r] for r in rids]
+        self.make_room(data, len(reqs), check=True)
         if self.caps.paged:
             out = self.ex.call(
                 "alloc_decode",
@@ -301,16 +208,11 @@ class OracleMachine(RuleBasedStateMachine):
             self.ex.call("free", free_index=live, clobber=self.group_open)
         del self.reqs[req.rid]
 
-    def _window_reqs(self) -> list[int]:
-        return [
-            r.rid for r in self.reqs.values() if (len(r.row) - 1) // self.ps * self.ps > r.start
-        ]
-
-    @precondition(lambda self: self.ready and self.caps.segments != "none" and self._window_reqs())
+    @precondition(lambda self: self.ready and self.caps.segments != "none" and self.window_reqs())
     @rule(data=st.data())
     @guarded
     def drop_window(self, data: st.DataObject) -> None:
-        req = self.reqs[data.draw(st.sampled_from(self._window_reqs()))]
+        req = self.reqs[data.draw(st.sampled_from(self.window_reqs()))]
         last_page_start = (len(req.row) - 1) // self.ps * self.ps
         new_start = data.draw(
             st.sampled_from(range(req.start + self.ps, last_page_start + 1, self.ps))
@@ -322,14 +224,11 @@ class OracleMachine(RuleBasedStateMachine):
         )
         req.start = new_start
 
-    def _rollback_reqs(self) -> list[int]:
-        return [r.rid for r in self.reqs.values() if len(r.row) > r.start + self.ps]
-
-    @precondition(lambda self: self.ready and self._rollback_reqs())
+    @precondition(lambda self: self.ready and self.rollback_reqs())
     @rule(data=st.data())
     @guarded
     def rollback(self, data: st.DataObject) -> None:
-        req = self.reqs[data.draw(st.sampled_from(self._rollback_reqs()))]
+        req = self.reqs[data.draw(st.sampled_from(self.rollback_reqs()))]
         cut = data.draw(st.sampled_from(range(req.start + self.ps, len(req.row), self.ps)))
         tail = req.row[cut:]
         if self.caps.segments != "none" and data.draw(st.booleans()):
@@ -419,22 +318,6 @@ class OracleMachine(RuleBasedStateMachine):
         finally:
             type(self).stats["calls"] += self.ex.num_calls
 
-    def release_everything(self) -> None:
-        """Close the group, free every request, raw block and cache entry; nothing may leak."""
-        self.broken = True
-        if self.group_open:
-            self.ex.call("free_group_end")
-        for req in list(self.reqs.values()):
-            if req.live():
-                self.ex.call("free", free_index=req.live())
-        for slots in self.raw + self.cache:
-            self.ex.call("free", free_index=slots)
-        self.forget_all()
-        self.broken = False
-        assert self.model.available_size() == self.model.num_pages * self.ps, (
-            "oracle bookkeeping leak"
-        )
-
 
 def machine_for(
     factory: Callable[..., Any],
@@ -450,7 +333,7 @@ def machine_for(
     name = f"Oracle_ps{page_size}_{'sorted' if need_sort else 'unsorted'}_{order}"
     attrs = {
         "factory": staticmethod(factory),
-        "caps": caps,
+        "target_caps": caps,
         "target_path": target_path,
         "page_size": page_size,
         "need_sort": need_sort,

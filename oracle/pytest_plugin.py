@@ -39,10 +39,16 @@ class KvpoolItem(pytest.Item):
     """One target configuration run by the oracle."""
 
     def __init__(
-        self, *, target: Any, config: Any, examples: int | None, seed: int | None, **kwargs: Any
+        self,
+        *,
+        target: Any,
+        kvpool_config: Any,
+        examples: int | None,
+        seed: int | None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.target, self.kvpool_config = target, config
+        self.target, self.kvpool_config = target, kvpool_config
         self.examples, self.seed = examples, seed
         self.report_text: str | None = None
 
@@ -95,7 +101,7 @@ def pytest_collection_modifyitems(
                         session,
                         name=name,
                         target=target,
-                        config=cfg,
+                        kvpool_config=cfg,
                         examples=config.getoption("kvpool_examples"),
                         seed=config.getoption("kvpool_seed"),
                     )

@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .executor import ALLOC_CALLS, Executor
+from .calls import ALLOC_CALLS
+from .executor import Executor
 from .report import Failure, OracleFailure
 from .runner import Target
 from .trace import Trace
@@ -30,8 +31,21 @@ def _translate(value: Any, key: str, slots: dict[int, int]) -> Any:
 
 
 def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure | None:
-    """Run ``trace`` on ``target``; the first divergence, or None when every step conforms."""
+    """Run ``trace`` on ``target``; the first divergence, or None when every step conforms.
+
+    Page maps of a replayed failure label owned pages by the step that allocated them.
+    """
     mode = order or trace.order
+    ex: Executor
+
+    def owners() -> dict[int, str]:
+        """Pages by the call that handed them out last: ``A`` = step 1, ``B`` = step 2, ..."""
+        out: dict[int, str] = {}
+        for i, s in enumerate(ex.trace.steps):
+            if s.call in ALLOC_CALLS and s.raises is None and isinstance(s.expect, list):
+                out.update((slot // trace.page_size, chr(ord("A") + i % 26)) for slot in s.expect)
+        return out
+
     ex = Executor(
         target.factory,
         target.caps,
@@ -40,6 +54,7 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
         need_sort=trace.need_sort,
         device=trace.device,
         order=mode,
+        owners=owners,
     )
     slots: dict[int, int] = {}
     end = len(trace.steps) if trace.failing_step is None else trace.failing_step + 1

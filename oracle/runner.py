@@ -23,7 +23,7 @@ from .report import (
     reset_latest,
 )
 
-DEFAULT_EXAMPLES = 60
+DEFAULT_EXAMPLES = 150
 DEFAULT_STEPS = 30
 DEFAULT_SHRINK_SECONDS = 10.0
 
@@ -119,7 +119,12 @@ def run_config(
     shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
     verbosity: Verbosity = Verbosity.quiet,
 ) -> Result:
-    """Run the machine on one configuration; Hypothesis shrinks the first failure it finds."""
+    """Run the machine on one configuration and shrink the first failure it finds.
+
+    ``shrink_seconds``: Hypothesis shrinks for at most half of it, then the trace minimizer
+    (``kvpool.oracle.minimize``) for at most all of it, stopping early when no call can be
+    dropped. ``seed=None`` runs derandomized (the same examples every time).
+    """
     cls = machine_for(
         target.factory,
         target.caps,
@@ -159,7 +164,7 @@ def run_config(
     if result.failure is not None and shrink_seconds > 0:
         from .minimize import minimize
 
-        result.failure = minimize(result.failure, target, seconds=shrink_seconds / 2)
+        result.failure = minimize(result.failure, target, seconds=shrink_seconds)
     result.seconds = time.perf_counter() - start
     if result.failure is not None and first is not None:
         result.seconds_to_failure = first - start

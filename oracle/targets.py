@@ -2,7 +2,8 @@
 
 A factory is called as ``factory(size=..., page_size=..., need_sort=..., device=...)`` and
 returns an allocator with SGLang's methods; ``factory.kvpool_capabilities`` declares what it
-supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked)
+supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked),
+``kvpool-unchecked`` (the same in production mode, no bad input sent)
 and ``sglang`` (the real SGLang 0.5.23 allocators, capabilities from the divergence registry).
 """
 
@@ -18,6 +19,10 @@ from .runner import Target
 
 ALIASES = {
     "kvpool": ["kvpool.oracle.targets:kvpool_token", "kvpool.oracle.targets:kvpool_paged"],
+    "kvpool-unchecked": [
+        "kvpool.oracle.targets:kvpool_token_unchecked",
+        "kvpool.oracle.targets:kvpool_paged_unchecked",
+    ],
     "sglang": ["kvpool.oracle.targets:sglang_token", "kvpool.oracle.targets:sglang_paged"],
 }
 DEFAULT_TARGET = "kvpool"
@@ -50,8 +55,32 @@ def kvpool_paged(*, size: int, page_size: int, need_sort: bool, device: str = "c
     )
 
 
+def kvpool_token_unchecked(
+    *, size: int, page_size: int = 1, need_sort: bool, device: str = "cpu"
+) -> Any:
+    """``kvpool.impl.TokenToKVPoolAllocator`` in unchecked (production) mode."""
+    from kvpool.impl import TokenToKVPoolAllocator
+
+    return TokenToKVPoolAllocator(size, _dtype(), device, None, need_sort, checked=False)
+
+
+def kvpool_paged_unchecked(
+    *, size: int, page_size: int, need_sort: bool, device: str = "cpu"
+) -> Any:
+    """``kvpool.impl.PagedTokenToKVPoolAllocator`` in unchecked (production) mode."""
+    from kvpool.impl import PagedTokenToKVPoolAllocator
+
+    return PagedTokenToKVPoolAllocator(
+        size, page_size, _dtype(), device, None, need_sort, checked=False
+    )
+
+
 kvpool_token.kvpool_capabilities = TOKEN  # type: ignore[attr-defined]
+kvpool_token_unchecked.kvpool_capabilities = TOKEN.replace(checked=False)  # type: ignore[attr-defined]
 kvpool_paged.kvpool_capabilities = PAGED.replace(page_sizes=(1, 4, 16))  # type: ignore[attr-defined]
+kvpool_paged_unchecked.kvpool_capabilities = PAGED.replace(  # type: ignore[attr-defined]
+    page_sizes=(1, 4, 16), checked=False
+)
 
 
 # -- SGLang 0.5.23 -------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ the bug (page size, need_sort, order) and the clauses an oracle report may name 
 
 from __future__ import annotations
 
+import importlib
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -268,7 +269,7 @@ class MergeUnsorted(SpecTorchAllocator):
                 model.free_pages = model.free_pages + model.staged
                 model.staged = []
 
-        self.model.merge_and_sort_free = types.MethodType(merge, self.model)  # type: ignore[method-assign]
+        self.model.merge_and_sort_free = types.MethodType(merge, self.model)
 
 
 class TokenFreePrepends(SpecTorchAllocator):
@@ -285,7 +286,7 @@ class TokenFreePrepends(SpecTorchAllocator):
             model.free_pages = pages + model.free_pages
             model._mark(pages, FREE)
 
-        self.model._release = types.MethodType(release, self.model)  # type: ignore[method-assign]
+        self.model._release = types.MethodType(release, self.model)
 
 
 class PageZeroAccepted(SpecTorchAllocator):
@@ -327,7 +328,7 @@ class FifoPaged(SpecTorchAllocator):
             model.free_pages = model.free_pages + pages
             model._mark(pages, FREE)
 
-        self.model._release = types.MethodType(release, self.model)  # type: ignore[method-assign]
+        self.model._release = types.MethodType(release, self.model)
 
 
 def factory_of(cls: type[SpecTorchAllocator], caps: Capabilities) -> Callable[..., Any]:
@@ -345,12 +346,14 @@ def factory_of(cls: type[SpecTorchAllocator], caps: Capabilities) -> Callable[..
 class Broken:
     """A broken allocator, the configuration that reaches its bug, and acceptable clauses."""
 
-    cls: type[SpecTorchAllocator]
+    cls: type[Any]
     clauses: tuple[str, ...]
     page_size: int = 4
     need_sort: bool = False
     token: bool = False
     order: str = "exact"
+    module: str = "broken_allocators"
+    correct: str = ""  # import line of a correct factory for the repro check (default: spec)
 
     @property
     def name(self) -> str:
@@ -358,8 +361,17 @@ class Broken:
 
     @property
     def factory(self) -> Callable[..., Any]:
-        """The module-level factory ``broken_allocators:<name>`` (importable for repro code)."""
-        return globals()[self.name]  # type: ignore[no-any-return]
+        """The module-level factory ``<module>:<name>`` (importable for repro code)."""
+        return getattr(importlib.import_module(self.module), self.name)  # type: ignore[no-any-return]
+
+    @property
+    def path(self) -> str:
+        return f"{self.module}:{self.name}"
+
+    def correct_import(self) -> str:
+        """An import line binding ``factory`` to a correct allocator of the same kind."""
+        spec = "spec_token" if self.token else "spec_paged"
+        return self.correct or f"from spec_torch import {spec} as factory"
 
 
 BROKEN = (
@@ -369,7 +381,7 @@ BROKEN = (
     Broken(NestedBeginDrops, ("GROUP-1",)),
     Broken(DeferredNotCopied, ("INV-1", "INV-4", "INV-2")),
     Broken(UnalignedFloored, ("ALLOC-1",)),
-    Broken(NoMergeBeforeNone, ("ALLOC-3",), need_sort=True),
+    Broken(NoMergeBeforeNone, ("ALLOC-3", "SORT-2"), need_sort=True),
     Broken(BoundaryTwice, ("INV-2", "INV-4")),
     Broken(BoundaryNever, ("INV-1", "INV-4")),
     Broken(SlotTwice, ("INV-1", "INV-4", "ALLOC-4")),
@@ -385,5 +397,7 @@ BROKEN = (
     Broken(ClearKeepsStaged, ("INV-2", "INV-4", "INV-1"), need_sort=True),
 )
 
-for _b in (*BROKEN, Broken(FifoPaged, ())):
-    globals()[_b.name] = factory_of(_b.cls, TOKEN if _b.token else PAGED)
+fifopaged = factory_of(FifoPaged, PAGED)
+leakonfree = factory_of(LeakOnFree, PAGED)
+for _b in BROKEN:  # importable factories, e.g. broken_allocators:slottwice
+    globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

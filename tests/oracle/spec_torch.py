@@ -90,7 +90,7 @@ class SpecTorchAllocator:
         self.model.resize(ResizeConfig(config.max_total_num_tokens))
 
     def available_size(self) -> int:
-        return self.model.available_size()
+        return int(self.model.available_size())
 
     def get_all_free_pages(self) -> torch.Tensor:
         out = self._out(self.model.get_all_free_pages())
@@ -107,10 +107,10 @@ class SpecTorchAllocator:
         return self.available_size() >= num_tokens
 
     def verify_byte_accounting(self) -> list[str]:
-        return self.model.verify_byte_accounting()
+        return list(self.model.verify_byte_accounting())
 
     def debug_print(self) -> str:
-        return self.model.debug_print()
+        return str(self.model.debug_print())
 
     def check_invariants(self) -> None:
         self.model.check_invariants()
@@ -132,3 +132,8 @@ def spec_token(
 
 spec_paged.kvpool_capabilities = PAGED  # type: ignore[attr-defined]
 spec_token.kvpool_capabilities = TOKEN  # type: ignore[attr-defined]
+
+
+def make_allocator(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    """A factory that declares no capabilities (as a user's own allocator would)."""
+    return SpecTorchAllocator(size, page_size, need_sort, device, paged=True)

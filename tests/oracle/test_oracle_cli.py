@@ -45,6 +45,29 @@ def test_oracle_cli_conformant_run_exits_0(tmp_path: Path) -> None:
     assert "summary" in r.stdout and "conformant" in r.stdout
 
 
+def test_oracle_cli_undeclared_factory_takes_the_options(tmp_path: Path) -> None:
+    """The README's form: an undeclared factory runs the page sizes given on the command line."""
+    r = _run(
+        [
+            "-m",
+            "kvpool.oracle",
+            "spec_torch:make_allocator",
+            "--order",
+            "contract",
+            "--page-sizes",
+            "1",
+            "16",
+            "--need-sort",
+            "false",
+            "--examples",
+            "5",
+        ],
+        tmp_path,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "ps=1 " in r.stdout and "ps=16 " in r.stdout and "contract" in r.stdout
+
+
 def test_oracle_cli_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     for target in ("no_such_module:factory", "missing-colon", "kvpool.oracle.targets:nothing"):
         r = _run(["-m", "kvpool.oracle", target, "--examples", "1"], tmp_path)
@@ -98,7 +121,7 @@ def test_oracle_pytest_plugin_and_one_line_api(tmp_path: Path) -> None:
         "    examples=200, page_sizes=[4], need_sort=[False])\n"
     )
     r = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "test_user.py"], tmp_path)
-    assert "2 passed, 1 failed" in r.stdout, r.stdout + r.stderr
+    assert "1 failed, 2 passed" in r.stdout, r.stdout + r.stderr
     assert "[INV-" in r.stdout
     r = _run(
         [

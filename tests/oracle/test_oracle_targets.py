@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import spec_torch
-from broken_allocators import fifopaged
+from broken_allocators import fifopaged, leakonfree
 from kvpool.oracle.capabilities import PAGED
 from kvpool.oracle.replay import replay
-from kvpool.oracle.runner import Config, Target, configs_for, run_config
+from kvpool.oracle.runner import Config, Target, configs_for, run_config, run_for
 from kvpool.oracle.targets import expand, load_target
+from kvpool.oracle.trace import Trace
 
 EXAMPLES = 25
 
@@ -16,9 +20,9 @@ EXAMPLES = 25
 @pytest.mark.parametrize(
     "factory", [spec_torch.spec_token, spec_torch.spec_paged], ids=["token", "paged"]
 )
-def test_oracle_spec_adapter_conforms(factory: object) -> None:
+def test_oracle_spec_adapter_conforms(factory: Callable[..., Any]) -> None:
     """The spec-backed adapter is correct by construction: no divergence in any configuration."""
-    target = load_target(factory)  # type: ignore[arg-type]
+    target = load_target(factory)
     for config in configs_for(target.caps):
         result = run_config(target, config, max_examples=EXAMPLES)
         assert result.ok, result.failure.report() if result.failure else result.error
@@ -40,10 +44,35 @@ def test_oracle_fifo_order_passes_contract_fails_exact() -> None:
     assert replay(exact.failure.trace, reference) is None
 
 
-@pytest.mark.parametrize("path", expand("kvpool"))
+@pytest.mark.parametrize("path", expand("kvpool") + expand("kvpool-unchecked"))
 def test_oracle_kvpool_impl_conforms(path: str) -> None:
-    """kvpool.impl's checked allocators follow the spec call for call (exact order)."""
+    """kvpool.impl's allocators, checked and unchecked, follow the spec call for call."""
     target = load_target(path)
     for config in configs_for(target.caps):
         result = run_config(target, config, max_examples=EXAMPLES)
         assert result.ok, result.failure.report() if result.failure else result.error
+
+
+def test_oracle_contract_trace_replays_on_another_order() -> None:
+    """A contract-mode trace replays on an allocator that picks other pages (slots renamed)."""
+    leaky = Target(leakonfree, PAGED, "broken_allocators:leakonfree")
+    found = run_config(
+        leaky, Config(4, False, "cpu", "contract"), max_examples=200, shrink_seconds=2
+    )
+    assert found.failure is not None and found.failure.clause.startswith("INV-")
+    trace = Trace.from_json(found.failure.trace.to_json())
+    fifo = Target(fifopaged, PAGED, "broken_allocators:fifopaged")
+    assert replay(trace, fifo, order="contract") is None
+    again = replay(trace, leaky, order="contract")
+    assert again is not None and again.clause == found.failure.clause
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", expand("kvpool"))
+def test_oracle_kvpool_impl_soak(path: str) -> None:
+    """Two minutes per target of fresh seeds in both comparison modes."""
+    target = load_target(path)
+    for order in ("exact", "contract"):
+        for config in configs_for(target.caps, order=order):
+            result = run_for(target, config, seconds=120 / 8, seed=1)
+            assert result.ok, result.failure.report() if result.failure else result.error

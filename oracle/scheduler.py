@@ -1,0 +1,170 @@
+"""The scheduler model behind the oracle's state machine: requests, raw blocks, a tree cache.
+
+It remembers what the caller owns (each request's kv row, raw ``alloc`` blocks, cache entries),
+draws sizes biased toward page boundaries and the free capacity, cuts rows into segments, and
+releases everything at the end. The rules that drive it live in :mod:`kvpool.oracle.machine`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+from kvpool.spec import AllocatorModel
+
+from .capabilities import Capabilities
+from .executor import Executor
+from .report import OracleError
+
+
+@dataclass
+class Request:
+    """A request's kv row: slots of positions ``[0, len(row))``; ``[0, start)`` were dropped."""
+
+    rid: int
+    row: list[int]
+    start: int = 0
+
+    def live(self) -> list[int]:
+        return self.row[self.start :]
+
+
+class Scheduler:
+    """Caller-side state of one run; ``ex`` performs and checks every allocator call."""
+
+    ex: Executor
+    caps: Capabilities
+    ps: int
+    reqs: dict[int, Request]
+    raw: list[list[int]]
+    cache: list[list[int]]
+    next_rid: int
+
+    def init_scheduler(self, ex: Executor, caps: Capabilities, page_size: int) -> None:
+        self.ex, self.caps, self.ps = ex, caps, page_size
+        self.reqs, self.raw, self.cache = {}, [], []
+        self.next_rid = 0
+
+    @property
+    def model(self) -> AllocatorModel:
+        assert self.ex.model is not None
+        return self.ex.model
+
+    @property
+    def group_open(self) -> bool:
+        return self.model.group is not None
+
+    def owners(self) -> dict[int, str]:
+        """Page -> one-letter owner for page maps."""
+        out: dict[int, str] = {}
+        for req in self.reqs.values():
+            for slot in req.live():
+                out[slot // self.ps] = chr(ord("A") + req.rid % 26)
+        for block in self.raw:
+            out.update((s // self.ps, "r") for s in block)
+        for entry in self.cache:
+            out.update((s // self.ps, "c") for s in entry)
+        return out
+
+    def count(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
+        """A token count: small and near page boundaries, or near this call's share of the
+        free capacity (so that shortages and merges happen often)."""
+        ps = self.ps
+        room = self.model.available_size() // max(1, share)
+        small = sorted({max(low, v) for v in (1, ps - 1, ps, ps + 1, 2 * ps)})
+        tight = sorted({max(low, v) for v in (room, room - ps + 1, room + 1, room + ps)})
+        return data.draw(
+            st.one_of(
+                st.sampled_from(small), st.integers(low, max(low, 3 * ps)), st.sampled_from(tight)
+            )
+        )
+
+    def make_room(self, data: st.DataObject, num_tokens: int, *, check: bool) -> None:
+        """Like SGLang's scheduler: evict from the tree cache before allocating (``CAP-*``)."""
+        if self.cache and self.caps.capacity_hooks and data.draw(st.booleans()):
+            name = "check_decode_capacity" if check else "evict_to_free_tokens"
+            entries = [list(e) for e in self.cache]
+            del self.cache[: self.ex.call(name, entries=entries, num_tokens=num_tokens)]
+
+    def uses_extend(self) -> bool:
+        return self.caps.paged and self.caps.extend
+
+    def forget_all(self) -> None:
+        self.reqs.clear()
+        self.raw.clear()
+        self.cache.clear()
+
+    def add_rows(self, rows: list[list[int]]) -> None:
+        for row in rows:
+            self.reqs[self.next_rid] = Request(self.next_rid, row)
+            self.next_rid += 1
+
+    @staticmethod
+    def split(slots: list[int], counts: list[int]) -> list[list[int]]:
+        out, k = [], 0
+        for n in counts:
+            out.append(slots[k : k + n])
+            k += n
+        return out
+
+    def segments(self, data: st.DataObject, req: Request, start: int, end: int) -> list[list[Any]]:
+        """Positions ``[start, end)`` of a row cut into touching segments (maybe an empty one)."""
+        if self.caps.segments == "shared":
+            cuts = list(range(start + 1, end))
+        else:
+            cuts = [p for p in range(start + 1, end) if p % self.ps == 0]
+        chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=2, unique=True)) if cuts else []
+        bounds = [start, *sorted(chosen), end]
+        segs: list[list[Any]] = [[req.row[a:b], a] for a, b in itertools.pairwise(bounds)]
+        if data.draw(st.booleans()):
+            i = data.draw(st.integers(0, len(segs)))
+            segs.insert(i, [[], bounds[i]])
+        return segs
+
+    def maintenance_calls(self) -> list[str]:
+        calls = ["merge_and_sort_free"] * 2 if self.caps.merge else []
+        return calls + ["clear"] * self.caps.clear + ["resize"] * self.caps.resize
+
+    def window_reqs(self) -> list[int]:
+        return [
+            r.rid for r in self.reqs.values() if (len(r.row) - 1) // self.ps * self.ps > r.start
+        ]
+
+    def rollback_reqs(self) -> list[int]:
+        return [r.rid for r in self.reqs.values() if len(r.row) > r.start + self.ps]
+
+    def check_scheduler_invariants(self) -> None:
+        """(``check_invariants`` is Hypothesis's own hook on a state machine.)
+
+        The scheduler's bookkeeping matches the spec: every page the spec calls owned (and not
+        deferred by the open group) belongs to exactly one request, raw block or cache entry."""
+        held: list[int] = []
+        for req in self.reqs.values():
+            held += sorted({s // self.ps for s in req.live()})
+        for block in self.raw + self.cache:
+            held += sorted({s // self.ps for s in block})
+        owned = set(self.model.owned_pages()) - set(self.model.deferred_pages())
+        if sorted(held) != sorted(owned):
+            raise OracleError(
+                f"scheduler bookkeeping: holds pages {sorted(held)}, the spec "
+                f"says owned {sorted(owned)}\n{self.model.debug_print()}"
+            )
+
+    def release_everything(self) -> None:
+        """Close the group, free every request, raw block and cache entry; nothing may leak."""
+        self.broken = True
+        self.check_scheduler_invariants()
+        if self.group_open:
+            self.ex.call("free_group_end")
+        for req in list(self.reqs.values()):
+            if req.live():
+                self.ex.call("free", free_index=req.live())
+        for slots in self.raw + self.cache:
+            self.ex.call("free", free_index=slots)
+        self.forget_all()
+        self.broken = False
+        assert self.model.available_size() == self.model.num_pages * self.ps, (
+            "oracle bookkeeping leak"
+        )
