@@ -18,6 +18,7 @@ from kvpool.spec.errors import ContractViolation
 from kvpool.spec.model import ResizeConfig
 from kvpool.spec.segments import trim_boundary
 
+from .backend import TorchOps, ops_for
 from .checked import PageStatusTable, host_list
 from .freelist import PageRing, PageStack, Staging
 from .hooks import SglangSurface
@@ -43,22 +44,23 @@ class AllocatorBase(SglangSurface):
         self._kvcache = kvcache
         self.need_sort = need_sort
         self.checked = checked
-        self._offsets = torch.arange(page_size, dtype=torch.int64, device=device)
+        self._ops: TorchOps = ops_for(page_size, device)  # torch, or numpy on CPU
         self._free: PageStack | PageRing = self._new_free_list(0)
-        self._staged = Staging(0, device)
+        self._staged = Staging(0, device, self._ops)
         self.clear()
 
     # -- hooks for the subclasses ----------------------------------------------------------
     def _new_free_list(self, capacity: int) -> PageStack | PageRing:
         raise NotImplementedError
 
-    def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
-        """The pages ``free(free_index)`` releases, in release order (``FREE-4/5``)."""
+    def _pages_of_free(self, free_index: torch.Tensor) -> Any:
+        """The pages ``free(free_index)`` releases, in release order (``FREE-4/5``): a 1-D
+        tensor or backend-form pages (:mod:`kvpool.impl.backend`)."""
         raise NotImplementedError
 
     def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
         """Every slot of ``pages``, page-major, as a new tensor (``ALLOC-4``)."""
-        raise NotImplementedError
+        return self._ops.slots_of_pages(pages)
 
     # -- lifecycle -------------------------------------------------------------------------
     def clear(self) -> None:
@@ -66,7 +68,8 @@ class AllocatorBase(SglangSurface):
         self.num_pages = self.size // self.page_size
         if self._free.capacity != self.num_pages:
             self._free = self._new_free_list(self.num_pages)
-            self._staged = Staging(self.num_pages if self.need_sort else 0, self.device)
+            self._staged = Staging(self.num_pages if self.need_sort else 0, self.device,
+                                   self._ops)
         self._free.fill()
         self._staged.reset()
         self.free_group: list[torch.Tensor] | None = None
@@ -212,12 +215,13 @@ class AllocatorBase(SglangSurface):
             reps = torch.cat((free_index[:1], free_index[ps - offset :: ps]))
         return reps.to(torch.int64) // ps
 
-    def _release(self, pages: torch.Tensor) -> None:
-        """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``)."""
-        self._check_room(pages.numel())
+    def _release(self, pages: Any) -> None:
+        """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``).
+        ``pages``: a 1-D tensor or backend-form pages."""
+        self._check_room(len(pages))
         if self.need_sort:
             if self._staged.capacity < self.num_pages:  # need_sort switched on after clear()
-                self._staged = Staging(self.num_pages, self.device)
+                self._staged = Staging(self.num_pages, self.device, self._ops)
             self._staged.append(pages)
         else:
             self._free.push(pages)
@@ -245,7 +249,7 @@ class AllocatorBase(SglangSurface):
             return
         freed = self._pages_of_free(torch.cat(pending)) if pending else None
         seg_pages = torch.cat(segments) if segments else None
-        self._check_room(sum(t.numel() for t in (freed, seg_pages) if t is not None))
+        self._check_room(sum(len(t) for t in (freed, seg_pages) if t is not None))
         self.free_group, self._group_segments = None, []
         for pages in (freed, seg_pages):
             if pages is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import torch
 from kvpool.spec import rules
 from kvpool.spec.errors import ContractViolation
@@ -19,9 +20,10 @@ from kvpool.spec.rules import DEFERRED, DEFERRED_SEGMENT, FREE, OWNED, STAGED
 RESERVED = "reserved"
 
 
-def host_list(values: torch.Tensor | Sequence[int]) -> list[int]:
-    """A tensor or sequence of ints as a Python list (synchronises for device tensors)."""
-    if isinstance(values, torch.Tensor):
+def host_list(values: torch.Tensor | np.ndarray | Sequence[int]) -> list[int]:
+    """A tensor, numpy array or sequence of ints as a Python list (synchronises for device
+    tensors)."""
+    if isinstance(values, (torch.Tensor, np.ndarray)):
         return [int(v) for v in values.reshape(-1).tolist()]
     return list(values)
 

@@ -10,13 +10,19 @@ and none touches more than the pages it moves (slices are views; copies are ``k`
   the end of ``buf``; allocations take from the head, frees append at the tail.
 - :class:`Staging`: pages released under ``need_sort``, in release order, ``buf[:count]``.
 
-``take`` returns a tensor that may alias the buffer and is valid only until the next write;
-callers copy it out (``ALIAS-1``) before anything else runs.
+``take`` / ``front`` return pages in the backend's form (a tensor, or a numpy array on CPU; see
+:class:`~kvpool.impl.backend.TorchOps`) that may alias the buffer and are valid only until the
+next write; callers copy them out (``ALIAS-1``) before anything else runs. Writes go through the
+backend too (torch ``copy_``, or numpy assignment into the shared memory).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
+
+from .backend import TorchOps
 
 INT64 = torch.int64
 
@@ -34,9 +40,11 @@ class PageStack:
     ``load`` / ``fill`` rewrite the whole list (merge and clear only).
     """
 
-    def __init__(self, capacity: int, device: torch.device | str) -> None:
+    def __init__(self, capacity: int, device: torch.device | str, ops: TorchOps) -> None:
         self.capacity = capacity
         self.buf = torch.empty(capacity, dtype=INT64, device=device)
+        self._ops = ops
+        self._view = ops.view(self.buf)
         self.top = capacity
 
     def __len__(self) -> int:
@@ -47,26 +55,28 @@ class PageStack:
         torch.arange(1, self.capacity + 1, out=self.buf)
         self.top = 0
 
-    def front(self, num_pages: int) -> torch.Tensor:
-        """A view of the first ``num_pages`` pages (``num_pages <= len(self)``)."""
+    def front(self, num_pages: int) -> Any:
+        """A view of the first ``num_pages`` pages, backend form (``num_pages <= len(self)``)."""
         # [top, top + num_pages) of buf
-        return self.buf[self.top : self.top + num_pages]
+        return self._view[self.top : self.top + num_pages]
 
     def advance(self, num_pages: int) -> None:
         """Drop the first ``num_pages`` pages (after reading them with ``front``)."""
         self.top += num_pages
 
-    def take(self, num_pages: int) -> torch.Tensor:
-        """Remove and return the first ``num_pages`` pages (a view, valid until the next push)."""
+    def take(self, num_pages: int) -> Any:
+        """Remove and return the first ``num_pages`` pages (a backend-form view, valid until the
+        next push)."""
         pages = self.front(num_pages)
         self.top += num_pages
         return pages
 
-    def push(self, pages: torch.Tensor) -> None:
-        """Prepend ``pages`` in their order; the caller guarantees room (O(k))."""
-        k = pages.numel()
+    def push(self, pages: Any) -> None:
+        """Prepend ``pages`` (1-D tensor or backend form) in their order; the caller guarantees
+        room (O(k))."""
+        k = len(pages)
         # [top - k, top) of buf receives the pages
-        self.buf[self.top - k : self.top].copy_(pages)
+        self._ops.write(self._view, self.top - k, pages)
         self.top -= k
 
     def contents(self) -> torch.Tensor:
@@ -98,9 +108,11 @@ class PageRing:
     O(k). ``contents()`` is a view unless the live part wraps, then a copy.
     """
 
-    def __init__(self, capacity: int, device: torch.device | str) -> None:
+    def __init__(self, capacity: int, device: torch.device | str, ops: TorchOps) -> None:
         self.capacity = capacity
         self.buf = torch.empty(capacity, dtype=INT64, device=device)
+        self._ops = ops
+        self._view = ops.view(self.buf)
         self.head = 0
         self.count = 0
 
@@ -124,20 +136,25 @@ class PageRing:
         parts = [self.buf[a:b] for a, b in self._span(start, n)]
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    def take(self, num_pages: int) -> torch.Tensor:
-        """Remove and return the first ``num_pages`` entries (may alias the buffer)."""
-        pages = self._read(self.head, num_pages)
+    def take(self, num_pages: int) -> Any:
+        """Remove and return the first ``num_pages`` entries, backend form (may alias the
+        buffer)."""
+        spans = self._span(self.head, num_pages)
+        parts = [self._view[a:b] for a, b in spans]
+        pages = parts[0] if len(parts) == 1 else self._ops.cat(parts)
         self.head = (self.head + num_pages) % max(self.capacity, 1)
         self.count -= num_pages
         return pages
 
-    def push(self, pages: torch.Tensor) -> None:
-        """Append ``pages`` in their order; the caller guarantees room (O(k))."""
-        done = 0
-        for a, b in self._span(self.head + self.count, pages.numel()):
-            self.buf[a:b].copy_(pages[done : done + b - a])
+    def push(self, pages: Any) -> None:
+        """Append ``pages`` (1-D tensor or backend form) in their order; the caller guarantees
+        room (O(k))."""
+        done, k = 0, len(pages)
+        for a, b in self._span(self.head + self.count, k):
+            part = pages if b - a == k else pages[done : done + b - a]
+            self._ops.write(self._view, a, part)
             done += b - a
-        self.count += pages.numel()
+        self.count += k
 
     def contents(self) -> torch.Tensor:
         """The free list in order (a view unless it wraps)."""
@@ -165,19 +182,22 @@ class Staging:
     allocation runs short, so the sort is amortised over the frees that filled the buffer.
     """
 
-    def __init__(self, capacity: int, device: torch.device | str) -> None:
+    def __init__(self, capacity: int, device: torch.device | str, ops: TorchOps) -> None:
         self.capacity = capacity
         self.buf = torch.empty(capacity, dtype=INT64, device=device)
+        self._ops = ops
+        self._view = ops.view(self.buf)
         self.count = 0
 
     def __len__(self) -> int:
         return self.count
 
-    def append(self, pages: torch.Tensor) -> None:
-        """Append ``pages`` in order; the caller guarantees room (O(k))."""
-        k = pages.numel()
+    def append(self, pages: Any) -> None:
+        """Append ``pages`` (1-D tensor or backend form) in order; the caller guarantees room
+        (O(k))."""
+        k = len(pages)
         # [count, count + k) of buf receives the pages
-        self.buf[self.count : self.count + k].copy_(pages)
+        self._ops.write(self._view, self.count, pages)
         self.count += k
 
     def contents(self) -> torch.Tensor:

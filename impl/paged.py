@@ -7,7 +7,6 @@ from typing import Any
 import torch
 from kvpool.spec.errors import ContractViolation
 
-from . import layout
 from .base import AllocatorBase
 from .checked import host_list
 from .freelist import PageStack
@@ -33,7 +32,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     alloc(k)                    O(k) (+ merge when short)       none
     alloc_extend                O(extend_num_tokens + bs)       none (counts from ``*_cpu``)
     alloc_decode                O(bs)                           none (counts from ``*_cpu``)
-    free(k)                     O(k log k) (``torch.unique``)   yes on CUDA (unique's size)
+    free(k)                     O(k log k) (sorted distinct)    yes on CUDA (unique's size)
     free_segment(s)             O(P) stride representatives     none
     free_page_ids(P)            O(P)                            none
     free_group_end              O(k log k) over the group       yes on CUDA (unique's size)
@@ -43,6 +42,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     clear / resize              O(num_pages)                    none
     verify_byte_accounting      O(num_pages)                    yes (reads the lists)
     ==========================  ==============================  =============================
+
+    Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA, numpy on
+    the same memory on CPU; same results, same costs in O terms.
 
     A shortage is decided on the host before any tensor is read: the call returns None and
     nothing changes (``EXTEND-6``). With ``checked=True`` every caller error raises
@@ -57,15 +59,10 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         super().__init__(size, page_size, dtype, device, kvcache, need_sort, checked=checked)
 
     def _new_free_list(self, capacity: int) -> PageStack:
-        return PageStack(capacity, self.device)
+        return PageStack(capacity, self.device, self._ops)
 
-    def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
-        pages: torch.Tensor = torch.unique(free_index.reshape(-1).to(torch.int64) // self.page_size)
-        return pages
-
-    def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
-        # row p of the result: [pages[p] * ps, pages[p] * ps + ps), one fused add
-        return torch.add(self._offsets, pages[:, None], alpha=self.page_size).reshape(-1)
+    def _pages_of_free(self, free_index: torch.Tensor) -> Any:
+        return self._ops.distinct_pages(free_index)
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
         """Free exactly these pages, in the given order, no dedup (SGLang's ``free_page_ids``).
@@ -111,7 +108,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                 raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
                                         f"Σ new pages {sum(per_request)}")
         if num_new_pages is None:
-            num_new_pages = layout.extend_new_pages(prefix_lens_cpu, seq_lens_cpu, ps)
+            num_new_pages = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         bs = seq_lens_cpu.numel()
         if extend_num_tokens // ps + bs + 1 > len(self._free):
             self.merge_and_sort_free()
@@ -120,7 +117,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         stack = self._free
         assert isinstance(stack, PageStack)
         pages = stack.front(num_new_pages)
-        out = layout.extend_slots(prefix_lens, seq_lens, last_loc, pages, ps, extend_num_tokens)
+        out = self._ops.extend_slots(prefix_lens, seq_lens, last_loc, pages, extend_num_tokens)
         if self._table is not None:
             self._table.taken(host_list(pages))
         stack.advance(num_new_pages)
@@ -136,7 +133,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         ps = self.page_size
         if self._table is not None:
             self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, ps)
-        num_new_pages = layout.decode_new_pages(seq_lens_cpu, ps)
+        num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         if seq_lens_cpu.numel() > len(self._free):
             self.merge_and_sort_free()
         if num_new_pages > len(self._free):
@@ -144,7 +141,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         stack = self._free
         assert isinstance(stack, PageStack)
         pages = stack.front(num_new_pages)
-        out = layout.decode_slots(seq_lens, last_loc, pages, ps)
+        out = self._ops.decode_slots(seq_lens, last_loc, pages)
         if self._table is not None:
             self._table.taken(host_list(pages))
         stack.advance(num_new_pages)

@@ -34,6 +34,9 @@ class TokenToKVPoolAllocator(AllocatorBase):
     verify_byte_accounting    O(N)                              yes (reads the lists)
     ========================  ================================  ==========================
 
+    Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA, numpy on
+    the same memory on CPU; same results, same costs in O terms.
+
     ``alloc_extend`` / ``alloc_decode`` raise NotImplementedError (``EXTEND-9``). With
     ``checked=True`` every caller error raises ContractViolation before any change (``ERR-1``);
     checked calls read their arguments on the host (a sync) and cost O(k) more.
@@ -46,13 +49,10 @@ class TokenToKVPoolAllocator(AllocatorBase):
         super().__init__(size, 1, dtype, device, kvcache, need_sort, checked=checked)
 
     def _new_free_list(self, capacity: int) -> PageRing:
-        return PageRing(capacity, self.device)
+        return PageRing(capacity, self.device, self._ops)
 
     def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
-        return free_index.reshape(-1)
-
-    def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
-        return pages.clone()
+        return free_index if free_index.dim() == 1 else free_index.reshape(-1)
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
         """Page size 1: page ids are slot ids, so this is ``free``."""

@@ -9,6 +9,11 @@ without ``output_size``), as does ``Tensor.tolist`` on device data. It also fail
 op that reads or writes a tensor of pool size (O(pages moved), not O(pool)), and counts the
 device ops.
 
+These guards see torch ops only, so they run on the pure-torch backend (``TorchOps``, the CUDA
+path) forced on CPU by the ``torch_ops`` fixture; the default CPU backend (numpy on the same
+buffers) dispatches no torch op in these paths and has its results checked against the torch
+backend in ``test_impl_backend.py``.
+
 Op-count bounds (per call, unchecked, ``need_sort`` off): alloc <= 6, free_segment <= 8,
 free_segments <= 8 per segment, alloc_decode <= 16, alloc_extend <= 40 (independent of the
 batch size and of the pool). The CUDA variant runs the same calls under
@@ -24,6 +29,7 @@ from typing import Any
 import pytest
 import torch
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from kvpool.impl.backend import TorchOps
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
@@ -128,11 +134,13 @@ def test_hot_path_calls_are_valid(ps: int) -> None:
     alloc.check_invariants()
 
 
+@pytest.mark.usefixtures("torch_ops")
 @pytest.mark.parametrize("need_sort", [False, True])
 @pytest.mark.parametrize("ps", [1, 16])
 def test_paged_hot_paths_are_sync_free_and_pool_independent(
         ps: int, need_sort: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     alloc = PagedTokenToKVPoolAllocator(NUM_PAGES * ps, ps, torch.float16, "cpu", None, need_sort)
+    assert type(alloc._ops) is TorchOps
     for name, bound, host, call in _paged_calls(alloc, "cpu"):
         with hot_path(host, NUM_PAGES // 2, monkeypatch) as guard:
             out = call()
@@ -142,10 +150,12 @@ def test_paged_hot_paths_are_sync_free_and_pool_independent(
     alloc.check_invariants()
 
 
+@pytest.mark.usefixtures("torch_ops")
 @pytest.mark.parametrize("need_sort", [False, True])
 def test_token_hot_paths_are_sync_free_and_pool_independent(
         need_sort: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     alloc = TokenToKVPoolAllocator(NUM_PAGES, torch.float16, "cpu", None, need_sort)
+    assert type(alloc._ops) is TorchOps
     calls: list[tuple[int, Callable[[], Any]]] = []
     out = alloc.alloc(NUM_PAGES - 30)  # frees wrap around the end of the ring
     assert out is not None
@@ -197,11 +207,16 @@ def test_cuda_hot_paths_do_not_sync(ps: int) -> None:
     alloc.check_invariants()
 
 
+@pytest.mark.parametrize("backend", ["torch", "default"])
 @pytest.mark.parametrize("need_sort", [False, True])
 def test_shortage_reads_nothing_and_changes_nothing(
-        need_sort: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        need_sort: bool, backend: str, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
     """EXTEND-6 / DECODE-6 (SGLang bug B1): a short pool answers None from the host counts
-    before any device op runs, so nothing is read out of bounds and nothing changes."""
+    before any device op runs, so nothing is read out of bounds and nothing changes (on the
+    torch backend and on the default CPU one)."""
+    if backend == "torch":
+        request.getfixturevalue("torch_ops")
     ps = 4
     alloc = PagedTokenToKVPoolAllocator(4 * ps, ps, torch.float16, "cpu", None, need_sort)
     row = alloc.alloc(3 * ps)

@@ -1,0 +1,25 @@
+"""Fixtures for the impl tests: force the pure-torch backend on CPU.
+
+On CPU the allocators run their hot paths in numpy (:class:`kvpool.impl.backend.NumpyOps`);
+CUDA uses :class:`kvpool.impl.backend.TorchOps`. Tests that inspect the torch ops (dispatch
+guards, op counts) or that check the torch path's results on a CPU-only machine request
+``torch_ops`` so that allocators built inside them use ``TorchOps`` on CPU too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kvpool.impl import base
+from kvpool.impl.backend import TorchOps
+
+
+@pytest.fixture
+def torch_ops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Allocators constructed while this fixture is active use the torch backend."""
+
+    def torch_only(page_size: int, device: Any) -> TorchOps:
+        return TorchOps(page_size, device)
+
+    monkeypatch.setattr(base, "ops_for", torch_only)

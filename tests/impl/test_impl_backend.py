@@ -1,0 +1,148 @@
+"""The CPU backend (numpy on the shared buffers) equals the pure-torch backend, number for number.
+
+``NumpyOps`` must return what ``TorchOps`` (the CUDA path, :mod:`kvpool.impl.layout`) returns
+for the same inputs: fresh int64 tensors, for int32 or int64 inputs, contiguous or strided, and
+also for inconsistent unchecked inputs (more opening requests than new pages: both clamp).
+Whole allocators are compared too: the case table and seeded soaks on the torch backend forced
+on CPU (the default CPU runs are in ``test_impl_cases.py`` / ``test_impl_differential.py``).
+ci profile: about 5 s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from cases import run_case
+from hypothesis import given
+from hypothesis import strategies as st
+from impl_adapter import free_list
+from impl_scheduler import Driver, RandomChooser, choose_config
+from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
+from kvpool.impl.backend import NumpyOps, TorchOps, ops_for
+from kvpool.spec import ContractViolation
+from test_impl_cases import PARAMS, _runner
+
+PAGE_SIZES = st.sampled_from([1, 2, 3, 16, 64])
+
+
+def _as_input(values: list[int], dtype: torch.dtype, strided: bool) -> torch.Tensor:
+    """``values`` as a CPU tensor of ``dtype``, a stride-2 view when ``strided``."""
+    if not strided:
+        return torch.tensor(values, dtype=dtype)
+    doubled = torch.tensor([v for v in values for _ in (0, 1)], dtype=dtype)
+    return doubled[::2]
+
+
+def _same(got: torch.Tensor, want: torch.Tensor) -> None:
+    assert got.dtype == torch.int64 and want.dtype == torch.int64
+    assert got.tolist() == want.tolist()
+
+
+INPUT_FORMS = st.tuples(st.sampled_from([torch.int64, torch.int32]), st.booleans())
+
+
+@given(ps=PAGE_SIZES, data=st.data(), form=INPUT_FORMS)
+def test_decode_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]) -> None:
+    """DECODE-4/5: the same opening count and slots; clamped alike when pages run short."""
+    seq = data.draw(st.lists(st.integers(-3 * ps, 5 * ps), max_size=40))
+    last = data.draw(st.lists(st.integers(-1, 10**6), min_size=len(seq), max_size=len(seq)))
+    num_pages = data.draw(st.integers(0, len(seq) + 2))
+    pages = np.arange(1000, 1000 + num_pages, dtype=np.int64)
+    host, ref = NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")
+    seq_t, last_t = _as_input(seq, *form), _as_input(last, *form)
+    assert host.decode_new_pages(seq_t) == ref.decode_new_pages(seq_t)
+    _same(host.decode_slots(seq_t, last_t, pages),
+          ref.decode_slots(seq_t, last_t, torch.from_numpy(pages)))
+
+
+@given(ps=PAGE_SIZES, data=st.data(), form=INPUT_FORMS)
+def test_extend_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]) -> None:
+    """EXTEND-4/5: the same page count and three-part layout for any valid batch."""
+    pre = data.draw(st.lists(st.integers(0, 4 * ps), max_size=12))
+    ext = data.draw(st.lists(st.integers(0, 3 * ps), min_size=len(pre), max_size=len(pre)))
+    seq = [p + e for p, e in zip(pre, ext, strict=True)]
+    last = [-1 if p == 0 else 50 * ps + (p - 1) % ps for p in pre]
+    host, ref = NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")
+    pre_t, seq_t, last_t = (_as_input(v, *form) for v in (pre, seq, last))
+    num_pages = ref.extend_new_pages(pre_t, seq_t)
+    assert host.extend_new_pages(pre_t, seq_t) == num_pages
+    pages = np.arange(7, 7 + num_pages, dtype=np.int64)[::-1].copy()
+    _same(host.extend_slots(pre_t, seq_t, last_t, pages, sum(ext)),
+          ref.extend_slots(pre_t, seq_t, last_t, torch.from_numpy(pages), sum(ext)))
+
+
+@given(ps=PAGE_SIZES, slots=st.lists(st.integers(0, 5000), max_size=60), form=INPUT_FORMS)
+def test_distinct_pages_and_slots_of_pages_agree(ps: int, slots: list[int],
+                                                 form: tuple[Any, bool]) -> None:
+    """FREE-4/5 (sorted distinct pages) and ALLOC-4 (page-major slots)."""
+    host, ref = NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")
+    slots_t = _as_input(slots, *form)
+    distinct = host.distinct_pages(slots_t)  # numpy form: what the free lists store
+    assert isinstance(distinct, np.ndarray)
+    _same(torch.from_numpy(distinct), ref.distinct_pages(slots_t))
+    pages = np.array(slots, dtype=np.int64)
+    _same(host.slots_of_pages(pages), ref.slots_of_pages(torch.from_numpy(pages)))
+
+
+def test_results_are_fresh_arrays_ALIAS_1() -> None:
+    """Results never share memory with the inputs or the pages handed in."""
+    host = NumpyOps(4, "cpu")
+    pages = np.arange(3, 6, dtype=np.int64)
+    seq, last = torch.tensor([5, 6, 9]), torch.tensor([15, 16, 20])
+    for out in (host.slots_of_pages(pages), host.decode_slots(seq, last, pages),
+                torch.from_numpy(host.distinct_pages(last)),
+                NumpyOps(1, "cpu").slots_of_pages(pages)):
+        out.fill_(-7)
+    assert pages.tolist() == [3, 4, 5] and last.tolist() == [15, 16, 20]
+
+
+def test_backend_choice() -> None:
+    """CPU gets the numpy backend; other devices the torch one (decided at construction)."""
+    assert type(ops_for(16, "cpu")) is NumpyOps
+    assert type(ops_for(16, torch.device("cpu"))) is NumpyOps
+    assert type(ops_for(16, "meta")) is TorchOps
+    paged = PagedTokenToKVPoolAllocator(64, 16, torch.float16, "cpu", None, False)
+    token = TokenToKVPoolAllocator(64, torch.float16, "cpu", None, True)
+    assert type(paged._ops) is NumpyOps and type(token._ops) is NumpyOps
+
+
+def test_mixed_input_forms_on_allocators() -> None:
+    """int32 and strided inputs give the same results as int64 ones (results int64)."""
+    results = []
+    for dtype, strided in ((torch.int64, False), (torch.int32, True)):
+        alloc = PagedTokenToKVPoolAllocator(64 * 4, 4, torch.float16, "cpu", None, False)
+        row = alloc.alloc(8)
+        assert row is not None
+        last = int(row[5])
+        out_e = alloc.alloc_extend(*(_as_input(v, dtype, strided) for v in
+                                     ([0, 6], [0, 6], [5, 9], [5, 9], [-1, last])), 8)
+        out_d = alloc.alloc_decode(*(_as_input(v, dtype, strided) for v in
+                                     ([6, 10], [6, 10], [int(out_e[4]), int(out_e[7])])))
+        assert out_e is not None and out_d is not None
+        alloc.free(_as_input(out_e.tolist(), dtype, strided))
+        results.append((out_e.dtype, out_e.tolist(), out_d.dtype, out_d.tolist(),
+                        alloc.get_all_free_pages().tolist()))
+        alloc.check_invariants()
+    assert results[0] == results[1]
+    assert results[0][0] == results[0][2] == torch.int64
+
+
+@pytest.mark.usefixtures("torch_ops")
+@pytest.mark.parametrize(("case", "checked"), PARAMS)
+def test_impl_case_torch_backend(case: Any, checked: bool) -> None:
+    """The case table on the torch backend forced on CPU (the CUDA code path)."""
+    make, call = _runner("cpu", checked)
+    alloc = make(case)
+    assert type(alloc._ops) is TorchOps
+    run_case(case, make, call, free_list, ContractViolation)
+
+
+@pytest.mark.usefixtures("torch_ops")
+@pytest.mark.parametrize("seed", range(10))
+def test_torch_backend_matches_model_seeded_soak(seed: int) -> None:
+    """Random sequences of 60 calls on the torch backend forced on CPU equal the model."""
+    choose = RandomChooser(seed)
+    Driver(choose, **choose_config(choose)).run(60)
