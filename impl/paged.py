@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from kvpool.spec.errors import ContractViolation
+from kvpool.spec.layout import merge_bound
 
 from .base import AllocatorBase
 from .checked import host_list
@@ -109,19 +111,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                                         f"Σ new pages {sum(per_request)}")
         if num_new_pages is None:
             num_new_pages = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
-        bs = seq_lens_cpu.numel()
-        if extend_num_tokens // ps + bs + 1 > len(self._free):
-            self.merge_and_sort_free()
-        if num_new_pages > len(self._free):
-            return None
-        stack = self._free
-        assert isinstance(stack, PageStack)
-        pages = stack.front(num_new_pages)
-        out = self._ops.extend_slots(prefix_lens, seq_lens, last_loc, pages, extend_num_tokens)
-        if self._table is not None:
-            self._table.taken(host_list(pages))
-        stack.advance(num_new_pages)
-        return out
+        bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
+        return self._take_new_pages(num_new_pages, bound, lambda pages: self._ops.extend_slots(
+            prefix_lens, seq_lens, last_loc, pages, extend_num_tokens))
 
     def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
                      last_loc: torch.Tensor) -> torch.Tensor | None:
@@ -134,14 +126,22 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         if self._table is not None:
             self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, ps)
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
-        if seq_lens_cpu.numel() > len(self._free):
+        return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
+                                    lambda pages: self._ops.decode_slots(seq_lens, last_loc, pages))
+
+    def _take_new_pages(self, num_new_pages: int, merge_above: int,
+                        lay_out: Callable[[Any], torch.Tensor]) -> torch.Tensor | None:
+        """Shared tail of extend and decode: merge when ``merge_above > len(free)`` (``SORT-2``),
+        None iff the free list cannot cover ``num_new_pages`` (decided before any read), else
+        ``lay_out(first num_new_pages free pages)`` and drop those pages from the list."""
+        if merge_above > len(self._free):
             self.merge_and_sort_free()
         if num_new_pages > len(self._free):
             return None
         stack = self._free
         assert isinstance(stack, PageStack)
         pages = stack.front(num_new_pages)
-        out = self._ops.decode_slots(seq_lens, last_loc, pages)
+        out = lay_out(pages)
         if self._table is not None:
             self._table.taken(host_list(pages))
         stack.advance(num_new_pages)
