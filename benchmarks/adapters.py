@@ -8,6 +8,7 @@ kvpool and SGLang share SGLang 0.5.23's API, so one factory serves both (``modul
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import torch
@@ -66,3 +67,49 @@ class VllmPools:
         """Forget the pool of this size (frees its memory)."""
         self.pools.pop(num_pages, None)
         self.held.pop(num_pages, None)
+
+
+def vllm_round_trip(pools: VllmPools, num_pages: int, k: int) -> Any:
+    """Case factory: ``free_blocks(get_new_blocks(k))`` on the shared pool of this size."""
+    def make() -> Any:
+        pool = pools.get(num_pages)
+
+        def step() -> None:
+            pool.free_blocks(pool.get_new_blocks(k))
+        return step, None
+    return make
+
+
+def vllm_extend(pools: VllmPools, num_pages: int, counts: list[int]) -> Any:
+    """Case factory: one ``get_new_blocks(n_i)`` per request (timed), then their release."""
+    def make() -> Any:
+        pool = pools.get(num_pages)
+
+        def step() -> float:
+            t0 = time.perf_counter()
+            got = [pool.get_new_blocks(n) for n in counts]
+            t = time.perf_counter() - t0
+            for blocks in got:
+                pool.free_blocks(blocks)
+            return t
+        return step, None
+    return make
+
+
+def vllm_free_row(pools: VllmPools, num_pages: int, row_pages: int) -> Any:
+    """Case factory: ``free_blocks`` of a ``row_pages``-block row (timed), then its re-take."""
+    def make() -> Any:
+        pool = pools.get(num_pages)
+        state = {"blocks": pool.get_new_blocks(row_pages)}
+
+        def step() -> float:
+            t0 = time.perf_counter()
+            pool.free_blocks(state["blocks"])
+            t = time.perf_counter() - t0
+            state["blocks"] = pool.get_new_blocks(row_pages)
+            return t
+
+        def cleanup() -> None:
+            pool.free_blocks(state["blocks"])
+        return step, cleanup
+    return make

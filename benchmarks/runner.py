@@ -247,11 +247,11 @@ def run(args: argparse.Namespace) -> int:
         except Exception as exc:
             _error("operator profile", exc)
     rows = report.paired_rows(records)
-    checks = _digest_checks(records)
+    checks = report.digest_checks(records)
     verdicts = targets.evaluate(records, cfg.need_sorts)
     meta["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     meta["loadavg_end"] = _loadavg()
-    md = _markdown(meta, records, rows, mem, verdicts, cuda_records, checks)
+    md = report.results_markdown(meta, records, rows, mem, verdicts, cuda_records, checks)
     if prof_rows:
         from benchmarks import profile_ops
 
@@ -277,55 +277,3 @@ def run(args: argparse.Namespace) -> int:
     print(f"wrote {out_dir / 'results.json'}, {out_dir / 'results.md'} and {len(plots)} plots "
           f"in {meta['elapsed_s']} s")
     return 0
-
-
-def _digest_checks(records: list[dict[str, Any]]) -> list[str]:
-    """W5: did kvpool hand out exactly SGLang's slots over the whole trace?"""
-    by: dict[tuple[Any, ...], dict[str, int]] = {}
-    for r in records:
-        if "digest" in r and r["impl"] in ("kvpool", "sglang"):
-            key = (r["page_size"], r["need_sort"], r["num_pages"])
-            by.setdefault(key, {})[r["impl"]] = r["digest"]
-    out = []
-    for (ps, ns, n), d in sorted(by.items(), key=str):
-        if len(d) == 2:
-            same = d["kvpool"] == d["sglang"]
-            out.append(f"{'same' if same else 'DIFFERENT'} slots as SGLang over the trace: "
-                       f"ps={ps} need_sort={ns} P={n}")
-    return out
-
-
-def _markdown(meta: dict[str, Any], records: list[dict[str, Any]], rows: list[dict[str, Any]],
-              mem: list[dict[str, Any]], verdicts: list[targets.Verdict],
-              cuda_records: list[dict[str, Any]], checks: list[str]) -> str:
-    v = meta["versions"]
-    lines = [f"Machine: {meta['cpu']}, {meta['cores']} cores; Python {meta['python']}; "
-             f"torch {v['torch']}; kvpool {v['kvpool']}; SGLang {v['sglang']}; "
-             f"vLLM {v['vllm']}; torch threads {meta['torch_threads']}; malloc "
-             + ", ".join(f"{k}={x}" for k, x in meta["malloc"].items())
-             + f"; mode {meta['mode']}; {meta['date_utc']} UTC; {meta['elapsed_s']} s; "
-             f"load average (1/5/15 min) at start {meta['loadavg_start']}, "
-             f"at end {meta['loadavg_end']}.", "",
-             "Targets:", "", "```", *[x.line() for x in verdicts], "```", "",
-             *(["W5 replay check (kvpool vs SGLang, digest of every result):", "", "```",
-                *checks, "```", ""] if checks else []),
-             report.markdown(rows)]
-    sizes = sorted({r["num_pages"] for r in rows})
-    if len(sizes) >= 2:
-        lines += ["", f"**W1 pool-size scaling**: median at {sizes[-1]:,} pages / median at "
-                  f"{sizes[0]:,} pages (1.0 = flat)", "",
-                  report.scaling_markdown(records, sizes[0], sizes[-1])]
-    if mem:
-        lines += ["", "**Allocator metadata** (bytes per page; no KV buffer)", "",
-                  report.memory_markdown(mem)]
-    if cuda_records:
-        lines += ["", "**CUDA** (host µs, event µs, kernel launches and host syncs per call)", "",
-                  "| workload | variant | ps | need_sort | P | impl | host µs | event µs "
-                  "| launches | syncs |", "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in cuda_records:
-            dev = [r.get(k) for k in ("cuda_event_us", "kernel_launches", "host_syncs")]
-            cells = " | ".join("—" if x is None else f"{x:.1f}" for x in dev)
-            lines.append(f"| {r['workload']} | {r['variant']} | {r['page_size']} "
-                         f"| {r['need_sort']} | {r['num_pages']} | {r['impl']} "
-                         f"| {r['median_us']:.1f} | {cells} |")
-    return "\n".join(lines) + "\n"

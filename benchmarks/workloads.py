@@ -29,7 +29,13 @@ from typing import Any
 
 import torch
 
-from benchmarks.adapters import VllmPools, make_allocator
+from benchmarks.adapters import (
+    VllmPools,
+    make_allocator,
+    vllm_extend,
+    vllm_free_row,
+    vllm_round_trip,
+)
 from benchmarks.timing import Settings, Step, measure
 
 DECODE_BATCH = 256
@@ -131,17 +137,7 @@ def w1_alloc_free(cfg: Config) -> Iterator[Case]:
                                across_sizes=True)
                 if cfg.vllm is not None:
                     yield Case("w1_alloc_free", f"k={k}", kind, ps, None, num_pages, "vllm",
-                               _vllm_round_trip(cfg.vllm, num_pages, k), across_sizes=True)
-
-
-def _vllm_round_trip(pools: VllmPools, num_pages: int, k: int) -> Any:
-    def make() -> Any:
-        pool = pools.get(num_pages)
-
-        def step() -> None:
-            pool.free_blocks(pool.get_new_blocks(k))
-        return step, None
-    return make
+                               vllm_round_trip(cfg.vllm, num_pages, k), across_sizes=True)
 
 
 def w2_decode(cfg: Config) -> Iterator[Case]:
@@ -178,7 +174,7 @@ def w2_decode(cfg: Config) -> Iterator[Case]:
                     yield Case("w2_decode", variant, kind, ps, ns, num_pages, name, make)
                 if cfg.vllm is not None and variant == "new_page":
                     yield Case("w2_decode", variant, kind, ps, None, num_pages, "vllm",
-                               _vllm_round_trip(cfg.vllm, num_pages, bs))
+                               vllm_round_trip(cfg.vllm, num_pages, bs))
 
 
 def extend_batch(ps: int, seed: int = 1234) -> tuple[list[int], list[int]]:
@@ -240,22 +236,7 @@ def w3_extend(cfg: Config) -> Iterator[Case]:
                            make)
             if cfg.vllm is not None:
                 yield Case("w3_extend", f"bs={EXTEND_BATCH}", "paged", ps, None, num_pages,
-                           "vllm", _vllm_extend(cfg.vllm, num_pages, new_pages))
-
-
-def _vllm_extend(pools: VllmPools, num_pages: int, counts: list[int]) -> Any:
-    def make() -> Any:
-        pool = pools.get(num_pages)
-
-        def step() -> float:
-            t0 = time.perf_counter()
-            got = [pool.get_new_blocks(n) for n in counts]
-            t = time.perf_counter() - t0
-            for blocks in got:
-                pool.free_blocks(blocks)
-            return t
-        return step, None
-    return make
+                           "vllm", vllm_extend(cfg.vllm, num_pages, new_pages))
 
 
 def w4_free_row(cfg: Config) -> Iterator[Case]:
@@ -292,22 +273,4 @@ def w4_free_row(cfg: Config) -> Iterator[Case]:
                 yield Case("w4_free_row", variant, "paged", ps, ns, num_pages, name, make)
             if cfg.vllm is not None and variant == "free":
                 yield Case("w4_free_row", variant, "paged", ps, None, num_pages, "vllm",
-                           _vllm_free_row(cfg.vllm, num_pages, row_pages))
-
-
-def _vllm_free_row(pools: VllmPools, num_pages: int, row_pages: int) -> Any:
-    def make() -> Any:
-        pool = pools.get(num_pages)
-        state = {"blocks": pool.get_new_blocks(row_pages)}
-
-        def step() -> float:
-            t0 = time.perf_counter()
-            pool.free_blocks(state["blocks"])
-            t = time.perf_counter() - t0
-            state["blocks"] = pool.get_new_blocks(row_pages)
-            return t
-
-        def cleanup() -> None:
-            pool.free_blocks(state["blocks"])
-        return step, cleanup
-    return make
+                           vllm_free_row(cfg.vllm, num_pages, row_pages))
