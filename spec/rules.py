@@ -135,7 +135,8 @@ def check_segments(
     raises: ContractViolation
     """
     out: list[list[int]] = []
-    seen: set[int] = set()
+    page_of_logical: dict[int, int] = {}
+    logical_of_page: dict[int, int] = {}
     prev_end: int | None = None
     last_stop = 0
     for free_index, start_pos in segments:
@@ -155,18 +156,33 @@ def check_segments(
             raise ContractViolation(
                 "SEG-1", f"slots {list(free_index)} do not follow a row layout from position {start}"
             )
+        _check_one_row(free_index, start, page_size, page_of_logical, logical_of_page)
         trim = trim_boundary(start, n, prev_end, page_size)
         prev_end = start + n
         pages = segment_pages(free_index[trim:], start + trim, page_size)
         for page in pages:
-            if page in seen:
-                raise ContractViolation(
-                    "SEG-1", f"page {page} is named by two segments for different row pages"
-                )
-            seen.add(page)
             _check_owned(page, status_of, (OWNED,))
         out.append(pages)
     return out
+
+
+def _check_one_row(free_index: Sequence[int], start: int, page_size: int,
+                   page_of_logical: dict[int, int], logical_of_page: dict[int, int]) -> None:
+    """Across the segments of one call, a row page lies on one physical page and back (``SEG-1``).
+
+    Catches a trimmed head that names another page than the previous segment gave its row page
+    (the trim would hide it) and one page named for two row pages (it would be released twice).
+    """
+    for k, slot in enumerate(free_index):
+        logical, page = (start + k) // page_size, slot // page_size
+        if page_of_logical.setdefault(logical, page) != page:
+            raise ContractViolation(
+                "SEG-1", f"row page {logical} is on page {page_of_logical[logical]} in one segment "
+                         f"and on page {page} in another")
+        if logical_of_page.setdefault(page, logical) != logical:
+            raise ContractViolation(
+                "SEG-1", f"page {page} is named by two segments for different row pages "
+                         f"({logical_of_page[page]} and {logical})")
 
 
 def check_extend(

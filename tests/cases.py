@@ -489,6 +489,10 @@ def dedup_cases(ps: int) -> list[Case]:
              step("free_segment", row[:ps] + row[:ps], start_pos=0, raises="SEG-1"),
              step("free_segment", row[:ps], start_pos=-ps, raises="SEG-1"),
              step("free_segments", [(row[:ps], 0), (row[:ps], ps)], raises="SEG-1"),
+             # a trimmed head must still name the page the previous segment gave its row page
+             *([step("free_segments", [(row[:ps + 1], 0),
+                                       (slots([4], ps)[1:] + row[2 * ps:], ps + 1)],
+                     raises="SEG-1")] if ps > 1 else []),
              step("free_segment", list(range(ps)), start_pos=0, raises="FREE-2"),
              step("free_segment", slots([6], ps), start_pos=0, raises="FREE-1"),
              step("free_segments", [(row[:ps], 0), (slots([4], ps), ps)], raises="FREE-3"),
