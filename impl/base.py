@@ -94,6 +94,12 @@ class AllocatorBase(SglangSurface):
         """The free list in reference order (read-only; a view unless the token ring wraps)."""
         return self._free.contents()
 
+    @property
+    def release_pages(self) -> torch.Tensor:
+        """The pages staged by ``need_sort`` frees, in release order (SGLang's ``release_pages``;
+        empty without ``need_sort``). Read-only; ``merge_and_sort_free`` empties it."""
+        return self._staged.contents()
+
     def get_all_free_pages(self) -> torch.Tensor:
         """A new tensor: the free list followed by the staged pages (``LIFE-4``). O(pool)."""
         return torch.cat((self._free.contents(), self._staged.contents()))

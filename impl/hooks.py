@@ -6,10 +6,21 @@ translation (``LIFE-3``), shared by both torch allocators as a mixin.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from kvpool.spec.model import TreeCache
+
+
+@dataclass(frozen=True)
+class EvictRequest:
+    """What ``evict_for_alloc`` is asked for: the fields of SGLang 0.5.23's ``EvictParams``
+    (a cache reads them by name, so no SGLang import is needed)."""
+
+    num_tokens: int = 0
+    swa_num_tokens: int = 0
+    mamba_num: int = 0
 
 
 class SglangSurface:
@@ -48,12 +59,31 @@ class SglangSurface:
 
     # -- capacity hooks (CAP-*) ------------------------------------------------------------
     def evict_to_free_tokens(self, tree_cache: TreeCache | None, num_tokens: int) -> None:
-        """Ask ``tree_cache`` to evict ``num_tokens - available_size()`` if positive (``CAP-1``)."""
+        """Ask ``tree_cache`` to evict ``num_tokens - available_size()`` if positive (``CAP-1``).
+
+        A cache that offers SGLang's ``evict_for_alloc`` is asked with an :class:`EvictRequest`
+        (``EvictParams(num_tokens=shortfall)``); one that says it does not share prefixes
+        (``supports_prefix_sharing()`` false) is not asked; the spec's protocol gets
+        ``evict(shortfall)``.
+        """
+        if tree_cache is None:
+            return
+        sharing = getattr(tree_cache, "supports_prefix_sharing", None)
+        if sharing is not None and not sharing():
+            return
         shortfall = num_tokens - self.available_size()
-        if tree_cache is not None and shortfall > 0:
+        if shortfall <= 0:
+            return
+        evict_for_alloc = getattr(tree_cache, "evict_for_alloc", None)
+        if evict_for_alloc is not None:
+            evict_for_alloc(EvictRequest(num_tokens=shortfall))
+        else:
             tree_cache.evict(shortfall)
 
-    def check_decode_capacity(self, *, num_tokens: int, tree_cache: TreeCache | None) -> bool:
-        """Evict for ``num_tokens``, then whether they fit (``CAP-2``)."""
+    def check_decode_capacity(self, *, num_tokens: int, tree_cache: TreeCache | None,
+                              requests: Any = None, spec_algorithm: Any = None) -> bool:
+        """Evict for ``num_tokens``, then whether they fit (``CAP-2``). ``requests`` and
+        ``spec_algorithm`` (SGLang's request-level context) do not change a single pool's
+        demand and are accepted for its scheduler's call."""
         self.evict_to_free_tokens(tree_cache, num_tokens)
         return self.available_size() >= num_tokens

@@ -80,6 +80,55 @@ def test_capacity_hooks_evict_the_shortfall(paged: bool) -> None:
     assert free_list(alloc) == model.get_all_free_pages()
 
 
+class SglangStyleCache:
+    """SGLang 0.5.23's tree-cache protocol: ``supports_prefix_sharing`` and
+    ``evict_for_alloc(EvictParams)``; no ``evict(int)``."""
+
+    def __init__(self, alloc: Any, held: torch.Tensor, sharing: bool = True) -> None:
+        self.alloc, self.held, self.sharing, self.asked = alloc, held, sharing, []
+
+    def supports_prefix_sharing(self) -> bool:
+        return self.sharing
+
+    def evict_for_alloc(self, params: Any) -> None:
+        self.asked.append((params.num_tokens, params.swa_num_tokens, params.mamba_num))
+        take, self.held = self.held[: params.num_tokens], self.held[params.num_tokens :]
+        self.alloc.free(take)
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_capacity_hooks_speak_sglangs_cache_protocol(paged: bool) -> None:
+    """CAP-1: a cache with ``evict_for_alloc`` gets ``EvictParams(num_tokens=shortfall)``; one
+    that does not share prefixes is not asked; ``requests`` / ``spec_algorithm`` are accepted."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=False)
+    held = alloc.alloc(6 * ps)
+    assert held is not None
+    closed = SglangStyleCache(alloc, held, sharing=False)
+    assert not alloc.check_decode_capacity(num_tokens=4 * ps, tree_cache=closed,
+                                           requests=[object()], spec_algorithm=None)
+    assert closed.asked == []
+    cache = SglangStyleCache(alloc, held)
+    assert alloc.check_decode_capacity(num_tokens=4 * ps, tree_cache=cache, requests=[],
+                                       spec_algorithm="EAGLE")
+    assert cache.asked == [(2 * ps, 0, 0)] and alloc.available_size() == 4 * ps
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_release_pages_are_the_staged_pages(paged: bool) -> None:
+    """SGLang's ``release_pages``: need_sort frees wait there in release order until a merge."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=True)
+    out = alloc.alloc(3 * ps)
+    assert out is not None and alloc.release_pages.tolist() == []
+    alloc.free(out[2 * ps :])
+    alloc.free(out[: ps])
+    assert alloc.release_pages.tolist() == [3, 1]  # pages (token: slots) in release order
+    assert alloc.available_size() == 7 * ps
+    alloc.merge_and_sort_free()
+    assert alloc.release_pages.tolist() == []
+
+
 def test_census_reports_real_violations() -> None:
     """CAP-3: the census reads the buffers; a healthy pool reports nothing."""
     alloc = PagedTokenToKVPoolAllocator(32, 4, torch.float16, "cpu", None, False)
