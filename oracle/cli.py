@@ -1,28 +1,22 @@
 """``python -m kvpool.oracle``: run the conformance matrix, or replay a JSON trace.
 
-Exit status: 0 conformant, 1 a divergence (or a target that crashed), 2 a usage or import error.
+Every run starts with the capabilities in force per target (``Capabilities.in_force``) and the
+inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
+configuration conformant and at least one call ran; 1 a divergence, a target that crashed, or a
+run that executed no call; 2 a usage error (``kvpool.oracle.plan.UsageError``, argparse).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from .capabilities import Capabilities, parse_declaration
-from .runner import (
-    DEFAULT_EXAMPLES,
-    DEFAULT_STEPS,
-    Config,
-    Result,
-    Target,
-    configs_for,
-    run_config,
-    run_for,
-)
+from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, Result, Target, run_config, run_for
 
 
 def _bools(text: str) -> list[bool]:
@@ -45,14 +39,27 @@ def _flat(values: list[list[Any]] | None) -> list[Any] | None:
     return None if values is None else [v for group in values for v in group]
 
 
-def _declare_from_options(caps: Capabilities, args: argparse.Namespace) -> Capabilities:
-    """An undeclared factory supports what the options ask for."""
-    changes: dict[str, Any] = {}
-    if args.page_sizes:
-        changes["page_sizes"] = tuple(args.page_sizes)
-    if args.need_sort:
-        changes["need_sort"] = tuple(args.need_sort)
-    return caps.replace(**changes)
+def _positive(kind: type) -> Any:
+    """An argparse type: a number of ``kind`` that must be > 0 (a usage error otherwise)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+EXIT_CODES = (
+    "exit status: 0 every configuration conformant (and at least one call ran); "
+    "1 a divergence, a target that crashed, or a run that executed no call; "
+    "2 a usage error (bad option, target that cannot be imported or built, undeclared page "
+    "size, unavailable device)."
+)
 
 
 def _run_parser() -> argparse.ArgumentParser:
@@ -60,7 +67,9 @@ def _run_parser() -> argparse.ArgumentParser:
         prog="python -m kvpool.oracle",
         description="Differential conformance run of a KV-cache allocator against kvpool.spec. "
         "TARGET is module:factory or an alias (kvpool, sglang); default kvpool.",
-        epilog="Replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET",
+        epilog="Replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET. "
+        "Writing a target (methods, capabilities, declarations): docs/writing-a-target.md. "
+        + EXIT_CODES,
     )
     p.add_argument("target", nargs="?", default=None)
     p.add_argument(
@@ -92,19 +101,23 @@ def _run_parser() -> argparse.ArgumentParser:
         "--declare",
         default=None,
         metavar="KEY=VALUE,...",
-        help="override the target's declared capabilities, e.g. "
-        "checked=false,segments=disjoint,page_sizes=4+16",
+        help="set capabilities (over the declared or inferred ones), e.g. "
+        "checked=ValueError,segments=disjoint,page_sizes=4+16; checked takes true "
+        "(ContractViolation), false, or exception classes (ValueError+AssertionError, "
+        "mypkg.errors.AllocError)",
     )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument(
         "--examples",
-        type=int,
+        type=_positive(int),
         default=DEFAULT_EXAMPLES,
         help=f"examples per configuration (default {DEFAULT_EXAMPLES})",
     )
-    budget.add_argument("--minutes", type=float, default=None, help="time budget per configuration")
+    budget.add_argument(
+        "--minutes", type=_positive(float), default=None, help="time budget per configuration"
+    )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
-    p.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="calls per example")
+    p.add_argument("--steps", type=_positive(int), default=DEFAULT_STEPS, help="calls per example")
     p.add_argument(
         "--trace-dir",
         default="kvpool-traces",
@@ -113,59 +126,56 @@ def _run_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _fail_usage(message: str) -> int:
+def _fail_usage(message: str, trace: str = "") -> int:
+    if trace:
+        print(trace.rstrip(), file=sys.stderr)
     print(f"kvpool.oracle: error: {message}", file=sys.stderr)
     return 2
 
 
-def _load(spec: str) -> list[Target]:
-    from .targets import expand, load_target, probe
-
-    targets = []
-    for path in expand(spec):
-        target = load_target(path)
-        probe(target)
-        targets.append(target)
-    return targets
-
-
 def run_main(argv: list[str]) -> int:
     args = _run_parser().parse_args(argv)
-    from .targets import DEFAULT_TARGET, TargetError
+    from .plan import UsageError, plan
 
     try:
-        targets = _load(args.target or DEFAULT_TARGET)
-        args.page_sizes = _flat(args.page_sizes)
-        args.need_sort = _flat(args.need_sort)
-        for target in targets:
-            if getattr(target.factory, "kvpool_capabilities", None) is None:  # undeclared
-                target.caps = _declare_from_options(target.caps, args)
-            if args.declare:
-                target.caps = parse_declaration(args.declare, target.caps)
-    except TargetError as err:
-        return _fail_usage(str(err))
-    except ValueError as err:
-        return _fail_usage(f"--declare: {err}")
-    plan = [
-        (target, config)
-        for target in targets
-        for config in configs_for(
-            target.caps,
+        planned = plan(
+            args.target,
             order=args.order,
-            page_sizes=args.page_sizes,
-            need_sort=args.need_sort,
+            page_sizes=_flat(args.page_sizes),
+            need_sort=_flat(args.need_sort),
+            declare=args.declare,
             device=args.device,
         )
-    ]
-    if not plan:
-        described = "; ".join(f"{t.path}: {t.caps.describe()}" for t in targets)
-        return _fail_usage(f"no configuration matches the options ({described})")
+    except UsageError as err:
+        return _fail_usage(str(err), err.trace)
+    for p in planned:
+        print(p.in_force(), flush=True)
+        if p.target.notes:
+            print(f"  inferred from the instance: {'; '.join(p.target.notes)}", flush=True)
     results: list[Result] = []
     start = time.perf_counter()
-    for target, config in plan:
-        results.append(_run_one(target, config, args))
+    for p in planned:
+        for config in p.configs:
+            results.append(_run_one(p.target, config, args))
     _summary(results, time.perf_counter() - start)
-    return 0 if all(r.ok for r in results) else 1
+    return 0 if results and all(r.ok for r in results) else 1
+
+
+def trace_path(trace_dir: str | Path, target: str, config: Config) -> Path:
+    """A new file for one failing run's JSON trace: target, configuration, UTC time and, when
+    that name exists already, a counter; an existing trace is never overwritten."""
+    stem = f"{target}-ps{config.page_size}-ns{int(config.need_sort)}-{config.order}"
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem) + time.strftime("-%Y%m%dT%H%M%SZ", time.gmtime())
+    folder = Path(trace_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+        try:
+            path.open("x").close()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result:
@@ -185,11 +195,7 @@ def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result
         flush=True,
     )
     if r.failure is not None:
-        stem = f"{target.path}-ps{config.page_size}-ns{int(config.need_sort)}-{config.order}"
-        Path(args.trace_dir).mkdir(parents=True, exist_ok=True)
-        r.failure.write_json(
-            Path(args.trace_dir) / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', stem)}.json"
-        )
+        r.failure.write_json(trace_path(args.trace_dir, target.path, config))
         print(r.failure.report(), flush=True)
     if r.error is not None:
         print(f"  error: {r.error}", flush=True)
@@ -204,11 +210,14 @@ def _summary(results: list[Result], seconds: float) -> None:
             f"  {r.target:46s} {r.config.label():36s} {r.status():10s} {r.examples:8d} {r.calls:7d}"
         )
     bad = sum(not r.ok for r in results)
-    verdict = "conformant" if not bad else f"{bad} configuration(s) diverge"
-    print(
-        f"  {len(results)} configurations, {sum(r.calls for r in results)} calls, "
-        f"{seconds:.1f} s: {verdict}"
-    )
+    calls = sum(r.calls for r in results)
+    if calls == 0:
+        verdict = "no call ran: nothing was tested"
+    elif bad:
+        verdict = f"{bad} configuration(s) diverge or ran no call"
+    else:
+        verdict = "conformant"
+    print(f"  {len(results)} configurations, {calls} calls, {seconds:.1f} s: {verdict}")
 
 
 def replay_main(argv: list[str]) -> int:
@@ -219,17 +228,18 @@ def replay_main(argv: list[str]) -> int:
     p.add_argument("--target", default=None, help="module:factory (default: the recorded one)")
     p.add_argument("--order", choices=("exact", "contract"), default=None)
     args = p.parse_args(argv)
+    from .plan import UsageError, plan
     from .replay import replay
-    from .targets import TargetError
     from .trace import Trace
 
     try:
         trace = Trace.from_json(Path(args.trace).read_text())
-        targets = _load(args.target or trace.target)
     except (OSError, ValueError, TypeError, KeyError) as err:
         return _fail_usage(f"cannot read trace {args.trace}: {err}")
-    except TargetError as err:
-        return _fail_usage(str(err))
+    try:
+        targets = [p.target for p in plan(args.target or trace.target, device=trace.device)]
+    except UsageError as err:
+        return _fail_usage(str(err), err.trace)
     if len(targets) != 1:
         return _fail_usage("replay needs exactly one target (module:factory)")
     failure = replay(trace, targets[0], order=args.order)

@@ -4,8 +4,9 @@ The :class:`Executor` owns the target allocator, the reference model and the tra
 call is performed on both; results are compared (``exact``: slot for slot; ``contract``: the
 spec accepts the target's choice and adopts it), then ``available_size()``, the free census,
 the spec's invariants and every tensor handed out earlier (``ALIAS-1``). A bad call must raise
-``ContractViolation`` with the spec's clause and leave the target unchanged (``ERR-1``). The
-first divergence raises :class:`OracleFailure` carrying a :class:`~kvpool.oracle.report.Failure`.
+one of the target's declared error types (``Capabilities.checked``; a ``ContractViolation`` must
+name the spec's clause) and leave the target unchanged (``ERR-1``). The first divergence
+raises :class:`OracleFailure` carrying a :class:`~kvpool.oracle.report.Failure`.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .calls import (
     target_call,
 )
 from .capabilities import Capabilities
+from .hints import hint_for
 from .pagemap import render, spec_line, target_line
 from .report import Failure, OracleError, OracleFailure, record_failure
 from .trace import Trace, TraceStep, _result_asserts
@@ -281,17 +283,21 @@ class Executor:
         clause = step.raises
         before = self._census()
         step.census_after, step.available_after = sorted(before[0]), before[1]
+        accepted = self.caps.error_types
         try:
             target_call(self.target, step, self.device)
-        except ContractViolation as err:
+        except ContractViolation as err:  # kvpool's own type: the clause must be the spec's
             if err.clause != clause:
                 raise Divergence(
                     str(clause), f"raised [{err.clause}] {err.detail}; the spec says {message}"
                 ) from err
+        except accepted:  # the target's declared error type: any message will do
+            pass
         except Exception as err:
+            names = " or ".join(t.__name__ for t in accepted)
             raise Divergence(
                 str(clause),
-                f"raised {type(err).__name__}: {err} instead of ContractViolation {message}",
+                f"raised {type(err).__name__}: {err} instead of {names}; the spec says {message}",
             ) from err
         else:
             raise Divergence(str(clause), f"accepted the call; the spec rejects it: {message}")
@@ -343,6 +349,7 @@ class Executor:
             trace=trace,
             before=render(f"before step {index}", before),
             after=render(f"after step {index}", after_spec, after_target),
+            hint=hint_for(clause, detail, trace, self.caps),
         )
         record_failure(failure)
         self.failed = True

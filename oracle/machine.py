@@ -12,15 +12,18 @@ the caller-side bookkeeping is :class:`~kvpool.oracle.scheduler.Scheduler`.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
+from hypothesis.errors import StopTest
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from .badcalls import applicable_kinds, make_bad_call
 from .capabilities import Capabilities
 from .executor import Executor
+from .report import OracleFailure
 from .scheduler import Scheduler
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -67,7 +70,6 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         self.init_scheduler(ex, cls.target_caps, cls.page_size)
         self.ready = False
         self.broken = False
-        cls.stats["examples"] += 1
 
     # -- lifecycle -------------------------------------------------------------------------------
     @initialize(num_pages=st.integers(8, 24), ragged=st.booleans())
@@ -312,11 +314,29 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
 
     # -- teardown: release everything, every page must be free again ----------------------------
     def teardown(self) -> None:
+        """Release everything; count the example (see ``count_example``) and its calls."""
         try:
             if self.ready and not self.broken and not self.ex.failed:
                 self.release_everything()
         finally:
-            type(self).stats["calls"] += self.ex.num_calls
+            stats = type(self).stats
+            stats["calls"] += self.ex.num_calls
+            count_example(stats, sys.exc_info()[1], failed=self.ex.failed)
+
+
+def count_example(stats: dict[str, int], in_flight: BaseException | None, *, failed: bool) -> None:
+    """Count one example in ``stats["examples"]`` the way ``max_examples`` counts them.
+
+    Hypothesis runs this teardown in a ``finally``, so ``in_flight`` is the exception ending the
+    example: ``StopTest`` marks one Hypothesis discards (its choice buffer ran out), which
+    ``max_examples`` does not count either. Examples after the first failure are shrinking
+    attempts, not examples: counting stops with the failing one.
+    """
+    if isinstance(in_flight, StopTest) or stats["failed"]:
+        return
+    stats["examples"] += 1
+    if failed or isinstance(in_flight, OracleFailure):
+        stats["failed"] = 1
 
 
 def machine_for(
@@ -339,6 +359,6 @@ def machine_for(
         "need_sort": need_sort,
         "device": device,
         "order": order,
-        "stats": {"examples": 0, "calls": 0},
+        "stats": {"examples": 0, "calls": 0, "failed": 0},
     }
     return type(name, (OracleMachine,), attrs)

@@ -31,6 +31,7 @@ class Failure:
     before: str
     after: str
     json_path: str | None = None
+    hint: str | None = None  # the declaration under which this would not fail (hints.py)
 
     def headline(self) -> str:
         return f"[{self.clause}] {self.detail}"
@@ -71,6 +72,7 @@ class Failure:
         t = self.trace
         parts = [
             f"kvpool.oracle: {self.headline()}",
+            *([f"hint: {self.hint}"] if self.hint else []),
             f"target {t.target} (page_size={t.page_size}, need_sort={t.need_sort}, "
             f"device={t.device}, order={t.order}); {t.num_calls()} calls after the constructor",
             "",

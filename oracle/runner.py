@@ -72,12 +72,15 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.failure is None and self.error is None
+        """Conformant: no failure, no error, and at least one call ran."""
+        return self.failure is None and self.error is None and self.calls > 0
 
     def status(self) -> str:
         if self.error:
             return "ERROR"
-        return "ok" if self.failure is None else f"FAIL {self.failure.clause}"
+        if self.failure is not None:
+            return f"FAIL {self.failure.clause}"
+        return "ok" if self.calls > 0 else "NO CALLS"
 
 
 @dataclass

@@ -13,7 +13,7 @@ import importlib
 from collections.abc import Callable
 from typing import Any
 
-from .capabilities import PAGED, TOKEN, Capabilities, capabilities_of
+from .capabilities import PAGED, TOKEN, Capabilities, declared_capabilities
 from .divergences import divergences_for
 from .runner import Target
 
@@ -123,10 +123,16 @@ def expand(spec: str | None) -> list[str]:
     return out
 
 
-def load_target(spec: str | Callable[..., Any], caps: Capabilities | None = None) -> Target:
+def load_target(
+    spec: str | Callable[..., Any], caps: Capabilities | None = None, *, device: str = "cpu"
+) -> Target:
     """Resolve ``module:factory`` (or a factory object) to a :class:`Target`.
 
-    Raises :class:`TargetError` with a one-line reason when it cannot be imported.
+    Its capabilities: ``caps`` if given, else the factory's declaration, else inferred from one
+    instance built on ``device`` (:mod:`kvpool.oracle.inference`; the inferences become the
+    target's ``notes``). Raises :class:`TargetError` with a one-line reason when it cannot be
+    imported, :class:`~kvpool.oracle.inference.FactoryError` when an undeclared factory cannot
+    be built or lacks a required method.
     """
     if callable(spec):
         factory = spec
@@ -149,7 +155,17 @@ def load_target(spec: str | Callable[..., Any], caps: Capabilities | None = None
         if not callable(found):
             raise TargetError(f"{spec!r} is not callable")
         factory, path = found, spec
-    return Target(factory, caps or capabilities_of(factory), path)
+    notes: list[str] = []
+    if caps is None:
+        try:
+            caps = declared_capabilities(factory)
+        except TypeError as err:
+            raise TargetError(str(err)) from None
+    if caps is None:
+        from .inference import infer
+
+        caps, notes = infer(factory, device=device)
+    return Target(factory, caps, path, notes)
 
 
 def probe(target: Target) -> None:

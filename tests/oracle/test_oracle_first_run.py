@@ -1,0 +1,166 @@
+"""A first run that works: inferred capabilities, checked mode with the target's own errors,
+usage errors that say what is wrong, and reports that count what ran.
+
+The command line runs in a subprocess where the exit status or the printed report is the point,
+in-process (``cli.main``) where only the message is.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import minimal_allocator
+import pytest
+from kvpool.oracle import cli
+from kvpool.oracle.capabilities import PAGED, UNDECLARED, parse_declaration
+from kvpool.oracle.inference import FactoryError, infer
+from kvpool.oracle.runner import Config, Result, run_config
+from kvpool.oracle.targets import load_target
+from test_oracle_cli import _run
+
+
+def test_oracle_first_run_of_a_minimal_target_passes_with_no_options(tmp_path: Path) -> None:
+    """Five methods, FIFO reuse, no declaration: the bare command passes and says why."""
+    r = _run(["-m", "kvpool.oracle", "minimal_allocator:make"], tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    first = r.stdout.splitlines()[0]
+    assert first.startswith("capabilities in force for minimal_allocator:make: order=contract")
+    for item in (
+        "checked=false (default)",
+        "extend=false (inferred)",
+        "clear=true (inferred)",
+        "page_sizes=1+4 (default)",
+        "need_sort=false (inferred)",
+    ):
+        assert item in first, first
+    assert "no resize" in r.stdout and "conformant" in r.stdout
+    assert re.search(r"ps=4 need_sort=False cpu contract +ok +150 examples", r.stdout), r.stdout
+
+
+def test_oracle_infers_capabilities_from_the_methods() -> None:
+    """Missing methods switch their rules off; a token allocator is recognised by page size."""
+    caps, notes = infer(minimal_allocator.make)
+    assert (caps.extend, caps.groups, caps.segments, caps.resize, caps.merge) == (
+        False,
+        False,
+        "none",
+        False,
+        False,
+    )
+    assert caps.clear and caps.paged and caps.need_sort == (False,) and not caps.checked
+    assert caps.source_of("extend") == "inferred" and caps.source_of("checked") == "default"
+    assert any("no alloc_extend" in n for n in notes)
+    spec_like, _ = infer(load_target("spec_torch:spec_paged").factory)
+    assert spec_like.extend and spec_like.groups and spec_like.capacity_hooks
+    assert not spec_like.checked and not spec_like.reference_order  # never assumed
+
+
+def test_oracle_factory_errors_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(FactoryError, match="no pool of"):
+        infer(minimal_allocator.make_raises)
+    assert cli.main(["minimal_allocator:make_raises"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" in err and "RuntimeError: no pool of" in err
+    assert "kvpool.oracle: error: minimal_allocator:make_raises: the factory raised" in err
+
+
+def test_oracle_checked_mode_takes_the_targets_own_exception() -> None:
+    """checked=ValueError: any ValueError rejects; the state must still be unchanged."""
+    target = load_target("minimal_allocator:make_checked")
+    target.caps = parse_declaration("checked=ValueError", target.caps)
+    ok = run_config(target, Config(4, False, "cpu", "contract"), max_examples=60)
+    assert ok.ok, ok.failure.report() if ok.failure else ok.error
+    # declared as raising ContractViolation, it raises ValueError: a divergence with a hint
+    target.caps = parse_declaration("checked=true", target.caps)
+    wrong = run_config(target, Config(4, False, "cpu", "contract"), max_examples=60)
+    assert wrong.failure is not None, "ValueError accepted as ContractViolation"
+    assert "instead of ContractViolation" in wrong.failure.detail
+    assert "--declare checked=ValueError" in wrong.failure.report()
+    # the unchecked target declared checked: it accepts the bad call
+    plain = load_target("minimal_allocator:make")
+    plain.caps = parse_declaration("checked=ValueError", plain.caps)
+    found = run_config(plain, Config(4, False, "cpu", "contract"), max_examples=60)
+    assert found.failure is not None and "accepted the call" in found.failure.detail
+    assert found.failure.hint is not None and "checked=false" in found.failure.hint
+
+
+def test_oracle_declaration_parses_exception_classes() -> None:
+    caps = parse_declaration("checked=ValueError+AssertionError", PAGED)
+    assert caps.error_types == (ValueError, AssertionError)
+    assert caps.value_text("checked") == "ValueError+AssertionError"
+    dotted = parse_declaration("checked=kvpool.spec.errors.ContractViolation", PAGED)
+    assert dotted.value_text("checked") == "true" and dotted.source_of("checked") == "option"
+    for bad in ("checked=NoSuchError", "checked=os.path", "resize=maybe", "colour=red"):
+        with pytest.raises(ValueError):
+            parse_declaration(bad, PAGED)
+    assert UNDECLARED.error_types == () and PAGED.replace(checked=False).checked == ()
+
+
+def test_oracle_planted_bug_fails_with_a_repro_that_the_fix_passes(tmp_path: Path) -> None:
+    """Exit 1, and the printed pytest function fails on the bug and passes on the fix."""
+    r = _run(
+        ["-m", "kvpool.oracle", "minimal_allocator:make_nodedup", "--page-sizes", "4"], tmp_path
+    )
+    assert r.returncode == 1, r.stdout + r.stderr
+    source = r.stdout[r.stdout.index("def test_kvpool_repro") : r.stdout.index("JSON trace:")]
+    namespace: dict[str, object] = {}
+    exec(compile(source, "<repro>", "exec"), namespace)
+    with pytest.raises(AssertionError):
+        namespace["test_kvpool_repro"]()  # type: ignore[operator]
+    fixed = source.replace("import make_nodedup as factory", "import make as factory")
+    assert fixed != source
+    exec(compile(fixed, "<fixed>", "exec"), namespace)
+    namespace["test_kvpool_repro"]()  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--examples", "0"], "--examples: must be > 0"),
+        (["--examples", "-3"], "--examples: must be > 0"),
+        (["--steps", "0"], "--steps: must be > 0"),
+        (["--minutes", "0"], "--minutes: must be > 0"),
+        (["--device", "cuda:99"], "device 'cuda:99' is not available"),
+        (
+            ["--page-sizes", "16"],
+            "page size 16 is not declared by kvpool.oracle.targets:kvpool_token",
+        ),
+        (["--page-sizes", "0"], "page size 0 is invalid"),
+        (["--declare", "checked=Nope"], "'Nope' is not an exception class"),
+    ],
+)
+def test_oracle_cli_usage_errors(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing that is the user's mistake is reported as a divergence (exit 2, no run)."""
+    try:
+        rc = cli.main(["kvpool.oracle.targets:kvpool_token", *argv])
+    except SystemExit as exit_:  # argparse
+        rc = int(exit_.code or 0)
+    out = capsys.readouterr()
+    assert rc == 2, out.out + out.err
+    assert message in out.err and "summary" not in out.out
+
+
+def test_oracle_trace_files_never_overwrite(tmp_path: Path) -> None:
+    config = Config(4, False, "cpu", "contract")
+    paths = {cli.trace_path(tmp_path, "m:make", config) for _ in range(3)}
+    assert len(paths) == 3 and all(p.exists() for p in paths)
+
+
+def test_oracle_examples_count_what_ran() -> None:
+    """The examples column is Hypothesis's count: discarded and shrinking runs are not in it."""
+    target = load_target("minimal_allocator:make")
+    r = run_config(target, Config(4, False, "cpu", "contract"), max_examples=40)
+    assert r.examples == 40 and r.calls > 40
+    bug = load_target("minimal_allocator:make_nodedup")
+    r = run_config(bug, Config(4, False, "cpu", "contract"), max_examples=40)
+    assert r.failure is not None and 1 <= r.examples <= 40
+
+
+def test_oracle_a_run_without_calls_is_not_conformant(capsys: pytest.CaptureFixture[str]) -> None:
+    empty = Result("m:make", Config(4, False))
+    assert not empty.ok and empty.status() == "NO CALLS"
+    cli._summary([empty], 0.0)
+    assert "no call ran: nothing was tested" in capsys.readouterr().out
