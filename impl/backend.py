@@ -21,6 +21,10 @@ Each method's contract:
 - ``extend_new_pages`` / ``decode_new_pages``: host counts from the ``*_cpu`` lengths.
 - ``extend_slots`` / ``decode_slots``: as :func:`kvpool.impl.layout.extend_slots` /
   :func:`~kvpool.impl.layout.decode_slots`.
+- ``merge_sorted(front, staged, front_sorted=...)``: ``(k, merged)`` such that replacing the
+  first ``k`` free pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is
+  ``len(front)`` unless ``front_sorted`` lets the CPU move only the pages below the largest
+  staged one.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from . import layout
+from . import host_layout, layout
+from .host_layout import div_floor as _div
+from .host_layout import mod_floor as _mod
 
 INT64 = torch.int64
 
@@ -65,6 +71,12 @@ class TorchOps:
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         return layout.extend_new_pages(prefix_lens_cpu, seq_lens_cpu, self.page_size)
 
+    def merge_sorted(self, front: torch.Tensor, staged: torch.Tensor, *,
+                     front_sorted: bool) -> tuple[int, Any]:
+        # on the device a host read of the largest staged page would sync: sort everything
+        merged: torch.Tensor = torch.sort(torch.cat((front, staged))).values
+        return front.numel(), merged
+
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         return layout.decode_new_pages(seq_lens_cpu, self.page_size)
 
@@ -86,16 +98,6 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return host if host.ndim == 1 else host.reshape(-1)
 
 
-def _div(a: np.ndarray, ps: int) -> np.ndarray:
-    """``a // ps`` (floor), a shift when ``ps`` is a power of two (equal for any sign)."""
-    return a >> (ps.bit_length() - 1) if ps & (ps - 1) == 0 else a // ps
-
-
-def _mod(a: np.ndarray, ps: int) -> np.ndarray:
-    """``a % ps`` (floor modulo), a mask when ``ps`` is a power of two (equal for any sign)."""
-    return a & (ps - 1) if ps & (ps - 1) == 0 else a % ps
-
-
 def _out(a: np.ndarray) -> torch.Tensor:
     """Hand a fresh array to the caller as a tensor (no copy; nothing here keeps ``a``)."""
     return torch.from_numpy(a)
@@ -107,6 +109,7 @@ class NumpyOps(TorchOps):
     def __init__(self, page_size: int, device: Any) -> None:
         super().__init__(page_size, device)
         self._host_offsets = np.arange(page_size, dtype=np.int64)
+        self._counting = host_layout.Counting()
 
     def view(self, buf: torch.Tensor) -> Any:
         return buf.numpy()
@@ -135,6 +138,17 @@ class NumpyOps(TorchOps):
             pages = pages[keep]
         return pages
 
+    def merge_sorted(self, front: torch.Tensor, staged: torch.Tensor, *,
+                     front_sorted: bool) -> tuple[int, Any]:
+        if not front_sorted:
+            return super().merge_sorted(front, staged, front_sorted=False)
+        free, new = front.numpy(), staged.numpy()
+        # free pages below the largest staged one: [0, below) of the free list moves
+        below = int(np.searchsorted(free, new.max()))
+        merged = np.concatenate((free[:below], new))
+        merged.sort(kind="stable")  # timsort: linear on sorted runs (each free() gives one)
+        return below, merged
+
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         ps = self.page_size
         seq, pre = _host(seq_lens_cpu), _host(prefix_lens_cpu)
@@ -149,31 +163,17 @@ class NumpyOps(TorchOps):
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,
                      extend_num_tokens: int) -> torch.Tensor:
-        # the numbers of layout.extend_slots (see its docstring), gathered per token by owner
+        # per run, not per token (kvpool.impl.host_layout); an irregular batch takes the
+        # torch form, so that both backends give the same result or raise the same error
         if extend_num_tokens == 0:
             return torch.empty(0, dtype=INT64)
-        ps = self.page_size
-        pre, seq = _host(prefix_lens), _host(seq_lens)
-        extend_lens = seq - pre
-        first_new = _div(pre + (ps - 1), ps)
-        out_start = np.cumsum(extend_lens) - extend_lens
-        pages_needed = _div(seq + (ps - 1), ps) - first_new
-        page_start = np.cumsum(pages_needed) - pages_needed
-        owner = np.repeat(np.arange(seq.size), extend_lens)
-        if owner.size != extend_num_tokens:
-            raise RuntimeError(f"extend_num_tokens {extend_num_tokens} != Σ(seq - prefix) "
-                               f"{owner.size}")
-        t = np.arange(extend_num_tokens)
-        continued = (_host(last_loc) + 1 - out_start)[owner] + t
-        num_pages = len(new_pages)
-        if num_pages == 0:
-            return _out(continued)
-        pos = (pre - out_start)[owner] + t
-        logical = _div(pos, ps)
-        index = (page_start - first_new)[owner] + logical
-        np.minimum(np.maximum(index, 0, out=index), num_pages - 1, out=index)  # part-1 lanes
-        fresh = new_pages[index] * ps + _mod(pos, ps)
-        return _out(np.where(logical < first_new[owner], continued, fresh))
+        out = host_layout.extend_slots(_host(prefix_lens), _host(seq_lens), _host(last_loc),
+                                       new_pages, self.page_size, extend_num_tokens,
+                                       self._counting)
+        if out is not None:
+            return _out(out)
+        return layout.extend_slots(prefix_lens, seq_lens, last_loc, torch.from_numpy(new_pages),
+                                   self.page_size, extend_num_tokens)
 
     def decode_slots(self, seq_lens: torch.Tensor, last_loc: torch.Tensor,
                      new_pages: Any) -> torch.Tensor:

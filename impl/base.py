@@ -71,6 +71,7 @@ class AllocatorBase(SglangSurface):
             self._staged = Staging(self.num_pages if self.need_sort else 0, self.device,
                                    self._ops)
         self._free.fill()
+        self._free_sorted = True  # ascending; a push without staging clears it
         self._staged.reset()
         self.free_group: list[torch.Tensor] | None = None
         self._group_segments: list[torch.Tensor] = []
@@ -231,6 +232,7 @@ class AllocatorBase(SglangSurface):
             self._staged.append(pages)
         else:
             self._free.push(pages)
+            self._free_sorted = False
 
     def _check_room(self, num_pages: int) -> None:
         """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an
@@ -266,12 +268,20 @@ class AllocatorBase(SglangSurface):
     def merge_and_sort_free(self) -> None:
         """Sort the staged pages into the free list; no-op when nothing is staged (``SORT-3``).
 
-        O((F + S) log(F + S)); runs only when an allocation is short (amortised over frees).
+        The result is SGLang's ``sort(free ∪ staged)``. The free list is known to be sorted
+        after ``clear`` and every merge until a page is pushed without staging (need_sort off,
+        or switched on later); then, on the CPU, only the free pages below the largest staged
+        one move: O(S + F_below) for sorted runs of staged pages (S log S at worst), never a
+        sort of the whole list. Otherwise (or on CUDA, where a host read would sync) the whole
+        ``free ∪ staged`` is sorted, O((F + S) log(F + S)). Runs only when an allocation is
+        short (amortised over the frees that staged the pages).
         """
         if len(self._staged) == 0:
             return
-        merged = torch.cat((self._free.contents(), self._staged.contents()))
-        self._free.load(torch.sort(merged).values)
+        num_replaced, merged = self._ops.merge_sorted(
+            self._free.contents(), self._staged.contents(), front_sorted=self._free_sorted)
+        self._free.replace_front(num_replaced, merged)
+        self._free_sorted = True
         self._staged.reset()
         if self._table is not None:
             self._table.merged()

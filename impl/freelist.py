@@ -37,7 +37,7 @@ class PageStack:
 
     ``take(n)``: ``[top, top + n)`` then ``top += n`` (O(n)). ``push(pages)``: write into
     ``[top - k, top)`` then ``top -= k`` (O(k)): the pages become the front, in their given order.
-    ``load`` / ``fill`` rewrite the whole list (merge and clear only).
+    ``replace_front`` rewrites the head of the list (merge), ``fill`` all of it (clear).
     """
 
     def __init__(self, capacity: int, device: torch.device | str, ops: TorchOps) -> None:
@@ -83,11 +83,12 @@ class PageStack:
         """The free list in order, a view ``buf[top:]``."""
         return self.buf[self.top :]
 
-    def load(self, pages: torch.Tensor) -> None:
-        """Replace the free list by ``pages`` (merge; O(k))."""
-        k = pages.numel()
-        self.buf[self.capacity - k :].copy_(pages)
-        self.top = self.capacity - k
+    def replace_front(self, num_pages: int, pages: Any) -> None:
+        """Replace the first ``num_pages`` pages by ``pages`` (a new array, not a view of the
+        buffer; backend form), the rest unmoved (merge; O(len(pages))). The caller guarantees
+        room."""
+        self.top += num_pages
+        self.push(pages)
 
     def check_invariants(self) -> list[str]:
         """Counter sanity; empty when healthy."""
@@ -160,10 +161,18 @@ class PageRing:
         """The free list in order (a view unless it wraps)."""
         return self._read(self.head, self.count)
 
-    def load(self, pages: torch.Tensor) -> None:
-        """Replace the free list by ``pages`` (merge; O(k))."""
-        self.buf[: pages.numel()].copy_(pages)
-        self.head, self.count = 0, pages.numel()
+    def replace_front(self, num_pages: int, pages: Any) -> None:
+        """Replace the first ``num_pages`` entries by ``pages`` (a new array, not a view of the
+        buffer; backend form), the rest unmoved (merge; O(len(pages))). The caller guarantees
+        room: the new front goes into the unused span just before the head."""
+        cap = max(self.capacity, 1)
+        k = len(pages)
+        self.head = (self.head + num_pages - k) % cap
+        self.count += k - num_pages
+        done = 0
+        for a, b in self._span(self.head, k):
+            self._ops.write(self._view, a, pages[done : done + b - a])
+            done += b - a
 
     def check_invariants(self) -> list[str]:
         """Counter sanity; empty when healthy."""

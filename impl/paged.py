@@ -38,7 +38,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     free_segment(s)             O(P) stride representatives     none
     free_page_ids(P)            O(P)                            none
     free_group_end              O(k log k) over the group       yes on CUDA (unique's size)
-    merge_and_sort_free         O((F + S) log(F + S))           none
+    merge_and_sort_free         O(S + F below max staged) CPU;  none
+                                O((F + S) log(F + S)) CUDA
     available_size              O(1)                            none
     get_all_free_pages          O(F + S)                        none
     clear / resize              O(num_pages)                    none

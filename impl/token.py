@@ -27,7 +27,8 @@ class TokenToKVPoolAllocator(AllocatorBase):
     alloc(k)                  O(k) (+ merge when short)         none
     free(k) / free_segment(s) O(k)                              none
     free_group_end            O(k) over the group's slots       none
-    merge_and_sort_free       O((F + S) log(F + S))             none
+    merge_and_sort_free       O(S + F below max staged) CPU;    none
+                              O((F + S) log(F + S)) CUDA
     available_size            O(1)                              none
     get_all_free_pages        O(F + S)                          none
     clear / resize            O(N)                              none
