@@ -140,3 +140,40 @@ def test_oracle_pytest_plugin_and_one_line_api(tmp_path: Path) -> None:
         tmp_path,
     )
     assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr
+    assert "2 passed, 3 deselected" in r.stdout, r.stdout  # the user module's 3 counted too
+
+
+def test_oracle_bare_pytest_imports_from_the_rootdir_with_every_option(tmp_path: Path) -> None:
+    """The ``pytest`` script (not ``python -m pytest``) finds a module in the rootdir; the
+    plugin takes the command line's options; items are counted and named after the target."""
+    source = (HERE / "minimal_allocator.py").read_text()
+    (tmp_path / "my_alloc.py").write_text(source)
+    pytest_script = Path(sys.executable).with_name("pytest")
+    args = ["-v", "-p", "no:cacheprovider", "--kvpool-target", "my_alloc:make_checked"]
+    args += ["--kvpool-declare", "checked=ValueError", "--kvpool-page-sizes", "1,4"]
+    args += ["--kvpool-need-sort", "false", "--kvpool-order", "contract"]
+    args += ["--kvpool-examples", "5", "--kvpool-steps", "10", "-k", "ps4"]
+    r = subprocess.run(
+        [str(pytest_script), *args], cwd=tmp_path, capture_output=True, text=True, timeout=240
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "collected 2 items / 1 deselected / 1 selected" in r.stdout, r.stdout
+    assert "kvpool_conformance[my_alloc:make_checked]::ps4-unsorted-contract PASSED" in r.stdout
+    assert "capabilities in force for my_alloc:make_checked" in r.stdout
+    assert "checked=ValueError (option)" in r.stdout
+    bad = subprocess.run(
+        [
+            str(pytest_script),
+            "--kvpool-target",
+            "my_alloc:make",
+            "--kvpool-page-sizes",
+            "16",
+            "--kvpool-declare",
+            "page_sizes=4",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert bad.returncode == 4 and "page size 16 is not declared" in bad.stderr, bad.stderr
