@@ -42,7 +42,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "alloc (floored), broken last_loc; asserts only under SGLANG_DEBUG_MEMORY_POOL, after "
         "the state changed. No ContractViolation exists in SGLang. Found by re-enabling the "
         "rule: paged alloc(-4) at page size 4 returns every free page but one (free_pages[:-1]).",
-        "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; sglang-allocators.md B2, B7; "
+        "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; SPEC.md §14 bugs B2, B7; "
         "baseline-on-cpu.md 5.1 'Double free', 'Invalid ids'",
     ),
     KnownDivergence(
@@ -54,7 +54,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "segments share no page (_page_disjoint), so touching segments with a shared boundary "
         "page (legal under the seed) raise AssertionError.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 _page_disjoint; PR #37729; issue #38981 "
-        "(sglang-allocators.md B17(c)). At page size 1 (the token class) segments never "
+        "(SPEC.md §14 bug B17(c)). At page size 1 (the token class) segments never "
         "share a page, so the token allocator keeps the seed rule.",
         ("SEG-2",),
     ),

@@ -80,3 +80,31 @@ def test_spec_md_examples_run() -> None:
     result = doctest.testfile(str(SPEC_MD), module_relative=False, verbose=False)
     assert result.attempted >= 10
     assert result.failed == 0
+
+
+def test_spec_md_cites_only_what_the_repository_holds() -> None:
+    """No path outside the repository; every bug ID and version name is defined in §14."""
+    text = SPEC_MD.read_text()
+    cited = re.findall(r"`([\w./-]+\.(?:md|py|txt))`", text)
+    missing = [c for c in cited if "/" in c and not (ROOT / c).exists()]
+    assert not missing, f"SPEC.md cites files the repository does not hold: {missing}"
+    section = text[text.index("## 14.") : text.index("## Appendix A")]
+    bug_rows = set(re.findall(r"^\| (B\d+) \|", section, re.M))
+    used = set(re.findall(r"\bB(\d+)[a-z]?\b", text))
+    assert {f"B{n}" for n in used} <= bug_rows, sorted({f"B{n}" for n in used} - bug_rows)
+    version_rows = set(re.findall(r"^\| (E\d+b?|\d+\.\d+\.\d+) \|", section, re.M))
+    assert {"E1", "E2", "E2b", "E3", "E4", "0.5.23"} <= version_rows
+    assert set(re.findall(r"\bE\d+b?\b", text)) <= version_rows
+
+
+def test_spec_md_shows_the_call_forms_the_oracle_uses() -> None:
+    """§5/§6 give SGLang's signatures with the ``*_cpu`` host copies, as the oracle calls them."""
+    import inspect
+
+    from kvpool.impl import PagedTokenToKVPoolAllocator
+
+    text = SPEC_MD.read_text()
+    for name in ("alloc_extend", "alloc_decode"):
+        params = list(inspect.signature(getattr(PagedTokenToKVPoolAllocator, name)).parameters)
+        form = f"`{name}({', '.join(p for p in params[1:] if p != 'num_new_pages')}"
+        assert form in " ".join(text.split()), form

@@ -164,3 +164,42 @@ def test_oracle_a_run_without_calls_is_not_conformant(capsys: pytest.CaptureFixt
     assert not empty.ok and empty.status() == "NO CALLS"
     cli._summary([empty], 0.0)
     assert "no call ran: nothing was tested" in capsys.readouterr().out
+
+
+DOC = Path(__file__).parents[2] / "docs" / "writing-a-target.md"
+
+
+def test_oracle_writing_a_target_doc_example_passes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The doc's complete minimal target runs through the oracle with no option and passes."""
+    from kvpool.oracle.plan import plan
+
+    text = DOC.read_text()
+    example = text[text.index("## A complete minimal target") :]
+    start = example.index("```python\n") + len("```python\n")
+    code = example[start : example.index("\n```", start)]
+    (tmp_path / "doc_alloc.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (planned,) = plan("doc_alloc:make")
+    assert [c.page_size for c in planned.configs] == [1, 4]
+    for config in planned.configs:
+        r = run_config(planned.target, config, max_examples=30)
+        assert r.ok, r.failure.report() if r.failure else r.error
+
+
+def test_oracle_writing_a_target_doc_lists_every_capability() -> None:
+    """Every Capabilities field, every required method and every exit status is documented."""
+    import dataclasses
+
+    from kvpool.oracle.capabilities import Capabilities
+    from kvpool.oracle.inference import METHOD_RULES, REQUIRED
+
+    text = DOC.read_text()
+    for f in dataclasses.fields(Capabilities):
+        if f.name != "sources":
+            assert f"`{f.name}`" in text, f.name
+    for method in (*REQUIRED, *(m for _, _, methods in METHOD_RULES for m in methods)):
+        assert f"`{method}(" in text, method
+    assert all(f"**{code}**" in text for code in (0, 1, 2))
+    assert "exit status: 0" in cli.EXIT_CODES
