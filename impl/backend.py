@@ -29,6 +29,7 @@ Each method's contract:
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -194,7 +195,16 @@ class NumpyOps(TorchOps):
 
 
 def ops_for(page_size: int, device: Any) -> TorchOps:
-    """:class:`NumpyOps` for a CPU device, else :class:`TorchOps` (chosen once per allocator)."""
-    if torch.device(device).type == "cpu":
+    """:class:`NumpyOps` for a CPU device; on CUDA :class:`~kvpool.impl.triton_ops.TritonOps`
+    when ``triton`` imports and ``KVPOOL_TRITON`` is not ``0``; else :class:`TorchOps`
+    (chosen once per allocator)."""
+    kind = torch.device(device).type
+    if kind == "cpu":
         return NumpyOps(page_size, device)
+    if kind == "cuda" and os.environ.get("KVPOOL_TRITON", "1") != "0":
+        try:
+            from .triton_ops import TritonOps
+        except ImportError:  # the optional ``triton`` extra is not installed
+            return TorchOps(page_size, device)
+        return TritonOps(page_size, device)
     return TorchOps(page_size, device)
