@@ -12,7 +12,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .capabilities import Capabilities
-from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, configs_for, run_config
+from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, run_config
+from .targets import Config, configs_for
 
 
 def conformance_test(

@@ -1,41 +1,373 @@
-"""Calls at the spec level, performed on a torch target or on the reference model.
+"""The call table: every allocator call the oracle makes, described once.
 
-A :class:`~kvpool.oracle.trace.TraceStep` names a call and its plain arguments; ``target_call``
-turns it into SGLang's torch signature, ``model_call`` into the spec model's. Also the call
-groups and the clause each call breaks when a target raises on valid input.
+A call's arguments are plain values in the spec's terms (``Args``: ints and lists of ints, as
+stored in a :class:`~kvpool.oracle.trace.TraceStep`). ``CALLS[name]`` holds, per call:
+
+- ``spec``: the invocation on the reference model (``AllocatorModel``);
+- ``target``: the invocation on a torch allocator with SGLang's signatures (tensors on the
+  device, ``*_cpu`` host copies, ``ResizeConfig``), returning its result and the input tensors;
+- ``source`` / ``checks`` / ``reuse``: the same call as Python source for pytest repros, the
+  asserts on its result, and the line by which a caller overwrites its input tensors;
+- ``slot_args``: the arguments that carry slots (replay renames them, probes follow them);
+- the clauses it can fail: ``raise_clause`` (the target raised on a valid call), ``result_clause``
+  (a result other than the spec's: the reference order's slots, the capacity hook's answer),
+  ``order_clause`` (another free-list order after it).
+
+The capacity hooks take a tree cache: the executor passes one as ``args["tree_cache"]``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from kvpool.spec import AllocatorModel, ResizeConfig
 
-from .trace import TraceStep
-
-ALLOC_CALLS = ("alloc", "alloc_extend", "alloc_decode")
-CACHE_CALLS = ("evict_to_free_tokens", "check_decode_capacity")
-FREE_CALLS = ("free", "free_full", "free_segment", "free_segments")
-# The clause a call breaks when the target raises on valid input.
-CALL_CLAUSE = {
-    "create": "MODEL-1",
-    "alloc": "ALLOC-3",
-    "alloc_extend": "EXTEND-6",
-    "alloc_decode": "DECODE-6",
-    "free": "FREE-4",
-    "free_full": "FREE-7",
-    "free_segment": "SEG-2",
-    "free_segments": "SEG-5",
-    "free_group_begin": "GROUP-1",
-    "free_group_end": "GROUP-4",
-    "merge_and_sort_free": "SORT-3",
-    "clear": "LIFE-1",
-    "resize": "LIFE-2",
-    "evict_to_free_tokens": "CAP-1",
-    "check_decode_capacity": "CAP-2",
-}
+Args = Mapping[str, Any]
 MAX_HELD = 64  # returned tensors re-checked after every step (the most recent ones)
+
+
+@dataclass(frozen=True)
+class Call:
+    """One allocator call (see the module docstring). ``group``: alloc, free, cache or state."""
+
+    name: str
+    group: str
+    params: tuple[str, ...]
+    spec: Callable[[AllocatorModel, Args], Any]
+    target: Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]
+    source: Callable[[Args, str], list[str]]
+    raise_clause: str
+    order_clause: str
+    result_clause: str | None = None
+    checks: Callable[[Args, Any, str], list[str]] | None = None
+    reuse: str | None = None
+    slot_args: tuple[str, ...] = ()
+
+
+def tensor(values: Sequence[int], device: str) -> torch.Tensor:
+    """``values`` as an int64 tensor on ``device``."""
+    return torch.tensor(list(values), dtype=torch.int64, device=device)
+
+
+def as_list(value: Any) -> Any:
+    """A tensor (or sequence) as a list of ints; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return [int(v) for v in value]
+
+
+def _t(values: Any) -> str:
+    return f"t({values!r})"
+
+
+def _no_inputs(result: Any) -> tuple[Any, list[torch.Tensor]]:
+    return result, []
+
+
+def _slots_checks(args: Args, expect: Any, var: str) -> list[str]:
+    if expect is None:
+        return [f"assert {var} is None"]
+    return [f"assert {var} is not None and {var}.tolist() == {expect!r}"]
+
+
+def _free_target(name: str) -> Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]:
+    def run(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+        x = tensor(a["free_index"], device)
+        return getattr(alloc, name)(x), [x]
+
+    return run
+
+
+def _free_call(name: str, raise_clause: str) -> Call:
+    """``free`` / ``free_full``: one tensor of slots."""
+    return Call(
+        name,
+        "free",
+        ("free_index",),
+        spec=lambda m, a: getattr(m, name)(a["free_index"]),
+        target=_free_target(name),
+        source=lambda a, var: [f"x = {_t(a['free_index'])}", f"a.{name}(x)"],
+        raise_clause=raise_clause,
+        order_clause="FREE-5",
+        reuse="x.fill_(0)  # the caller reuses its tensor",
+        slot_args=("free_index",),
+    )
+
+
+def _plain_call(name: str, group: str, raise_clause: str, order_clause: str) -> Call:
+    """A call without arguments."""
+    return Call(
+        name,
+        group,
+        (),
+        spec=lambda m, a: getattr(m, name)(),
+        target=lambda alloc, a, device: _no_inputs(getattr(alloc, name)()),
+        source=lambda a, var: [f"a.{name}()"],
+        raise_clause=raise_clause,
+        order_clause=order_clause,
+    )
+
+
+def _extend_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    pre, seq = a["prefix_lens"], a["seq_lens"]
+    return _no_inputs(
+        alloc.alloc_extend(
+            tensor(pre, device),
+            tensor(pre, "cpu"),
+            tensor(seq, device),
+            tensor(seq, "cpu"),
+            tensor(a["last_loc"], device),
+            a["extend_num_tokens"],
+        )
+    )
+
+
+def _extend_source(a: Args, var: str) -> list[str]:
+    pre, seq = a["prefix_lens"], a["seq_lens"]
+    return [
+        f"{var} = a.alloc_extend({_t(pre)}, {_t(pre)}.cpu(), {_t(seq)}, {_t(seq)}.cpu(), "
+        f"{_t(a['last_loc'])}, {a['extend_num_tokens']})"
+    ]
+
+
+def _decode_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    seq = a["seq_lens"]
+    return _no_inputs(
+        alloc.alloc_decode(tensor(seq, device), tensor(seq, "cpu"), tensor(a["last_loc"], device))
+    )
+
+
+def _segment_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    x = tensor(a["free_index"], device)
+    return alloc.free_segment(x, start_pos=a["start_pos"]), [x]
+
+
+def _segments_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    segs = [(tensor(s, device), p) for s, p in a["segments"]]
+    return alloc.free_segments(segs), [x for x, _ in segs]
+
+
+def _segments_source(a: Args, var: str) -> list[str]:
+    segs = ", ".join(f"({_t(s)}, {p})" for s, p in a["segments"])
+    return [f"segs = [{segs}]", "a.free_segments(segs)"]
+
+
+def _cache_source(call: str, a: Args, var: str) -> list[str]:
+    head = f"cache = TinyTreeCache.for_torch(a, {a['entries']!r}, DEVICE)"
+    if call == "evict_to_free_tokens":
+        return [head, f"a.evict_to_free_tokens(cache, {a['num_tokens']})"]
+    return [
+        head,
+        f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache)",
+    ]
+
+
+def _evict_checks(a: Args, expect: Any, var: str) -> list[str]:
+    if expect is None:
+        return []
+    return [f"assert len(cache.entries) == {len(a['entries']) - expect}"]
+
+
+def _create_source(a: Args, var: str) -> list[str]:
+    return [
+        f"a = factory(size={a['size']}, page_size={a['page_size']}, "
+        f"need_sort={a['need_sort']}, device=DEVICE)"
+    ]
+
+
+def _performed_by_executor(*_: Any) -> Any:
+    raise TypeError("create is performed by the executor (it builds the model and the target)")
+
+
+_TABLE = [
+    Call(
+        "create",
+        "state",
+        ("size", "page_size", "need_sort"),
+        spec=_performed_by_executor,
+        target=_performed_by_executor,
+        source=_create_source,
+        raise_clause="MODEL-1",
+        order_clause="LIFE-1",
+    ),
+    Call(
+        "alloc",
+        "alloc",
+        ("need_size",),
+        spec=lambda m, a: m.alloc(a["need_size"]),
+        target=lambda alloc, a, device: _no_inputs(alloc.alloc(a["need_size"])),
+        source=lambda a, var: [f"{var} = a.alloc({a['need_size']})"],
+        raise_clause="ALLOC-3",
+        order_clause="SORT-2",
+        result_clause="ALLOC-5",
+        checks=_slots_checks,
+    ),
+    Call(
+        "alloc_extend",
+        "alloc",
+        ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
+        spec=lambda m, a: m.alloc_extend(
+            a["prefix_lens"], a["seq_lens"], a["last_loc"], a["extend_num_tokens"]
+        ),
+        target=_extend_target,
+        source=_extend_source,
+        raise_clause="EXTEND-6",
+        order_clause="SORT-2",
+        result_clause="EXTEND-7",
+        checks=_slots_checks,
+        slot_args=("last_loc",),
+    ),
+    Call(
+        "alloc_decode",
+        "alloc",
+        ("seq_lens", "last_loc"),
+        spec=lambda m, a: m.alloc_decode(a["seq_lens"], a["last_loc"]),
+        target=_decode_target,
+        source=lambda a, var: [
+            f"{var} = a.alloc_decode({_t(a['seq_lens'])}, {_t(a['seq_lens'])}.cpu(), "
+            f"{_t(a['last_loc'])})"
+        ],
+        raise_clause="DECODE-6",
+        order_clause="SORT-2",
+        result_clause="DECODE-7",
+        checks=_slots_checks,
+        slot_args=("last_loc",),
+    ),
+    _free_call("free", "FREE-4"),
+    _free_call("free_full", "FREE-7"),
+    Call(
+        "free_segment",
+        "free",
+        ("free_index", "start_pos"),
+        spec=lambda m, a: m.free_segment(a["free_index"], start_pos=a["start_pos"]),
+        target=_segment_target,
+        source=lambda a, var: [
+            f"x = {_t(a['free_index'])}",
+            f"a.free_segment(x, start_pos={a['start_pos']})",
+        ],
+        raise_clause="SEG-2",
+        order_clause="FREE-5",
+        reuse="x.fill_(0)  # the caller reuses its tensor",
+        slot_args=("free_index",),
+    ),
+    Call(
+        "free_segments",
+        "free",
+        ("segments",),
+        spec=lambda m, a: m.free_segments([(s, p) for s, p in a["segments"]]),
+        target=_segments_target,
+        source=_segments_source,
+        raise_clause="SEG-5",
+        order_clause="FREE-5",
+        reuse="for x, _ in segs: x.fill_(0)  # the caller reuses its tensors",
+        slot_args=("segments",),
+    ),
+    _plain_call("free_group_begin", "state", "GROUP-1", "LIFE-4"),
+    _plain_call("free_group_end", "state", "GROUP-4", "FREE-5"),
+    _plain_call("merge_and_sort_free", "state", "SORT-3", "SORT-3"),
+    _plain_call("clear", "state", "LIFE-1", "LIFE-1"),
+    Call(
+        "resize",
+        "state",
+        ("max_total_num_tokens",),
+        spec=lambda m, a: m.resize(ResizeConfig(a["max_total_num_tokens"])),
+        target=lambda alloc, a, device: _no_inputs(
+            alloc.resize(ResizeConfig(a["max_total_num_tokens"]))
+        ),
+        source=lambda a, var: [
+            f"a.resize(ResizeConfig(max_total_num_tokens={a['max_total_num_tokens']}))"
+        ],
+        raise_clause="LIFE-2",
+        order_clause="LIFE-1",
+    ),
+    Call(
+        "translate_kv_indices_for_transfer",
+        "state",
+        ("kv_indices",),
+        spec=lambda m, a: m.translate_kv_indices_for_transfer(a["kv_indices"]),
+        target=lambda alloc, a, device: _no_inputs(
+            alloc.translate_kv_indices_for_transfer(tensor(a["kv_indices"], device))
+        ),
+        source=lambda a, var: [
+            f"{var} = a.translate_kv_indices_for_transfer({_t(a['kv_indices'])})"
+        ],
+        raise_clause="LIFE-3",
+        order_clause="LIFE-4",
+        slot_args=("kv_indices",),
+    ),
+    Call(
+        "evict_to_free_tokens",
+        "cache",
+        ("tree_cache", "num_tokens"),
+        spec=lambda m, a: m.evict_to_free_tokens(a["tree_cache"], a["num_tokens"]),
+        target=lambda alloc, a, device: _no_inputs(
+            alloc.evict_to_free_tokens(a["tree_cache"], a["num_tokens"])
+        ),
+        source=lambda a, var: _cache_source("evict_to_free_tokens", a, var),
+        raise_clause="CAP-1",
+        order_clause="LIFE-4",
+        checks=_evict_checks,
+        slot_args=("entries",),
+    ),
+    Call(
+        "check_decode_capacity",
+        "cache",
+        ("num_tokens", "tree_cache"),
+        spec=lambda m, a: m.check_decode_capacity(
+            num_tokens=a["num_tokens"], tree_cache=a["tree_cache"]
+        ),
+        target=lambda alloc, a, device: _no_inputs(
+            alloc.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=a["tree_cache"])
+        ),
+        source=lambda a, var: _cache_source("check_decode_capacity", a, var),
+        raise_clause="CAP-2",
+        order_clause="LIFE-4",
+        result_clause="CAP-2",
+        checks=lambda a, expect, var: [f"assert {var} == {expect!r}"],
+        slot_args=("entries",),
+    ),
+]
+CALLS: dict[str, Call] = {c.name: c for c in _TABLE}
+ALLOC_CALLS = tuple(c.name for c in _TABLE if c.group == "alloc")
+CACHE_CALLS = tuple(c.name for c in _TABLE if c.group == "cache")
+FREE_CALLS = tuple(c.name for c in _TABLE if c.group == "free")
+
+
+def bind(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Args:
+    """The table's arguments for ``name(*args, **kwargs)`` written in the spec model's signature.
+
+    ``alloc_extend`` without ``extend_num_tokens`` (or with None) gets the model's default,
+    ``sum(seq_lens) - sum(prefix_lens)``. Raises KeyError for a call not in the table.
+    """
+    bound = dict(zip(CALLS[name].params, args)) | dict(kwargs or {})
+    if name == "alloc_extend" and bound.get("extend_num_tokens") is None:
+        bound["extend_num_tokens"] = sum(bound["seq_lens"]) - sum(bound["prefix_lens"])
+    return bound
+
+
+def map_slots(args: Args, names: Sequence[str], slot: Callable[[int], int]) -> dict[str, Any]:
+    """``args`` with every slot in the arguments ``names`` passed through ``slot``.
+
+    Slot arguments are lists of slots (``free_index``, ``last_loc``, ``kv_indices``), lists of
+    ``[slots, start_pos]`` (``segments``) or lists of slot lists (``entries``).
+    """
+    out = dict(args)
+    for name in names:
+        value = args.get(name)
+        if value is None:
+            continue
+        if name == "segments":
+            out[name] = [[[slot(s) for s in idx], start] for idx, start in value]
+        elif name == "entries":
+            out[name] = [[slot(s) for s in e] for e in value]
+        else:
+            out[name] = [slot(s) for s in value]
+    return out
 
 
 def _copy_value(value: Any) -> Any:
@@ -51,89 +383,3 @@ def clone_model(model: AllocatorModel) -> AllocatorModel:
     c = AllocatorModel.__new__(AllocatorModel)
     c.__dict__.update({k: _copy_value(v) for k, v in model.__dict__.items()})
     return c
-
-
-def as_list(value: Any) -> Any:
-    """A tensor (or sequence) as a list of ints; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, torch.Tensor):
-        return value.tolist()
-    return [int(v) for v in value]
-
-
-def order_clause(call: str) -> str:
-    if call in FREE_CALLS or call == "free_group_end":
-        return "FREE-5"
-    if call == "merge_and_sort_free":
-        return "SORT-3"
-    if call in ALLOC_CALLS:
-        return "SORT-2"
-    if call in ("clear", "resize", "create"):
-        return "LIFE-1"
-    return "LIFE-4"
-
-
-def tensor(values: list[int], device: str) -> torch.Tensor:
-    """``values`` as an int64 tensor on ``device``."""
-    return torch.tensor(values, dtype=torch.int64, device=device)
-
-
-def target_call(target: Any, step: TraceStep, device: str) -> tuple[Any, list[torch.Tensor]]:
-    """Perform ``step`` on the target; returns its result and the input tensors."""
-
-    def _t(values: list[int]) -> torch.Tensor:
-        return tensor(values, device)
-
-    a, c, tgt = step.args, step.call, target
-    if c == "alloc":
-        return tgt.alloc(a["need_size"]), []
-    if c == "alloc_extend":
-        pre, seq = a["prefix_lens"], a["seq_lens"]
-        return tgt.alloc_extend(
-            _t(pre),
-            torch.tensor(pre, dtype=torch.int64),
-            _t(seq),
-            torch.tensor(seq, dtype=torch.int64),
-            _t(a["last_loc"]),
-            a["extend_num_tokens"],
-        ), []
-    if c == "alloc_decode":
-        seq = a["seq_lens"]
-        return tgt.alloc_decode(
-            _t(seq), torch.tensor(seq, dtype=torch.int64), _t(a["last_loc"])
-        ), []
-    if c in ("free", "free_full"):
-        x = _t(a["free_index"])
-        return getattr(tgt, c)(x), [x]
-    if c == "free_segment":
-        x = _t(a["free_index"])
-        return tgt.free_segment(x, start_pos=a["start_pos"]), [x]
-    if c == "free_segments":
-        segs = [(_t(s), p) for s, p in a["segments"]]
-        return tgt.free_segments(segs), [x for x, _ in segs]
-    if c == "resize":
-        return tgt.resize(ResizeConfig(a["max_total_num_tokens"])), []
-    return getattr(tgt, c)(), []
-
-
-def model_call(model: AllocatorModel, step: TraceStep) -> Any:
-    """Perform ``step`` on the reference model (raises ContractViolation on bad input)."""
-    a, c = step.args, step.call
-    if c == "alloc":
-        return model.alloc(a["need_size"])
-    if c == "alloc_extend":
-        return model.alloc_extend(
-            a["prefix_lens"], a["seq_lens"], a["last_loc"], a["extend_num_tokens"]
-        )
-    if c == "alloc_decode":
-        return model.alloc_decode(a["seq_lens"], a["last_loc"])
-    if c in ("free", "free_full"):
-        return getattr(model, c)(a["free_index"])
-    if c == "free_segment":
-        return model.free_segment(a["free_index"], start_pos=a["start_pos"])
-    if c == "free_segments":
-        return model.free_segments([(s, p) for s, p in a["segments"]])
-    if c == "resize":
-        return model.resize(ResizeConfig(a["max_total_num_tokens"]))
-    return getattr(model, c)()

@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, Result, Target, run_config, run_for
+from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Result, run_config, run_for
+from .targets import Config, Target
 
 
 def _bools(text: str) -> list[bool]:

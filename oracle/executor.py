@@ -19,22 +19,16 @@ import torch
 from kvpool.spec import AllocatorModel, ContractViolation
 from kvpool.spec.contract import Divergence, accept_alloc, accept_decode, accept_extend
 
-from .calls import (
-    ALLOC_CALLS,
-    CACHE_CALLS,
-    CALL_CLAUSE,
-    MAX_HELD,
-    as_list,
-    clone_model,
-    model_call,
-    order_clause,
-    target_call,
-)
-from .capabilities import Capabilities
+from .calls import ALLOC_CALLS, CACHE_CALLS, CALLS, MAX_HELD, Call, as_list, clone_model
 from .hints import hint_for
 from .pagemap import render, spec_line, target_line
 from .report import Failure, OracleError, OracleFailure, record_failure
-from .trace import Trace, TraceStep, _result_asserts
+from .targets import Config, Target
+from .trace import Trace, TraceStep, result_asserts
+from .treecache import TinyTreeCache
+
+# A target that raises one of these on an allocation the spec refuses only broke the None rule.
+_ALLOC_RAISE_CLAUSES = tuple(CALLS[c].raise_clause for c in ALLOC_CALLS)
 
 
 class Executor:
@@ -42,31 +36,35 @@ class Executor:
 
     def __init__(
         self,
-        factory: Callable[..., Any],
-        caps: Capabilities,
+        target: Target,
+        config: Config,
         *,
-        target_path: str,
-        page_size: int,
-        need_sort: bool,
-        device: str = "cpu",
-        order: str = "exact",
         owners: Callable[[], Mapping[int, str]] | None = None,
     ) -> None:
-        if order not in ("exact", "contract"):
-            raise ValueError(f"order must be 'exact' or 'contract', got {order!r}")
-        self.factory, self.caps, self.device, self.order = factory, caps, device, order
-        self.page_size, self.need_sort = page_size, need_sort
+        """Drive ``target`` in ``config``; ``owners()`` labels owned pages in page maps.
+
+        Raises ValueError for an order other than ``exact`` / ``contract``.
+        """
+        if config.order not in ("exact", "contract"):
+            raise ValueError(f"order must be 'exact' or 'contract', got {config.order!r}")
+        self.factory, self.caps = target.factory, target.caps
+        self.device, self.order = config.device, config.order
+        self.page_size, self.need_sort = config.page_size, config.need_sort
         self.owners = owners or dict
-        self.trace = Trace(target_path, page_size, need_sort, device, order)
+        self.trace = Trace(target.path, config.page_size, config.need_sort, config.device,
+                           config.order)
         self.model: AllocatorModel | None = None
         self.target: Any = None
         self.held: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self.num_calls = 0
         self.failed = False
+        self._alias_step: int | None = None  # the step whose held result changed (ALIAS-1)
 
-    # -- torch conversion ----------------------------------------------------------------
     def check_invariants(self) -> None:
-        """The spec model's invariants hold and the held results are the ones recorded."""
+        """The spec model's invariants hold and only allocation results are held.
+
+        Raises AssertionError otherwise (``_post`` turns it into an :class:`OracleError`).
+        """
         if self.model is not None:
             self.model.check_invariants()
         for index, _, _ in self.held:
@@ -110,7 +108,7 @@ class Executor:
         assert self.model is not None
         before = spec_line(self.model, self.owners())
         try:
-            model_call(self.model, step)
+            CALLS[name].spec(self.model, step.args)
         except ContractViolation as err:
             step.raises = err.clause
             message = str(err)
@@ -131,29 +129,29 @@ class Executor:
     def _valid(self, step: TraceStep) -> Any:
         model = self.model
         assert model is not None
-        c = step.call
-        if c in CACHE_CALLS:
-            return self._cache_call(step)
-        pre = clone_model(model) if c in ALLOC_CALLS else model
+        call = CALLS[step.call]
+        if call.group == "cache":
+            return self._cache_call(step, call)
+        pre = clone_model(model) if call.group == "alloc" else model
         expected = None
-        if c not in ALLOC_CALLS or self.order == "exact":
+        if call.group != "alloc" or self.order == "exact":
             try:
-                expected = model_call(model, step)
+                expected = call.spec(model, step.args)
             except ContractViolation as err:
                 raise OracleError(
                     f"step {step.call}({step.args}) is invalid under the spec: {err}"
                 ) from err
         try:
-            got_obj, inputs = target_call(self.target, step, self.device)
+            got_obj, inputs = call.target(self.target, step.args, self.device)
         except Exception as err:
             raise Divergence(
-                CALL_CLAUSE.get(c, "ERR-1"),
-                f"{c} raised {type(err).__name__}: {err} on a valid call",
+                call.raise_clause,
+                f"{call.name} raised {type(err).__name__}: {err} on a valid call",
             ) from err
         if step.clobber:
             for x in inputs:
                 x.fill_(0)
-        if c not in ALLOC_CALLS:
+        if call.group != "alloc":
             return None
         got = as_list(got_obj)
         step.expect = expected if self.order == "exact" else got
@@ -161,7 +159,7 @@ class Executor:
             if got != expected:
                 self._accept(pre, step, got)  # a contract clause when the result is not even valid
                 raise Divergence(
-                    {"alloc": "ALLOC-5", "alloc_extend": "EXTEND-7", "alloc_decode": "DECODE-7"}[c],
+                    str(call.result_clause),
                     f"returned {got}, the reference order gives {expected}",
                 )
         else:
@@ -180,37 +178,26 @@ class Executor:
         else:
             accept_decode(model, a["seq_lens"], a["last_loc"], got)
 
-    def _cache_call(self, step: TraceStep) -> Any:
-        from .treecache import TinyTreeCache
+    def _cache_call(self, step: TraceStep, call: Call) -> Any:
+        """A capacity hook on both sides, each with its own tree cache of the same entries.
 
+        ``expect``: the hook's answer (``check_decode_capacity``), else the entries evicted.
+        """
         assert self.model is not None
         a = step.args
         model_cache = TinyTreeCache(self.model.free, a["entries"])
         target_cache = TinyTreeCache.for_torch(self.target, a["entries"], self.device)
-        if step.call == "evict_to_free_tokens":
-            self.model.evict_to_free_tokens(model_cache, a["num_tokens"])
-            got = self._guard(
-                step, lambda: self.target.evict_to_free_tokens(target_cache, a["num_tokens"])
+        expected = call.spec(self.model, {**a, "tree_cache": model_cache})
+        got = self._guard(
+            call,
+            lambda: call.target(self.target, {**a, "tree_cache": target_cache}, self.device)[0],
+        )
+        step.expect = model_cache.num_evicted if call.result_clause is None else expected
+        if call.result_clause is not None and bool(got) != expected:
+            raise Divergence(
+                call.result_clause,
+                f"{call.name}({a['num_tokens']}) returned {got}, the spec says {expected}",
             )
-            expected: Any = model_cache.num_evicted
-            step.expect = expected
-        else:
-            expected = self.model.check_decode_capacity(
-                num_tokens=a["num_tokens"], tree_cache=model_cache
-            )
-            got = self._guard(
-                step,
-                lambda: self.target.check_decode_capacity(
-                    num_tokens=a["num_tokens"], tree_cache=target_cache
-                ),
-            )
-            step.expect = expected
-            if bool(got) != expected:
-                raise Divergence(
-                    "CAP-2",
-                    f"check_decode_capacity({a['num_tokens']}) returned {got}, "
-                    f"the spec says {expected}",
-                )
         if target_cache.num_evicted != model_cache.num_evicted:
             raise Divergence(
                 "CAP-1",
@@ -219,12 +206,12 @@ class Executor:
             )
         return model_cache.num_evicted
 
-    def _guard(self, step: TraceStep, fn: Callable[[], Any]) -> Any:
+    def _guard(self, call: Call, fn: Callable[[], Any]) -> Any:
         try:
             return fn()
         except Exception as err:
             raise Divergence(
-                CALL_CLAUSE[step.call], f"{step.call} raised {type(err).__name__}: {err}"
+                call.raise_clause, f"{call.name} raised {type(err).__name__}: {err}"
             ) from err
 
     def _census(self) -> tuple[list[int], int]:
@@ -254,12 +241,12 @@ class Executor:
             )
         if self.order == "exact" and free != model.get_all_free_pages():
             raise Divergence(
-                order_clause(step.call),
+                CALLS[step.call].order_clause,
                 f"get_all_free_pages() is {free}, the "
                 f"reference order gives {model.get_all_free_pages()}",
             )
         try:
-            model.check_invariants()
+            self.check_invariants()
         except AssertionError as err:
             raise OracleError(f"the spec model broke its own invariants: {err}") from err
         self._check_held()
@@ -285,7 +272,7 @@ class Executor:
         step.census_after, step.available_after = sorted(before[0]), before[1]
         accepted = self.caps.error_types
         try:
-            target_call(self.target, step, self.device)
+            CALLS[step.call].target(self.target, step.args, self.device)
         except ContractViolation as err:  # kvpool's own type: the clause must be the spec's
             if err.clause != clause:
                 raise Divergence(
@@ -319,17 +306,17 @@ class Executor:
         if clause == "CAP-3":
             asserts.append("assert not a.verify_byte_accounting()  # CAP-3")
         elif clause == "ALIAS-1":
-            k = getattr(self, "_alias_step", index)
+            k = index if self._alias_step is None else self._alias_step
             asserts.append(f"assert r{k}.tolist() == {self.trace.steps[k].expect!r}  # ALIAS-1")
         elif step.raises is None and step.call in ALLOC_CALLS + CACHE_CALLS:
-            if self.order == "exact" or clause in ("ALLOC-3", "EXTEND-6", "DECODE-6"):
+            if self.order == "exact" or clause in _ALLOC_RAISE_CLAUSES:
                 if self.order == "contract":
                     step.expect = None if step.expect is not None else []
                     asserts.append(
                         f"assert (r{index} is None) == {step.expect is None}  # {clause}"
                     )
                 else:
-                    asserts += _result_asserts(step, f"r{index}")
+                    asserts += result_asserts(step, f"r{index}")
             else:
                 asserts.append(
                     f"assert r{index} is None or r{index}.tolist() != {step.expect!r}"

@@ -21,10 +21,10 @@ from hypothesis.errors import StopTest
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from .badcalls import applicable_kinds, make_bad_call
-from .capabilities import Capabilities
 from .executor import Executor
 from .report import OracleFailure
 from .scheduler import Scheduler
+from .targets import Config, Target
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,29 +45,14 @@ def guarded(fn: F) -> F:
 class OracleMachine(Scheduler, RuleBasedStateMachine):
     """Scheduler model over one target configuration (class attributes set by ``machine_for``)."""
 
-    factory: ClassVar[Callable[..., Any]]
-    target_caps: ClassVar[Capabilities]
-    target_path: ClassVar[str]
-    page_size: ClassVar[int]
-    need_sort: ClassVar[bool]
-    device: ClassVar[str]
-    order: ClassVar[str]
+    target: ClassVar[Target]
+    config: ClassVar[Config]
     stats: ClassVar[dict[str, int]]
 
     def __init__(self) -> None:
         super().__init__()
         cls = type(self)
-        ex = Executor(
-            cls.factory,
-            cls.target_caps,
-            target_path=cls.target_path,
-            page_size=cls.page_size,
-            need_sort=cls.need_sort,
-            device=cls.device,
-            order=cls.order,
-            owners=self.owners,
-        )
-        self.init_scheduler(ex, cls.target_caps, cls.page_size)
+        self.init_scheduler(Executor(cls.target, cls.config, owners=self.owners))
         self.ready = False
         self.broken = False
 
@@ -99,7 +84,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @guarded
     def new_requests(self, data: st.DataObject) -> None:
         bs = data.draw(st.integers(1, 3))
-        seqs = [self.count(data, share=bs) for _ in range(bs)]
+        seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
         self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
         if self.uses_extend():
             bs = len(seqs)
@@ -127,7 +112,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             st.lists(st.sampled_from(sorted(self.reqs)), min_size=1, max_size=3, unique=True)
         )
         reqs = [self.reqs[r] for r in rids]
-        chunks = [self.count(data, low=0, share=len(reqs)) for _ in reqs]
+        chunks = [self.draw_num_tokens(data, low=0, share=len(reqs)) for _ in reqs]
         if self.uses_extend():
             pre = [len(r.row) for r in reqs]
             out = self.ex.call(
@@ -308,9 +293,8 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @rule(data=st.data())
     @guarded
     def bad_call(self, data: st.DataObject) -> None:
-        call = make_bad_call(self, data, data.draw(st.sampled_from(applicable_kinds(self))))
-        if call is not None:
-            self.ex.call_bad(call[0], **call[1])
+        name, args = make_bad_call(self, data, data.draw(st.sampled_from(applicable_kinds(self))))
+        self.ex.call_bad(name, **args)
 
     # -- teardown: release everything, every page must be free again ----------------------------
     def teardown(self) -> None:
@@ -339,26 +323,15 @@ def count_example(stats: dict[str, int], in_flight: BaseException | None, *, fai
         stats["failed"] = 1
 
 
-def machine_for(
-    factory: Callable[..., Any],
-    caps: Capabilities,
-    *,
-    target_path: str,
-    page_size: int,
-    need_sort: bool,
-    device: str = "cpu",
-    order: str = "exact",
-) -> type[OracleMachine]:
+def machine_for(target: Target, config: Config) -> type[OracleMachine]:
     """A machine class bound to one target configuration."""
-    name = f"Oracle_ps{page_size}_{'sorted' if need_sort else 'unsorted'}_{order}"
+    name = (
+        f"Oracle_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}"
+        f"_{config.order}"
+    )
     attrs = {
-        "factory": staticmethod(factory),
-        "target_caps": caps,
-        "target_path": target_path,
-        "page_size": page_size,
-        "need_sort": need_sort,
-        "device": device,
-        "order": order,
+        "target": target,
+        "config": config,
         "stats": {"examples": 0, "calls": 0, "failed": 0},
     }
     return type(name, (OracleMachine,), attrs)

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from .replay import replay
 from .report import Failure, OracleError
-from .runner import Target
+from .targets import Target
 
 
 def _attempt(failure: Failure, steps: list, target: Target) -> Failure | None:  # type: ignore[type-arg]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .capabilities import declared_capabilities, parse_declaration
 from .inference import FactoryError, build
-from .runner import Config, Target, configs_for
+from .targets import Config, Target, configs_for
 
 
 class UsageError(Exception):

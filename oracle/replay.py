@@ -9,25 +9,12 @@ map (a renaming that every contract-conformant allocator admits).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from .calls import ALLOC_CALLS
+from .calls import ALLOC_CALLS, CALLS, map_slots
 from .executor import Executor
 from .report import Failure, OracleFailure
-from .runner import Target
+from .targets import Config, Target
 from .trace import Trace
-
-
-def _translate(value: Any, key: str, slots: dict[int, int]) -> Any:
-    if not slots:
-        return value
-    if key in ("free_index", "last_loc"):
-        return [slots.get(s, s) for s in value]
-    if key == "segments":
-        return [[[slots.get(s, s) for s in idx], start] for idx, start in value]
-    if key == "entries":
-        return [[slots.get(s, s) for s in e] for e in value]
-    return value
 
 
 def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure | None:
@@ -46,16 +33,8 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
                 out.update((slot // trace.page_size, chr(ord("A") + i % 26)) for slot in s.expect)
         return out
 
-    ex = Executor(
-        target.factory,
-        target.caps,
-        target_path=target.path,
-        page_size=trace.page_size,
-        need_sort=trace.need_sort,
-        device=trace.device,
-        order=mode,
-        owners=owners,
-    )
+    config = Config(trace.page_size, trace.need_sort, trace.device, mode)
+    ex = Executor(target, config, owners=owners)
     slots: dict[int, int] = {}
     end = len(trace.steps) if trace.failing_step is None else trace.failing_step + 1
     try:
@@ -63,7 +42,11 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
             if step.call == "create":
                 ex.create(step.args["size"])
                 continue
-            args = {k: _translate(v, k, slots) for k, v in step.args.items()}
+            args = (
+                map_slots(step.args, CALLS[step.call].slot_args, lambda s: slots.get(s, s))
+                if slots
+                else step.args
+            )
             if step.raises is not None:
                 ex.call_bad(step.call, **args)
                 continue

@@ -5,15 +5,14 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterator
+from dataclasses import dataclass
 
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from .capabilities import Capabilities
 from .machine import machine_for
+from .minimize import minimize
 from .report import (
     Failure,
     OracleError,
@@ -22,6 +21,9 @@ from .report import (
     latest_failure,
     reset_latest,
 )
+from .targets import Config, Target, configs_for
+
+__all__ = ["Config", "Result", "Target", "configs_for", "run_config", "run_for"]
 
 DEFAULT_EXAMPLES = 150
 DEFAULT_STEPS = 30
@@ -42,19 +44,6 @@ def shrink_budget(seconds: float) -> Iterator[None]:
         yield
     finally:
         engine.MAX_SHRINKING_SECONDS = saved
-
-
-@dataclass(frozen=True)
-class Config:
-    """One cell of the matrix: page size, need_sort, device and comparison mode."""
-
-    page_size: int
-    need_sort: bool
-    device: str = "cpu"
-    order: str = "exact"
-
-    def label(self) -> str:
-        return f"ps={self.page_size} need_sort={self.need_sort!s:5s} {self.device} {self.order}"
 
 
 @dataclass
@@ -83,35 +72,6 @@ class Result:
         return "ok" if self.calls > 0 else "NO CALLS"
 
 
-@dataclass
-class Target:
-    """A factory, its capabilities and the ``module:attr`` path that names it."""
-
-    factory: Callable[..., Any]
-    caps: Capabilities
-    path: str
-    notes: list[str] = field(default_factory=list)
-
-
-def configs_for(
-    caps: Capabilities,
-    *,
-    order: str | None = None,
-    page_sizes: list[int] | None = None,
-    need_sort: list[bool] | None = None,
-    device: str = "cpu",
-) -> Iterator[Config]:
-    """The matrix: declared page sizes x need_sort values (filtered by the requested ones)."""
-    mode = order or ("exact" if caps.reference_order else "contract")
-    for ps in caps.page_sizes:
-        if page_sizes is not None and ps not in page_sizes:
-            continue
-        for ns in caps.need_sort:
-            if need_sort is not None and ns not in need_sort:
-                continue
-            yield Config(ps, ns, device, mode)
-
-
 def run_config(
     target: Target,
     config: Config,
@@ -128,15 +88,7 @@ def run_config(
     (``kvpool.oracle.minimize``) for at most all of it, stopping early when no call can be
     dropped. ``seed=None`` runs derandomized (the same examples every time).
     """
-    cls = machine_for(
-        target.factory,
-        target.caps,
-        target_path=target.path,
-        page_size=config.page_size,
-        need_sort=config.need_sort,
-        device=config.device,
-        order=config.order,
-    )
+    cls = machine_for(target, config)
     if seed is not None:
         cls._hypothesis_internal_use_seed = seed
     run_settings = settings(
@@ -165,8 +117,6 @@ def run_config(
         result.error = f"{type(err).__name__}: {err} (at {where.filename}:{where.lineno})"
     first = first_failure_at()
     if result.failure is not None and shrink_seconds > 0:
-        from .minimize import minimize
-
         result.failure = minimize(result.failure, target, seconds=shrink_seconds)
     result.seconds = time.perf_counter() - start
     if result.failure is not None and first is not None:

@@ -42,8 +42,9 @@ class Scheduler:
     cache: list[list[int]]
     next_rid: int
 
-    def init_scheduler(self, ex: Executor, caps: Capabilities, page_size: int) -> None:
-        self.ex, self.caps, self.ps = ex, caps, page_size
+    def init_scheduler(self, ex: Executor) -> None:
+        """Start with nothing owned; ``ex`` performs and checks every call."""
+        self.ex, self.caps, self.ps = ex, ex.caps, ex.page_size
         self.reqs, self.raw, self.cache = {}, [], []
         self.next_rid = 0
 
@@ -68,8 +69,8 @@ class Scheduler:
             out.update((s // self.ps, "c") for s in entry)
         return out
 
-    def count(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
-        """A token count: small and near page boundaries, or near this call's share of the
+    def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
+        """Draw a token count: small and near page boundaries, or near this call's share of the
         free capacity (so that shortages and merges happen often)."""
         ps = self.ps
         room = self.model.available_size() // max(1, share)

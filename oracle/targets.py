@@ -1,21 +1,23 @@
-"""Targets: ``module:factory`` strings, kvpool.impl's own allocators and SGLang 0.5.23's.
+"""Targets and configurations: ``module:factory`` strings, kvpool.impl's allocators, SGLang's.
 
 A factory is called as ``factory(size=..., page_size=..., need_sort=..., device=...)`` and
 returns an allocator with SGLang's methods; ``factory.kvpool_capabilities`` declares what it
 supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked),
 ``kvpool-unchecked`` (the same in production mode, no bad input sent)
 and ``sglang`` (the real SGLang 0.5.23 allocators, capabilities from the divergence registry).
+A :class:`Target` is a resolved factory; a :class:`Config` is one cell of its configuration matrix
+(``configs_for``). Resolving a target loads neither torch nor Hypothesis.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from .capabilities import PAGED, TOKEN, Capabilities, declared_capabilities
 from .divergences import divergences_for
-from .runner import Target
 
 ALIASES = {
     "kvpool": ["kvpool.oracle.targets:kvpool_token", "kvpool.oracle.targets:kvpool_paged"],
@@ -30,6 +32,48 @@ DEFAULT_TARGET = "kvpool"
 
 class TargetError(Exception):
     """A target string that cannot be resolved (bad syntax, import error, not a factory)."""
+
+
+@dataclass
+class Target:
+    """A factory, its capabilities and the ``module:attr`` path that names it."""
+
+    factory: Callable[..., Any]
+    caps: Capabilities
+    path: str
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One cell of the matrix: page size, need_sort, device and comparison mode."""
+
+    page_size: int
+    need_sort: bool
+    device: str = "cpu"
+    order: str = "exact"
+
+    def label(self) -> str:
+        return f"ps={self.page_size} need_sort={self.need_sort!s:5s} {self.device} {self.order}"
+
+
+def configs_for(
+    caps: Capabilities,
+    *,
+    order: str | None = None,
+    page_sizes: list[int] | None = None,
+    need_sort: list[bool] | None = None,
+    device: str = "cpu",
+) -> Iterator[Config]:
+    """The matrix: declared page sizes x need_sort values (filtered by the requested ones)."""
+    mode = order or ("exact" if caps.reference_order else "contract")
+    for ps in caps.page_sizes:
+        if page_sizes is not None and ps not in page_sizes:
+            continue
+        for ns in caps.need_sort:
+            if need_sort is not None and ns not in need_sort:
+                continue
+            yield Config(ps, ns, device, mode)
 
 
 def _dtype() -> Any:

@@ -13,6 +13,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .calls import CALLS
+
 TRACE_FORMAT = 1
 
 
@@ -43,7 +45,6 @@ class Trace:
     clause: str | None = None
     detail: str | None = None
     failing_step: int | None = None
-    got: Any = None
     final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
 
     def to_json(self) -> str:
@@ -56,6 +57,7 @@ class Trace:
         data = json.loads(text)
         if data.pop("kvpool_trace", None) != TRACE_FORMAT:
             raise ValueError("not a kvpool trace (missing or unknown 'kvpool_trace' format)")
+        data.pop("got", None)  # written by earlier versions, never read
         steps = [TraceStep(**s) for s in data.pop("steps")]
         return cls(steps=steps, **data)
 
@@ -65,67 +67,17 @@ class Trace:
         return sum(1 for s in self.steps[:end] if s.call != "create")
 
 
-def _t(values: Any) -> str:
-    return f"t({values!r})"
+def result_asserts(step: TraceStep, var: str) -> list[str]:
+    """Python asserts that the result bound to ``var`` is ``step.expect`` (none for most calls)."""
+    checks = CALLS[step.call].checks
+    return [] if checks is None else checks(step.args, step.expect, var)
 
 
-def _call_text(step: TraceStep, var: str) -> list[str]:
-    """The torch-level call(s) of one step; results are bound to ``var``."""
-    a = step.args
-    c = step.call
-    if c == "create":
-        return [
-            f"a = factory(size={a['size']}, page_size={a['page_size']}, "
-            f"need_sort={a['need_sort']}, device=DEVICE)"
-        ]
-    if c == "alloc":
-        return [f"{var} = a.alloc({a['need_size']})"]
-    if c == "alloc_extend":
-        pre, seq = a["prefix_lens"], a["seq_lens"]
-        return [
-            f"{var} = a.alloc_extend({_t(pre)}, {_t(pre)}.cpu(), {_t(seq)}, {_t(seq)}.cpu(), "
-            f"{_t(a['last_loc'])}, {a['extend_num_tokens']})"
-        ]
-    if c == "alloc_decode":
-        seq = a["seq_lens"]
-        return [f"{var} = a.alloc_decode({_t(seq)}, {_t(seq)}.cpu(), {_t(a['last_loc'])})"]
-    if c in ("free", "free_full"):
-        lines = [f"x = {_t(a['free_index'])}", f"a.{c}(x)"]
-        return lines + (["x.fill_(0)  # the caller reuses its tensor"] if step.clobber else [])
-    if c == "free_segment":
-        lines = [f"x = {_t(a['free_index'])}", f"a.free_segment(x, start_pos={a['start_pos']})"]
-        return lines + (["x.fill_(0)  # the caller reuses its tensor"] if step.clobber else [])
-    if c == "free_segments":
-        segs = ", ".join(f"({_t(s)}, {p})" for s, p in a["segments"])
-        lines = [f"segs = [{segs}]", "a.free_segments(segs)"]
-        if step.clobber:
-            lines.append("for x, _ in segs: x.fill_(0)  # the caller reuses its tensors")
-        return lines
-    if c == "resize":
-        return [f"a.resize(ResizeConfig(max_total_num_tokens={a['max_total_num_tokens']}))"]
-    if c in ("evict_to_free_tokens", "check_decode_capacity"):
-        lines = [f"cache = TinyTreeCache.for_torch(a, {a['entries']!r}, DEVICE)"]
-        if c == "evict_to_free_tokens":
-            lines.append(f"a.evict_to_free_tokens(cache, {a['num_tokens']})")
-        else:
-            lines.append(
-                f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache)"
-            )
-        return lines
-    return [f"a.{c}()"]
-
-
-def _result_asserts(step: TraceStep, var: str) -> list[str]:
-    c = step.call
-    if c in ("alloc", "alloc_extend", "alloc_decode"):
-        if step.expect is None:
-            return [f"assert {var} is None"]
-        return [f"assert {var} is not None and {var}.tolist() == {step.expect!r}"]
-    if c == "check_decode_capacity":
-        return [f"assert {var} == {step.expect!r}"]
-    if c == "evict_to_free_tokens" and step.expect is not None:
-        return [f"assert len(cache.entries) == {len(step.args['entries']) - step.expect}"]
-    return []
+def call_source(step: TraceStep, var: str) -> list[str]:
+    """The torch-level call(s) of one step as Python source; results are bound to ``var``."""
+    call = CALLS[step.call]
+    lines = call.source(step.args, var)
+    return lines + ([call.reuse] if step.clobber and call.reuse else [])
 
 
 def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro") -> str:
@@ -157,14 +109,14 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
     ]
     for i, step in enumerate(trace.steps[: fail + 1]):
         var = f"r{i}"
-        calls = _call_text(step, var)
+        calls = call_source(step, var)
         if step.raises is not None:
             body.append("with pytest.raises(ContractViolation) as err:")
             body += ["    " + line for line in calls]
             body.append(f"assert err.value.clause == {step.raises!r}")
             continue
         body += calls
-        body += _result_asserts(step, var) if i < fail else trace.final_asserts
+        body += result_asserts(step, var) if i < fail else trace.final_asserts
     last = trace.steps[fail] if trace.steps else None
     if last is not None and last.available_after is not None:
         body.append(f"assert a.available_size() == {last.available_after}")

@@ -15,8 +15,8 @@ import pytest
 from kvpool.oracle import cli
 from kvpool.oracle.capabilities import PAGED, UNDECLARED, parse_declaration
 from kvpool.oracle.inference import FactoryError, infer
-from kvpool.oracle.runner import Config, Result, run_config
-from kvpool.oracle.targets import load_target
+from kvpool.oracle.runner import Result, run_config
+from kvpool.oracle.targets import Config, load_target
 from test_oracle_cli import _run
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from kvpool.oracle.capabilities import PAGED, TOKEN
 from kvpool.oracle.divergences import REGISTRY, KnownDivergence, divergences_for
-from kvpool.oracle.runner import Config, configs_for, run_config
-from kvpool.oracle.targets import TargetError, load_target, probe
+from kvpool.oracle.runner import run_config
+from kvpool.oracle.targets import Config, TargetError, configs_for, load_target, probe
 
 pytestmark = pytest.mark.peers
 

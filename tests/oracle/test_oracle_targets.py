@@ -10,8 +10,8 @@ import spec_torch
 from broken_allocators import fifopaged, leakonfree
 from kvpool.oracle.capabilities import PAGED
 from kvpool.oracle.replay import replay
-from kvpool.oracle.runner import Config, Target, configs_for, run_config, run_for
-from kvpool.oracle.targets import expand, load_target
+from kvpool.oracle.runner import run_config, run_for
+from kvpool.oracle.targets import Config, Target, configs_for, expand, load_target
 from kvpool.oracle.trace import Trace
 
 EXAMPLES = 25
