@@ -45,6 +45,8 @@ class Call:
     checks: Callable[[Args, Any, str], list[str]] | None = None
     reuse: str | None = None
     slot_args: tuple[str, ...] = ()
+    # the model's positional arguments (``params`` order) as the table's: defaults, unwrapping
+    from_model: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
 def tensor(values: Sequence[int], device: str) -> torch.Tensor:
@@ -173,6 +175,21 @@ def _evict_checks(a: Args, expect: Any, var: str) -> list[str]:
     return [f"assert len(cache.entries) == {len(a['entries']) - expect}"]
 
 
+def _extend_defaults(a: dict[str, Any]) -> dict[str, Any]:
+    """The model's default ``extend_num_tokens``: ``sum(seq_lens) - sum(prefix_lens)``."""
+    if a.get("extend_num_tokens") is None:
+        a["extend_num_tokens"] = sum(a["seq_lens"]) - sum(a["prefix_lens"])
+    return a
+
+
+def _resize_from_model(a: dict[str, Any]) -> dict[str, Any]:
+    """The model takes a ``ResizeConfig``; the table its ``max_total_num_tokens``."""
+    config = a["max_total_num_tokens"]
+    if isinstance(config, ResizeConfig):
+        a["max_total_num_tokens"] = config.max_total_num_tokens
+    return a
+
+
 def _create_source(a: Args, var: str) -> list[str]:
     return [
         f"a = factory(size={a['size']}, page_size={a['page_size']}, "
@@ -221,6 +238,7 @@ _TABLE = [
         result_clause="EXTEND-7",
         checks=_slots_checks,
         slot_args=("last_loc",),
+        from_model=_extend_defaults,
     ),
     Call(
         "alloc_decode",
@@ -284,6 +302,7 @@ _TABLE = [
         ],
         raise_clause="LIFE-2",
         order_clause="LIFE-1",
+        from_model=_resize_from_model,
     ),
     Call(
         "translate_kv_indices_for_transfer",
@@ -341,13 +360,13 @@ FREE_CALLS = tuple(c.name for c in _TABLE if c.group == "free")
 def bind(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Args:
     """The table's arguments for ``name(*args, **kwargs)`` written in the spec model's signature.
 
-    ``alloc_extend`` without ``extend_num_tokens`` (or with None) gets the model's default,
-    ``sum(seq_lens) - sum(prefix_lens)``. Raises KeyError for a call not in the table.
+    Positional arguments take the names of ``params``; ``from_model`` then fills the model's
+    defaults (``alloc_extend``'s ``extend_num_tokens``) and unwraps ``resize``'s ``ResizeConfig``.
+    Raises KeyError for a call not in the table.
     """
-    bound = dict(zip(CALLS[name].params, args)) | dict(kwargs or {})
-    if name == "alloc_extend" and bound.get("extend_num_tokens") is None:
-        bound["extend_num_tokens"] = sum(bound["seq_lens"]) - sum(bound["prefix_lens"])
-    return bound
+    call = CALLS[name]
+    bound = dict(zip(call.params, args)) | dict(kwargs or {})
+    return call.from_model(bound) if call.from_model else bound
 
 
 def map_slots(args: Args, names: Sequence[str], slot: Callable[[int], int]) -> dict[str, Any]:

@@ -120,6 +120,9 @@ def test_bind_reads_the_model_signature() -> None:
     assert bind("free_segment", ([4, 5],), {"start_pos": 2}) == {
         "free_index": [4, 5], "start_pos": 2,
     }
+    assert bind("resize", (ResizeConfig(24),)) == bind("resize", (24,)) == {
+        "max_total_num_tokens": 24,
+    }
 
 
 def test_every_clause_of_the_table_is_defined_in_spec_md() -> None:
