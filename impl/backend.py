@@ -95,7 +95,9 @@ class TorchOps:
 def _host(t: torch.Tensor) -> np.ndarray:
     """A 1-D int64 numpy array of a CPU tensor's values (a view when already int64; read-only
     use: callers never write into it)."""
-    host = np.asarray(t.numpy(), dtype=np.int64)
+    host = t.numpy()
+    if host.dtype != np.int64:
+        host = host.astype(np.int64)
     return host if host.ndim == 1 else host.reshape(-1)
 
 
@@ -108,9 +110,11 @@ class NumpyOps(TorchOps):
     """CPU only: the same arithmetic in numpy on shared memory (no torch dispatch)."""
 
     def __init__(self, page_size: int, device: Any) -> None:
-        super().__init__(page_size, device)
+        # no torch offsets tensor: every torch-offset user is overridden here
+        self.page_size = page_size
         self._host_offsets = np.arange(page_size, dtype=np.int64)
         self._counting = host_layout.Counting()
+        self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
 
     def view(self, buf: torch.Tensor) -> Any:
         return buf.numpy()
@@ -152,14 +156,26 @@ class NumpyOps(TorchOps):
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         ps = self.page_size
+        if seq_lens_cpu.numel() <= host_layout.FEW_REQUESTS:  # host ints beat numpy calls
+            return sum(-(-s // ps) + p // -ps for p, s in zip(prefix_lens_cpu.tolist(),
+                                                             seq_lens_cpu.tolist()))
         seq, pre = _host(seq_lens_cpu), _host(prefix_lens_cpu)
         return int((_div(seq + (ps - 1), ps) - _div(pre + (ps - 1), ps)).sum())
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         if self.page_size == 1:
             return seq_lens_cpu.numel()
+        opening = self._opening(seq_lens_cpu)
+        # alloc_decode passes the same tensor as seq_lens when it lives on the CPU: keep the
+        # answer for the decode_slots call that follows (used once, then dropped)
+        self._opening_of = (seq_lens_cpu, opening)
+        return len(opening)
+
+    def _opening(self, seq_lens: torch.Tensor) -> np.ndarray:
+        """Indices of the requests whose new token opens a page: (seq - 1) % ps == 0, i.e.
+        seq % ps == 1 % ps (floor modulo, any sign)."""
         ps = self.page_size
-        return int(np.count_nonzero(_mod(_host(seq_lens_cpu), ps) == 1 % ps))  # (seq-1) % ps == 0
+        return np.flatnonzero(_mod(_host(seq_lens), ps) == 1 % ps)
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,
@@ -168,9 +184,14 @@ class NumpyOps(TorchOps):
         # torch form, so that both backends give the same result or raise the same error
         if extend_num_tokens == 0:
             return torch.empty(0, dtype=INT64)
-        out = host_layout.extend_slots(_host(prefix_lens), _host(seq_lens), _host(last_loc),
-                                       new_pages, self.page_size, extend_num_tokens,
-                                       self._counting)
+        if seq_lens.numel() <= host_layout.FEW_REQUESTS:
+            out = host_layout.extend_slots_few(
+                prefix_lens.tolist(), seq_lens.tolist(), last_loc.tolist(), new_pages,
+                self.page_size, extend_num_tokens, self._counting, self._host_offsets)
+        else:
+            out = host_layout.extend_slots(_host(prefix_lens), _host(seq_lens),
+                                           _host(last_loc), new_pages, self.page_size,
+                                           extend_num_tokens, self._counting)
         if out is not None:
             return _out(out)
         return layout.extend_slots(prefix_lens, seq_lens, last_loc, torch.from_numpy(new_pages),
@@ -183,8 +204,11 @@ class NumpyOps(TorchOps):
         if num_pages == 0:
             return _out(slots)
         ps = self.page_size
-        # (seq - 1) % ps == 0  <=>  seq % ps == 1 % ps (floor modulo, any sign)
-        opening = np.flatnonzero(_mod(_host(seq_lens), ps) == 1 % ps)
+        known, self._opening_of = self._opening_of, None
+        if ps == 1 and num_pages == slots.size:  # every request opens a page
+            return _out(new_pages.copy())
+        opening = known[1] if known is not None and known[0] is seq_lens else self._opening(
+            seq_lens)
         # the r-th opening request takes new_pages[r] (clamped like layout.decode_slots)
         if len(opening) <= num_pages:
             slots[opening] = new_pages[: len(opening)] * ps

@@ -26,6 +26,11 @@ from .hooks import SglangSurface
 Segment = tuple[torch.Tensor, int]
 
 
+def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
+    """The tensors of ``parts`` end to end (the only one itself when there is one)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
 class AllocatorBase(SglangSurface):
     """State and shared operations; see the subclasses for representation and complexity."""
 
@@ -46,7 +51,7 @@ class AllocatorBase(SglangSurface):
         self.checked = checked
         self._ops: TorchOps = ops_for(page_size, device)  # torch, or numpy on CPU
         self._free: PageStack | PageRing = self._new_free_list(0)
-        self._staged = Staging(0, device, self._ops)
+        self._staged = Staging(self._free, self._ops)
         self.clear()
 
     # -- hooks for the subclasses ----------------------------------------------------------
@@ -68,13 +73,12 @@ class AllocatorBase(SglangSurface):
         self.num_pages = self.size // self.page_size
         if self._free.capacity != self.num_pages:
             self._free = self._new_free_list(self.num_pages)
-            self._staged = Staging(self.num_pages if self.need_sort else 0, self.device,
-                                   self._ops)
+            self._staged = Staging(self._free, self._ops)  # shares the list's buffer
         self._free.fill()
         self._free_sorted = True  # ascending; a push without staging clears it
         self._staged.reset()
         self.free_group: list[torch.Tensor] | None = None
-        self._group_segments: list[torch.Tensor] = []
+        self._group_segments: list[torch.Tensor] | None = None  # a list while a group is open
         self._table = PageStatusTable(self.num_pages) if self.checked else None
 
     def resize(self, config: ResizeConfig) -> None:
@@ -197,7 +201,7 @@ class AllocatorBase(SglangSurface):
             if self.free_group is None:
                 self._release(pages)
             elif self.paged:
-                self._group_segments.append(pages)
+                self._deferred_segments().append(pages)
             else:
                 self.free_group.append(pages)
             if table is not None and checked_pages is not None:
@@ -227,11 +231,11 @@ class AllocatorBase(SglangSurface):
         ``pages``: a 1-D tensor or backend-form pages."""
         self._check_room(len(pages))
         if self.need_sort:
-            if self._staged.capacity < self.num_pages:  # need_sort switched on after clear()
-                self._staged = Staging(self.num_pages, self.device, self._ops)
             self._staged.append(pages)
         else:
+            saved = self._staged.make_room(len(pages))  # need_sort switched off: staged pages
             self._free.push(pages)
+            self._staged.restore(saved)
             self._free_sorted = False
 
     def _check_room(self, num_pages: int) -> None:
@@ -249,16 +253,23 @@ class AllocatorBase(SglangSurface):
         self.free_group = []
         self._group_segments = []
 
+    def _deferred_segments(self) -> list[torch.Tensor]:
+        """The open group's segment pages (a group is open)."""
+        if self._group_segments is None:
+            self._group_segments = []
+        return self._group_segments
+
     def free_group_end(self) -> None:
         """Release the group: ``free()`` inputs as one ``free()``, then the segment pages in
         enqueue order (``GROUP-4``). No-op without an open group (``GROUP-2``)."""
-        pending, segments = self.free_group, self._group_segments
+        pending, segments = self.free_group, self._group_segments or []
         if pending is None:
             return
-        freed = self._pages_of_free(torch.cat(pending)) if pending else None
-        seg_pages = torch.cat(segments) if segments else None
+        # the group's own copies: a single one needs no concatenation
+        freed = self._pages_of_free(_joined(pending)) if pending else None
+        seg_pages = _joined(segments) if segments else None
         self._check_room(sum(len(t) for t in (freed, seg_pages) if t is not None))
-        self.free_group, self._group_segments = None, []
+        self.free_group, self._group_segments = None, None
         for pages in (freed, seg_pages):
             if pages is not None:
                 self._release(pages)
@@ -293,7 +304,7 @@ class AllocatorBase(SglangSurface):
             return []
         pending = self.free_group
         freed = host_list(self._pages_of_free(torch.cat(pending))) if pending else []
-        return freed + [p for t in self._group_segments for p in host_list(t)]
+        return freed + [p for t in self._group_segments or [] for p in host_list(t)]
 
     def verify_byte_accounting(self) -> list[str]:
         """The free census over the buffers' contents (``CAP-3``); empty when healthy. Syncs."""

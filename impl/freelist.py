@@ -8,7 +8,8 @@ and none touches more than the pages it moves (slices are views; copies are ``k`
   (where allocations take from and frees prepend to) is ``buf[top]``.
 - :class:`PageRing`: the token free list. The live list starts at ``buf[head]`` and wraps around
   the end of ``buf``; allocations take from the head, frees append at the tail.
-- :class:`Staging`: pages released under ``need_sort``, in release order, ``buf[:count]``.
+- :class:`Staging`: pages released under ``need_sort``, in release order, in the unused part
+  of the free list's buffer.
 
 ``take`` / ``front`` return pages in the backend's form (a tensor, or a numpy array on CPU; see
 :class:`~kvpool.impl.backend.TorchOps`) that may alias the buffer and are valid only until the
@@ -120,6 +121,10 @@ class PageRing:
     def __len__(self) -> int:
         return self.count
 
+    def tail(self) -> int:
+        """The buffer index just after the last entry (where the next push writes)."""
+        return (self.head + self.count) % max(self.capacity, 1)
+
     def fill(self) -> None:
         """Every slot ``1..capacity`` free, ascending (O(capacity))."""
         torch.arange(1, self.capacity + 1, out=self.buf)
@@ -185,39 +190,80 @@ class PageRing:
 
 
 class Staging:
-    """Pages released under ``need_sort``, in release order: ``buf[:count]``.
+    """Pages released under ``need_sort``, in release order, kept in the free list's own buffer.
 
-    ``append`` is O(k); the allocator merges (sorts) them into the free list only when an
-    allocation runs short, so the sort is amortised over the frees that filled the buffer.
+    Free + staged pages never exceed the pool (the allocator refuses a release that would), so
+    the staged pages fit in the part of the free list's buffer that the list does not use, and
+    need no buffer of their own (8 bytes of metadata per page in all, as SGLang's one list):
+
+    - stack (paged): the list is ``buf[top:]``, the staged pages ``buf[0:count)``; a push
+      writes ``[top - k, top)`` and room means ``count <= top - k``: they never meet.
+    - ring (token): the staged pages follow the list's tail, ``[base, base + count)`` modulo
+      the capacity. Takes and merges leave the tail where it is; a push (need_sort switched off
+      while pages are staged) would write there, so :meth:`make_room` moves them behind it.
+
+    ``append`` is O(k); the allocator merges them into the free list only when an allocation
+    runs short, so the merge is amortised over the frees that staged the pages.
     """
 
-    def __init__(self, capacity: int, device: torch.device | str, ops: TorchOps) -> None:
-        self.capacity = capacity
-        self.buf = torch.empty(capacity, dtype=INT64, device=device)
+    def __init__(self, free: PageStack | PageRing, ops: TorchOps) -> None:
+        self._free = free
         self._ops = ops
-        self._view = ops.view(self.buf)
+        self.buf = free.buf
+        self.capacity = free.capacity
+        self._view = free._view
+        self.base = 0
         self.count = 0
 
     def __len__(self) -> int:
         return self.count
 
+    def _spans(self, start: int, n: int) -> list[tuple[int, int]]:
+        """``[base + start, base + start + n)`` modulo capacity as buffer ranges."""
+        begin = (self.base + start) % max(self.capacity, 1)
+        end = begin + n
+        if end <= self.capacity:
+            return [(begin, end)]
+        return [(begin, self.capacity), (0, end - self.capacity)]
+
     def append(self, pages: Any) -> None:
         """Append ``pages`` (1-D tensor or backend form) in order; the caller guarantees room
         (O(k))."""
-        k = len(pages)
-        # [count, count + k) of buf receives the pages
-        self._ops.write(self._view, self.count, pages)
+        if self.count == 0:
+            self.base = self._free.tail() if isinstance(self._free, PageRing) else 0
+        done, k = 0, len(pages)
+        for a, b in self._spans(self.count, k):
+            self._ops.write(self._view, a, pages if b - a == k else pages[done : done + b - a])
+            done += b - a
         self.count += k
 
     def contents(self) -> torch.Tensor:
-        """The staged pages in release order, a view."""
-        return self.buf[: self.count]
+        """The staged pages in release order (a view unless they wrap around the ring)."""
+        parts = [self.buf[a:b] for a, b in self._spans(0, self.count)]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def make_room(self, num_pages: int) -> Any:
+        """Before the ring's tail takes ``num_pages`` more pages: returns a copy of the staged
+        pages to :meth:`restore` after the push (None when nothing needs to move)."""
+        if self.count == 0 or not isinstance(self._free, PageRing) or num_pages == 0:
+            return None
+        return self.contents().clone()
+
+    def restore(self, saved: Any) -> None:
+        """Write the pages :meth:`make_room` saved behind the ring's new tail (O(count))."""
+        if saved is not None:
+            self.count = 0
+            self.append(saved)
 
     def reset(self) -> None:
         """Forget every staged page (after a merge or clear)."""
         self.count = 0
 
     def check_invariants(self) -> list[str]:
-        """Counter sanity; empty when healthy."""
-        ok = 0 <= self.count <= self.capacity == self.buf.numel()
-        return [] if ok else [f"staging counters broken: count {self.count}, cap {self.capacity}"]
+        """Counter sanity, and the staged pages clear of the free list; empty when healthy."""
+        free = len(self._free)
+        ok = 0 <= self.count <= self.capacity - free and self.buf is self._free.buf
+        if ok and isinstance(self._free, PageRing) and self.count:
+            ok = self.base == self._free.tail()
+        return [] if ok else [f"staging broken: count {self.count}, base {self.base}, "
+                              f"free {free}, cap {self.capacity}"]

@@ -82,7 +82,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             table.check_free([p * self.page_size for p in named], paged=False,
                              page_size=self.page_size, in_group=False)
         if self.free_group is not None:
-            self._group_segments.append(pages.clone())
+            self._deferred_segments().append(pages.clone())
             if table is not None:
                 table.deferred_segment(named, paged=True)
             return

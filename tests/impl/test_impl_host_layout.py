@@ -1,9 +1,11 @@
-"""The per-run CPU form of ``alloc_extend`` (``kvpool.impl.host_layout``) against the spec.
+"""The CPU forms of ``alloc_extend`` (``kvpool.impl.host_layout``) against the spec.
 
-``host_layout.extend_slots`` must give, for every valid batch, the concatenation of
-:func:`kvpool.spec.layout.extend_row` over the requests (``EXTEND-5``), with each request's new
-pages taken in order from the batch's ``new_pages`` (``EXTEND-7``); an irregular batch returns
-None, and ``NumpyOps`` then gives the torch form's result or raises its error.
+``host_layout.extend_slots`` (per run) and ``extend_slots_few`` (per request) must give, for
+every valid batch, the concatenation of :func:`kvpool.spec.layout.extend_row` over the
+requests (``EXTEND-5``), with each request's new pages taken in order from the batch's
+``new_pages`` (``EXTEND-7``); an irregular batch returns None, and ``NumpyOps`` then gives the
+torch form's result or raises its error. The decode count's openings are reused only for the
+same tensor.
 ci profile: about 2 s.
 """
 
@@ -46,10 +48,14 @@ def test_runs_equal_spec_extend_row_EXTEND_5(ps: int, data: Any) -> None:
         want += extend_row(p, s, loc, pages[start:start + k], ps)
         start += k
     arrays = (np.array(v, dtype=np.int64) for v in (pre, seq, last))
-    got = host_layout.extend_slots(*arrays, np.array(pages, dtype=np.int64), ps,
-                                   sum(seq) - sum(pre), host_layout.Counting())
+    page_array, tokens = np.array(pages, dtype=np.int64), sum(seq) - sum(pre)
+    got = host_layout.extend_slots(*arrays, page_array, ps, tokens, host_layout.Counting())
     assert got is not None
     assert got.tolist() == want
+    few = host_layout.extend_slots_few(pre, seq, last, page_array, ps, tokens,
+                                       host_layout.Counting(), np.arange(ps))
+    assert few is not None
+    assert few.tolist() == want
 
 
 @pytest.mark.parametrize(("pre", "seq", "extra_pages", "extra_tokens"), [
@@ -72,6 +78,8 @@ def test_irregular_batches_fall_back_to_torch_form(pre: list[int], seq: list[int
     arrays = [np.array(v, dtype=np.int64) for v in (pre, seq, last)]
     assert host_layout.extend_slots(*arrays, pages, ps, num_tokens,
                                     host_layout.Counting()) is None
+    assert host_layout.extend_slots_few(pre, seq, last, pages, ps, num_tokens,
+                                        host_layout.Counting(), np.arange(ps)) is None
     tensors = [torch.tensor(v) for v in (pre, seq, last)]
     outcomes = []
     for ops, given_pages in ((NumpyOps(ps, "cpu"), pages), (TorchOps(ps, "cpu"),
@@ -97,3 +105,17 @@ def test_counting_grows_and_stays_read_only() -> None:
     assert counting.first(4).tolist() == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="read-only"):
         counting.first(2)[0] = 5
+
+
+def test_decode_reuses_openings_only_for_the_same_tensor_DECODE_5() -> None:
+    """The openings counted from ``seq_lens_cpu`` serve ``decode_slots`` only when it gets that
+    very tensor; another tensor (other values) is read afresh."""
+    ops = NumpyOps(4, "cpu")
+    counted = torch.tensor([5, 6, 9])  # requests 0 and 2 open a page
+    assert ops.decode_new_pages(counted) == 2
+    other = torch.tensor([6, 5, 7])  # only request 1 opens one
+    pages = np.array([30, 31], dtype=np.int64)
+    last = torch.tensor([10, 20, 40])
+    assert ops.decode_slots(other, last, pages).tolist() == [11, 120, 41]
+    assert ops.decode_new_pages(counted) == 2
+    assert ops.decode_slots(counted, last, pages).tolist() == [120, 21, 124]
