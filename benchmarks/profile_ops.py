@@ -12,9 +12,21 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import torch
 from torch.profiler import ProfilerActivity, profile
 
-from benchmarks.workloads import Case, Config, w1_alloc_free, w2_decode, w3_extend, w4_free_row
+from benchmarks.workloads import (
+    DECODE_BATCH,
+    EXTEND_BATCH,
+    Case,
+    Config,
+    extend_batch,
+    new_page_positions,
+    w1_alloc_free,
+    w2_decode,
+    w3_extend,
+    w4_free_row,
+)
 
 PROFILE_CALLS = 20
 
@@ -60,6 +72,82 @@ def profile_cases(cfg: Config) -> list[dict[str, Any]]:
                         "num_pages": c.num_pages, "impl": c.impl, "ops_per_call": total_ops,
                         "top_self_us": top})
     return out
+
+
+def _top_level_ops(call: Any, calls: int = PROFILE_CALLS) -> float:
+    """Top-level ``aten::`` operators per ``call()`` (each call profiled on its own)."""
+    total = 0
+    for _ in range(calls):
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            call()
+        total += sum(1 for e in prof.events() if e.name.startswith("aten::")
+                     and e.cpu_parent is None)
+    return total / calls
+
+
+def fallback_op_counts() -> list[dict[str, Any]]:
+    """Torch operators per ``alloc_extend`` / ``alloc_decode`` call of kvpool's torch path
+    (the CUDA fallback when Triton is absent, forced here on the CPU), and of the CPU path.
+
+    On CUDA each of these operators is one kernel launch; the Triton path replaces the layout
+    operators by one kernel per call (launches are measured in the CUDA section when a GPU is
+    present). W3's batch (64 requests, ps 16) and W2's decode batch (256 requests crossing a
+    page); the new pages are given back between calls, outside the profile.
+    """
+    from kvpool.impl.backend import NumpyOps, TorchOps
+
+    return [*_backend_counts("torch (CUDA fallback)", TorchOps),
+            *_backend_counts("numpy (CPU)", NumpyOps)]
+
+
+def _backend_counts(backend: str, ops_cls: Any) -> list[dict[str, Any]]:
+    from kvpool.impl import PagedTokenToKVPoolAllocator, base
+
+    ps = 16
+    original = base.ops_for
+    base.ops_for = lambda page_size, device: ops_cls(page_size, device)
+    try:
+        a = PagedTokenToKVPoolAllocator(100_000 * ps, ps, torch.float16, "cpu", None, False)
+    finally:
+        base.ops_for = original
+    prefix, seq = extend_batch(ps)
+    rows = [a.alloc(-(-p // ps) * ps) if p else None for p in prefix]
+    last = torch.tensor([int(r[p - 1]) if p else -1 for r, p in zip(rows, prefix, strict=True)])
+    pre_t, seq_t = torch.tensor(prefix), torch.tensor(seq)
+    tokens = sum(seq) - sum(prefix)
+    new_pos = new_page_positions(prefix, seq, ps)
+    owned = a.alloc(DECODE_BATCH * ps)
+    assert owned is not None
+    dseq = torch.full((DECODE_BATCH,), ps + 1, dtype=torch.int64)
+    dlast = owned[::ps] + (ps - 1)
+    state: dict[str, Any] = {}
+
+    def extend() -> None:
+        state["out"] = a.alloc_extend(pre_t, pre_t, seq_t, seq_t, last, tokens)
+        state["new"] = new_pos
+
+    def decode() -> None:
+        state["out"] = a.alloc_decode(dseq, dseq, dlast)
+        state["new"] = slice(None)
+
+    out: list[dict[str, Any]] = []
+    for name, call, batch in (("alloc_extend", extend, EXTEND_BATCH),
+                              ("alloc_decode", decode, DECODE_BATCH)):
+        counts = []
+        for _ in range(3):
+            counts.append(_top_level_ops(call, 1))
+            a.free(state["out"][state["new"]])  # the new pages back, outside the profile
+        out.append({"call": name, "backend": backend, "ops_per_call": min(counts),
+                    "batch": batch})
+    return out
+
+
+def fallback_markdown(rows: list[dict[str, Any]]) -> str:
+    """Table: torch operators per call of each backend (kvpool's paged allocator, ps 16)."""
+    lines = ["| call | batch | kvpool backend | torch operators / call |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['call']} | {r['batch']} | {r['backend']} | {r['ops_per_call']:.0f} |")
+    return "\n".join(lines) + "\n"
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:

@@ -23,7 +23,8 @@ def _key(r: Record) -> tuple[Any, ...]:
 
 
 def index(records: list[Record]) -> dict[tuple[Any, ...], dict[str, Record]]:
-    """Map each key (with need_sort, vLLM rows under ``need_sort=None``) to impl -> record."""
+    """Map each key (with need_sort; vLLM and floor rows under ``need_sort=None``) to
+    impl -> record."""
     out: dict[tuple[Any, ...], dict[str, Record]] = defaultdict(dict)
     for r in records:
         out[_key(r)][r["impl"]] = r
@@ -43,13 +44,16 @@ def paired_rows(records: list[Record]) -> list[dict[str, Any]]:
         vkey = (workload, VLLM_VARIANT.get((workload, variant), variant), kind, ps, None,
                 num_pages)
         vl = idx.get(vkey, {}).get("vllm")
+        fl = idx.get((*key[:4], None, num_pages), {}).get("floor")
         row = {"workload": workload, "variant": variant, "kind": kind, "page_size": ps,
                "need_sort": ns, "num_pages": num_pages,
                "kvpool_us": base["median_us"] if base else None,
                "sglang_us": sg["median_us"] if sg else None,
-               "vllm_us": vl["median_us"] if vl else None}
+               "vllm_us": vl["median_us"] if vl else None,
+               "floor_us": fl["median_us"] if fl else None}
         row["kv_over_sglang"] = _ratio(row["kvpool_us"], row["sglang_us"])
         row["kv_over_vllm"] = _ratio(row["kvpool_us"], row["vllm_us"])
+        row["kv_over_floor"] = _ratio(row["kvpool_us"], row["floor_us"])
         rows.append(row)
     rows.sort(key=lambda r: (r["workload"], r["kind"], r["page_size"], r["variant"],
                              r["need_sort"], r["num_pages"]))
@@ -74,21 +78,27 @@ def _pow10(n: int) -> str:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """Tables of medians (µs per call / step) and kvpool / peer ratios, one per workload."""
+    """Tables of medians (µs per call / step) and kvpool / peer ratios, one per workload; a
+    workload with an output floor (W3, W5) gets its ``floor`` and ``kv/floor`` columns."""
     out: list[str] = []
     current = None
+    floored: set[str] = {r["workload"] for r in rows if r.get("floor_us") is not None}
     for r in rows:
+        has_floor = r["workload"] in floored
         if r["workload"] != current:
             current = r["workload"]
+            extra = (" floor |", " kv/floor |", "---|---|") if has_floor else ("", "", "")
             out += ["", f"**{current}** (µs, median of window means; ratio = kvpool / peer)", "",
-                    "| variant | allocator | ps | need_sort | P | kvpool | SGLang | vLLM "
-                    "| kv/SGLang | kv/vLLM |",
-                    "|---|---|---|---|---|---|---|---|---|---|"]
+                    f"| variant | allocator | ps | need_sort | P | kvpool | SGLang | vLLM |"
+                    f"{extra[0]} kv/SGLang | kv/vLLM |{extra[1]}",
+                    f"|---|---|---|---|---|---|---|---|{extra[2]}---|---|"]
+        floor = f" {_fmt(r.get('floor_us'))} |" if has_floor else ""
+        kv_floor = f" {_fmt(r.get('kv_over_floor'), True)} |" if has_floor else ""
         out.append(
             f"| {r['variant']} | {r['kind']} | {r['page_size']} | {r['need_sort']} "
             f"| {_pow10(r['num_pages'])} | {_fmt(r['kvpool_us'])} | {_fmt(r['sglang_us'])} "
-            f"| {_fmt(r['vllm_us'])} | {_fmt(r['kv_over_sglang'], True)} "
-            f"| {_fmt(r['kv_over_vllm'], True)} |")
+            f"| {_fmt(r['vllm_us'])} |{floor} {_fmt(r['kv_over_sglang'], True)} "
+            f"| {_fmt(r['kv_over_vllm'], True)} |{kv_floor}")
     return "\n".join(out).lstrip("\n") + "\n"
 
 
@@ -104,7 +114,8 @@ def memory_markdown(mem: list[Record]) -> str:
 
 
 def plot(records: list[Record], out_dir: Path) -> list[Path]:
-    """One PNG per workload: cost vs pool size, log-log, a line per implementation."""
+    """One PNG per workload: cost vs pool size, log-log, a line per implementation (the output
+    floor of W3 / W5 dashed grey)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -132,7 +143,9 @@ def plot(records: list[Record], out_dir: Path) -> list[Path]:
                 lines.update(panels[vk])
             for impl, pts in sorted(lines.items()):
                 pts.sort()
-                ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=impl)
+                style = {"linestyle": "--", "color": "grey"} if impl == "floor" else {}
+                ax.plot([p for p, _ in pts], [t for _, t in pts], marker="o", label=impl,
+                        **style)
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_title(f"{k[0]} {k[1]} ps={k[2]} sort={k[3]}", fontsize=8)

@@ -237,6 +237,7 @@ def run(args: argparse.Namespace) -> int:
     elif not args.no_cuda:
         print("SKIP cuda: no CUDA device (torch.cuda.is_available() is False)")
     prof_rows: list[dict[str, Any]] = []
+    fallback_rows: list[dict[str, Any]] = []
     if not args.no_profile:
         from benchmarks import profile_ops
 
@@ -246,9 +247,14 @@ def run(args: argparse.Namespace) -> int:
             prof_rows = profile_ops.profile_cases(replace(cfg, impls=impls, vllm=None))
         except Exception as exc:
             _error("operator profile", exc)
+        if peers.kvpool is not None:
+            try:
+                fallback_rows = profile_ops.fallback_op_counts()
+            except Exception as exc:
+                _error("fallback operator counts", exc)
     rows = report.paired_rows(records)
     checks = report.digest_checks(records)
-    verdicts = targets.evaluate(records, cfg.need_sorts)
+    verdicts = targets.evaluate(records, cfg.need_sorts, mem)
     meta["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     meta["loadavg_end"] = _loadavg()
     md = report.results_markdown(meta, records, rows, mem, verdicts, cuda_records, checks)
@@ -259,10 +265,18 @@ def run(args: argparse.Namespace) -> int:
                "whole step, so W3 includes the untimed free of the new pages and W4 the untimed "
                "re-take of the row; times inflated by the profiler)\n\n"
                + profile_ops.markdown(prof_rows))
+    if fallback_rows:
+        from benchmarks import profile_ops
+
+        md += ("\n**kvpool's backends: torch operators per call** (CPU, torch.profiler; on CUDA "
+               "every operator of the torch path that is not a view launches a kernel; the "
+               "Triton path replaces the layout operators by one kernel per call)\n\n"
+               + profile_ops.fallback_markdown(fallback_rows))
     (out_dir / "results.md").write_text(md)
     payload = {"meta": meta, "records": records, "paired": rows, "memory": mem,
                "targets": [v.__dict__ for v in verdicts], "cuda_records": cuda_records,
-               "skipped": peers.missing, "trace_checks": checks, "op_profile": prof_rows}
+               "skipped": peers.missing, "trace_checks": checks, "op_profile": prof_rows,
+               "backend_ops": fallback_rows}
     (out_dir / "results.json").write_text(json.dumps(payload, indent=1))
     plots: list[Path] = []
     if not args.no_plots:

@@ -37,10 +37,95 @@ def _med(idx: dict[tuple[Any, ...], dict[str, Record]], key: tuple[Any, ...],
     return None if r is None else float(r["median_us"])
 
 
-def evaluate(records: list[Record], need_sorts: list[bool]) -> list[Verdict]:
-    """All four targets (five verdicts: the decode target has two peers)."""
+def evaluate(records: list[Record], need_sorts: list[bool],
+             mem: list[Record] | None = None) -> list[Verdict]:
+    """Every target: the W5 trace against vLLM and SGLang, W3 against its output floor, W1
+    flatness, W2 decode (two peers), W3 and W4 against SGLang, metadata bytes per page."""
     idx = index(records)
-    return [_scaling(idx), *_decode(idx, need_sorts), _extend(idx), _segments(idx)]
+    return [*_trace(idx), _floor(idx), _scaling(idx), *_decode(idx, need_sorts), _extend(idx),
+            _segments(idx), _memory(mem or [])]
+
+
+def _worst(rows: list[tuple[float, str]], higher_is_worse: bool) -> tuple[float, str] | None:
+    if not rows:
+        return None
+    return max(rows) if higher_is_worse else min(rows)
+
+
+def _trace(idx: dict[tuple[Any, ...], dict[str, Record]]) -> list[Verdict]:
+    """W5 at every pool size and need_sort: ps 16 against vLLM and SGLang, ps 1 against SGLang."""
+    vs_vllm: list[tuple[float, str]] = []
+    vs_sglang: list[tuple[float, str]] = []
+    token: list[tuple[float, str]] = []
+    for key in idx:
+        wl, _, _, ps, ns, n = key
+        if wl != "w5_trace" or ns is None:
+            continue
+        kv, sg = _med(idx, key, "kvpool"), _med(idx, key, "sglang")
+        vl = _med(idx, (*key[:4], None, n), "vllm")
+        row = f"ps={ps} need_sort={ns} P={n}"
+        if kv is None:
+            continue
+        if ps == 1 and sg is not None:
+            token.append((kv / sg, f"{row}: kvpool {kv:.1f} µs vs SGLang {sg:.1f} µs"))
+        if ps == 16 and vl is not None:
+            vs_vllm.append((kv / vl, f"{row}: kvpool {kv:.1f} µs vs vLLM {vl:.1f} µs"))
+        if ps == 16 and sg is not None:
+            vs_sglang.append((sg / kv, f"{row}: kvpool {kv:.1f} µs vs SGLang {sg:.1f} µs"))
+    out = []
+    for name, rows, limit, worse_high, unit in (
+            ("serving trace ps 16: kvpool <= 1.0x vLLM BlockPool per step", vs_vllm, 1.0,
+             True, "x vLLM"),
+            ("serving trace ps 16: >= 5x faster than SGLang", vs_sglang, 5.0, False,
+             "x faster"),
+            ("serving trace token allocator: <= 0.5x SGLang", token, 0.5, True, "x SGLang")):
+        w = _worst(rows, worse_high)
+        if w is None:
+            out.append(Verdict(name, "n/a", "-", "needs the W5 rows of both"))
+            continue
+        ok = w[0] <= limit if worse_high else w[0] >= limit
+        out.append(Verdict(name, "PASS" if ok else "MISS", f"worst {w[0]:.2f}{unit}", w[1]))
+    return out
+
+
+def _floor(idx: dict[tuple[Any, ...], dict[str, Record]]) -> Verdict:
+    """W3 against the output floor measured beside it (every ps, need_sort, pool size)."""
+    name = "alloc_extend batch 64: <= 3x the output floor (one numpy op writing the result)"
+    rows: list[tuple[float, str]] = []
+    for key in idx:
+        wl, _, _, ps, ns, n = key
+        if wl != "w3_extend" or ns is None:
+            continue
+        kv, fl = _med(idx, key, "kvpool"), _med(idx, (*key[:4], None, n), "floor")
+        if kv is None or fl is None:
+            continue
+        sg = _med(idx, key, "sglang")
+        vs = f", SGLang {sg / kv:.1f}x slower" if sg else ""
+        rows.append((kv / fl, f"ps={ps} need_sort={ns} P={n}: kvpool {kv:.1f} µs vs floor "
+                              f"{fl:.2f} µs{vs}"))
+    w = _worst(rows, True)
+    if w is None:
+        return Verdict(name, "n/a", "-", "needs kvpool and floor rows")
+    return Verdict(name, "PASS" if w[0] <= 3 else "MISS", f"worst {w[0]:.1f}x floor", w[1])
+
+
+def _memory(mem: list[Record]) -> Verdict:
+    """kvpool's metadata bytes per page <= SGLang's, fresh and after churn, every cell."""
+    name = "metadata bytes per page <= SGLang's (fresh and after churn)"
+    by = {(m["kind"], m["page_size"], m["need_sort"], m["num_pages"], m["impl"]): m for m in mem}
+    rows: list[tuple[float, str]] = []
+    for (kind, ps, ns, n, impl), m in by.items():
+        sg = by.get((kind, ps, ns, n, "sglang"))
+        if impl != "kvpool" or sg is None:
+            continue
+        for field in ("fresh_bytes_per_page", "churned_bytes_per_page"):
+            ratio = m[field] / sg[field]
+            rows.append((ratio, f"{kind} ps={ps} need_sort={ns} P={n} "
+                                f"{field.split('_')[0]}: {m[field]:.2f} vs {sg[field]:.2f}"))
+    w = _worst(rows, True)
+    if w is None:
+        return Verdict(name, "n/a", "-", "needs the memory rows of kvpool and SGLang")
+    return Verdict(name, "PASS" if w[0] <= 1.0 else "MISS", f"worst {w[0]:.2f}x SGLang", w[1])
 
 
 def _scaling(idx: dict[tuple[Any, ...], dict[str, Record]]) -> Verdict:

@@ -14,7 +14,8 @@ implementation replays exactly the same calls. Each step of the scheduler model:
 Only allocator calls are timed (building the small length tensors and keeping the rows is the
 same harness work for everyone and is left out). vLLM maps to one ``get_new_blocks(n)`` per
 request that needs pages and one ``free_blocks`` per finished request (what its
-``KVCacheManager`` issues); requests with nothing to allocate make no call.
+``KVCacheManager`` issues); requests with nothing to allocate make no call. The ``floor`` row is
+one numpy operation per step writing as many int64 values as the step's allocations return.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 
@@ -242,6 +244,20 @@ def replay_vllm(pool: Any, trace: list[Step], ps: int) -> Generator[float, None,
     return 0
 
 
+def replay_floor(trace: list[Step], ps: int) -> Generator[float, None, int]:
+    """The output floor of each step: one numpy operation writing as many int64 values as the
+    step's allocations return (its prefill tokens plus its decode batch); digest 0."""
+    src = np.arange(max((sum(s - p for _, p, s in st.extend) + len(st.decode) for st in trace),
+                        default=0), dtype=np.int64)
+    clock = time.perf_counter
+    for step in trace:
+        view = src[:sum(s - p for _, p, s in step.extend) + len(step.decode)]
+        t0 = clock()
+        np.add(view, 1)
+        yield clock() - t0
+    return 0
+
+
 def w5_trace(cfg: Any) -> Any:
     """W5 cases: the trace for each pool size, page size (1: token, 16: paged) and need_sort.
 
@@ -270,6 +286,11 @@ def w5_trace(cfg: Any) -> Any:
                         return gen, lambda: held
                     yield Case("w5_trace", variant, kind, ps, ns, num_pages, name, make,
                                lockstep=True)
+            if cfg.device == "cpu":
+                def fmake(ps: int = ps, trace: list[Step] = trace) -> Any:
+                    return replay_floor(trace, ps), None
+                yield Case("w5_trace", variant, kind, ps, None, num_pages, "floor", fmake,
+                           lockstep=True)
             if cfg.vllm is not None:
                 def vmake(n: int = num_pages, ps: int = ps, trace: list[Step] = trace) -> Any:
                     return replay_vllm(cfg.vllm.get(n), trace, ps), None

@@ -13,7 +13,8 @@ held so that free lists are pool-sized. vLLM has no ``need_sort``; its cases car
   SGLang runs for ps 1). vLLM: batched ``get_new_blocks(256)`` + ``free_blocks``.
 - W3 ``extend``: ``alloc_extend`` for 64 requests with mixed, unaligned prefix / extend lengths;
   only the call is timed, the new pages are given back untimed. vLLM: one
-  ``get_new_blocks(n_i)`` per request.
+  ``get_new_blocks(n_i)`` per request. ``floor``: one numpy operation writing as many int64
+  values as the call returns (:func:`output_floor`).
 - W4 ``free_row``: a 32k-token row (ps 16, 2048 pages) freed by ``free`` (unique) or by
   ``free_segments`` with 4 page-aligned segments; only the free is timed, the row is taken
   again untimed. vLLM: ``free_blocks`` of its 2048 blocks.
@@ -27,6 +28,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import torch
 
 from benchmarks.adapters import (
@@ -188,7 +190,7 @@ def extend_batch(ps: int, seed: int = 1234) -> tuple[list[int], list[int]]:
     return prefix, seq
 
 
-def _new_page_positions(prefix: list[int], seq: list[int], ps: int) -> torch.Tensor:
+def new_page_positions(prefix: list[int], seq: list[int], ps: int) -> torch.Tensor:
     """Flat indices into an alloc_extend result of the slots that lie on new pages."""
     idx: list[int] = []
     flat = 0
@@ -222,7 +224,7 @@ def w3_extend(cfg: Config) -> Iterator[Case]:
                     pre_d, seq_d = pre_cpu.to(cfg.device), seq_cpu.to(cfg.device)
                     last_d = torch.tensor(last, dtype=torch.int64, device=cfg.device)
                     ext_tokens = sum(seq) - sum(prefix)
-                    new_pos = _new_page_positions(prefix, seq, ps).to(cfg.device)
+                    new_pos = new_page_positions(prefix, seq, ps).to(cfg.device)
 
                     def estep() -> float:
                         t0 = time.perf_counter()
@@ -237,6 +239,23 @@ def w3_extend(cfg: Config) -> Iterator[Case]:
             if cfg.vllm is not None:
                 yield Case("w3_extend", f"bs={EXTEND_BATCH}", "paged", ps, None, num_pages,
                            "vllm", vllm_extend(cfg.vllm, num_pages, new_pages))
+            if cfg.device == "cpu":
+                yield Case("w3_extend", f"bs={EXTEND_BATCH}", "paged", ps, None, num_pages,
+                           "floor", output_floor(sum(seq) - sum(prefix)))
+
+
+def output_floor(num_tokens: int) -> Callable[[], tuple[Step, None]]:
+    """The output floor of a call that returns ``num_tokens`` slots: one vectorised numpy
+    operation (``np.add(x, 1)`` into a new array) writing ``num_tokens`` int64 values."""
+    def make() -> tuple[Step, None]:
+        src = np.arange(num_tokens, dtype=np.int64)
+
+        def fstep() -> float:
+            t0 = time.perf_counter()
+            np.add(src, 1)
+            return time.perf_counter() - t0
+        return fstep, None
+    return make
 
 
 def w4_free_row(cfg: Config) -> Iterator[Case]:
