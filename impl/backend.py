@@ -115,6 +115,7 @@ class NumpyOps(TorchOps):
         self._host_offsets = np.arange(page_size, dtype=np.int64)
         self._counting = host_layout.Counting()
         self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
+        self._lists_of: tuple[tuple[torch.Tensor, list[int]], ...] = ()
 
     def view(self, buf: torch.Tensor) -> Any:
         return buf.numpy()
@@ -157,8 +158,10 @@ class NumpyOps(TorchOps):
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         ps = self.page_size
         if seq_lens_cpu.numel() <= host_layout.FEW_REQUESTS:  # host ints beat numpy calls
-            return sum(-(-s // ps) + p // -ps for p, s in zip(prefix_lens_cpu.tolist(),
-                                                             seq_lens_cpu.tolist()))
+            pre_list, seq_list = prefix_lens_cpu.tolist(), seq_lens_cpu.tolist()
+            # kept for the extend_slots call that follows when it gets these very tensors
+            self._lists_of = ((prefix_lens_cpu, pre_list), (seq_lens_cpu, seq_list))
+            return sum(-(-s // ps) + p // -ps for p, s in zip(pre_list, seq_list))
         seq, pre = _host(seq_lens_cpu), _host(prefix_lens_cpu)
         return int((_div(seq + (ps - 1), ps) - _div(pre + (ps - 1), ps)).sum())
 
@@ -185,9 +188,12 @@ class NumpyOps(TorchOps):
         if extend_num_tokens == 0:
             return torch.empty(0, dtype=INT64)
         if seq_lens.numel() <= host_layout.FEW_REQUESTS:
+            known, self._lists_of = self._lists_of, ()
+            pre, seq = (next((v for t, v in known if t is x), None) or x.tolist()
+                        for x in (prefix_lens, seq_lens))
             out = host_layout.extend_slots_few(
-                prefix_lens.tolist(), seq_lens.tolist(), last_loc.tolist(), new_pages,
-                self.page_size, extend_num_tokens, self._counting, self._host_offsets)
+                pre, seq, last_loc.tolist(), new_pages, self.page_size, extend_num_tokens,
+                self._counting, self._host_offsets)
         else:
             out = host_layout.extend_slots(_host(prefix_lens), _host(seq_lens),
                                            _host(last_loc), new_pages, self.page_size,

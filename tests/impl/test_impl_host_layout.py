@@ -119,3 +119,18 @@ def test_decode_reuses_openings_only_for_the_same_tensor_DECODE_5() -> None:
     assert ops.decode_slots(other, last, pages).tolist() == [11, 120, 41]
     assert ops.decode_new_pages(counted) == 2
     assert ops.decode_slots(counted, last, pages).tolist() == [120, 21, 124]
+
+
+def test_extend_reuses_host_lengths_only_for_the_same_tensors_EXTEND_5() -> None:
+    """A small batch's host lengths read for the page count serve ``extend_slots`` only when
+    it gets those very tensors; other tensors (other values) are read afresh."""
+    ops = NumpyOps(4, "cpu")
+    pre, seq = torch.tensor([2]), torch.tensor([9])
+    assert ops.extend_new_pages(pre, seq) == 2
+    other_pre, other_seq = torch.tensor([0]), torch.tensor([7])  # also 2 new pages
+    pages = np.array([5, 8], dtype=np.int64)
+    got = ops.extend_slots(other_pre, other_seq, torch.tensor([-1]), pages, 7)
+    assert got.tolist() == [20, 21, 22, 23, 32, 33, 34]
+    assert ops.extend_new_pages(pre, seq) == 2
+    got = ops.extend_slots(pre, seq, torch.tensor([41]), pages, 7)
+    assert got.tolist() == [42, 43, 20, 21, 22, 23, 32]
