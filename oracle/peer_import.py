@@ -13,6 +13,11 @@ This module follows the recipe of ``reference/baseline-on-cpu.md`` (sections 3.1
    run) unless ``sglang`` is already imported;
 4. import ``sglang.srt.mem_cache.allocator``.
 
+:func:`load_sglang_runtime` goes further, to SGLang's scheduler-side memory modules (radix cache,
+memory pools, allocation helpers, ``ScheduleBatch``): it needs SGLang's CPU-installable runtime
+dependencies (the ``sglang`` extra) and adds a placeholder only for ``torchvision`` (PyPI's build
+needs a CUDA torch).
+
 ``SGLANG_DEBUG_MEMORY_POOL`` defaults to ``"0"`` when unset (set it before the first call to get
 SGLang's debug asserts).
 """
@@ -27,6 +32,7 @@ import os
 import sys
 import threading
 import types
+import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -37,6 +43,7 @@ __all__ = [
     "PlaceholderLoader",
     "PlaceholderModule",
     "load_sglang_allocators",
+    "load_sglang_runtime",
 ]
 
 ALLOCATOR_MODULE = "sglang.srt.mem_cache.allocator"
@@ -55,6 +62,15 @@ PLACEHOLDER_NAMES: frozenset[str] = frozenset(
         "pydantic_core",
         "packaging",
     }
+)
+
+# Added for the scheduler-side chain (``load_sglang_runtime``): PyPI's torchvision is a CUDA build
+# tied to a CUDA torch (its ops do not load beside a CPU torch).
+RUNTIME_PLACEHOLDER_NAMES: frozenset[str] = frozenset({"torchvision"})
+RUNTIME_MODULES = (
+    "sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.radix_cache",
+    "sglang.srt.mem_cache.common", "sglang.srt.mem_cache.allocation",
+    "sglang.srt.managers.schedule_batch", "sglang.srt.mem_cache.kv_cache_configurator",
 )
 
 _lock = threading.Lock()
@@ -178,10 +194,28 @@ class _PlaceholderFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.ModuleSpec(fullname, self.loader, is_package=True)
 
 
-def _install_finder() -> None:
-    """Append the placeholder finder once (idempotent)."""
-    if not any(isinstance(f, _PlaceholderFinder) for f in sys.meta_path):
-        sys.meta_path.append(_PlaceholderFinder(PLACEHOLDER_NAMES))
+def _install_finder(names: frozenset[str] = PLACEHOLDER_NAMES) -> None:
+    """Append the placeholder finder once, or widen the one there to ``names`` (idempotent)."""
+    for finder in sys.meta_path:
+        if isinstance(finder, _PlaceholderFinder):
+            finder.names = finder.names | names
+            return
+    sys.meta_path.append(_PlaceholderFinder(names))
+
+
+def _import_without_placeholders(name: str) -> None:
+    """Import ``name`` with no placeholder visible (torch's inductor must see no triton)."""
+    hidden = {k: m for k, m in sys.modules.items() if isinstance(m, PlaceholderModule)}
+    finders = [f for f in sys.meta_path if isinstance(f, _PlaceholderFinder)]
+    for key in hidden:
+        del sys.modules[key]
+    for finder in finders:
+        sys.meta_path.remove(finder)
+    try:
+        importlib.import_module(name)
+    finally:
+        sys.modules.update(hidden)
+        sys.meta_path.extend(finders)
 
 
 def _register_bare_sglang() -> None:
@@ -239,3 +273,30 @@ def load_sglang_allocators() -> types.ModuleType:
             ) from exc
         _cached = module
         return module
+
+
+def load_sglang_runtime() -> dict[str, types.ModuleType]:
+    """Import SGLang 0.5.23's scheduler-side memory modules (:data:`RUNTIME_MODULES`) on CPU.
+
+    Needs SGLang's CPU-installable runtime dependencies (``pip install -e ".[sglang]"``); only
+    GPU-bound modules get placeholders: the allocator chain's, plus ``torchvision``. Imports
+    torch's inductor first with no placeholder visible (SGLang applies ``torch.compile`` at import
+    time), then the modules. Returns them by name.
+
+    Raises:
+        PeerUnavailable: a module fails to import (the message names the underlying error).
+    """
+    modules = {}
+    with warnings.catch_warnings():  # SGLang's import-time warnings (CUDA-only features)
+        warnings.simplefilter("ignore")
+        _import_without_placeholders("torch._inductor.compile_fx")
+        load_sglang_allocators()
+        _install_finder(PLACEHOLDER_NAMES | RUNTIME_PLACEHOLDER_NAMES)
+        for name in RUNTIME_MODULES:
+            try:
+                modules[name] = importlib.import_module(name)
+            except Exception as exc:
+                raise PeerUnavailable(
+                    f"cannot import {name} ({type(exc).__name__}: {exc}); install SGLang's CPU "
+                    'runtime dependencies with pip install -e ".[sglang]"') from exc
+    return modules
