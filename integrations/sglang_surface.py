@@ -1,0 +1,79 @@
+"""Which attributes SGLang's code reads on its KV allocator, found in its sources.
+
+:func:`attributes_read` parses every module under a directory (``sglang/srt``) and collects the
+``X`` of ``<alias>.X`` where the alias is ``token_to_kv_pool_allocator`` -- a parameter or local
+of that name, any ``<expr>.token_to_kv_pool_allocator``, or a local name assigned from one in the
+same function. Nothing is imported. :data:`COMPOSITE_ONLY` lists the names read only on SGLang's
+composite pools (SWA, HiSparse, Mamba, DeepSeek-V4, page-interleaved), behind type checks: SGLang's
+own single-pool allocators lack them too.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+
+__all__ = ["ALLOCATOR_NAME", "COMPOSITE_ONLY", "attributes_read"]
+
+ALLOCATOR_NAME = "token_to_kv_pool_allocator"
+
+COMPOSITE_ONLY: frozenset[str] = frozenset({
+    "full_available_size", "swa_attn_allocator", "translate_swa_indices_for_transfer",
+    "translate_loc_from_full_to_swa", "swa_available_size", "hisparse_attn_allocator",
+    "free_hisparse_indices", "logical_attn_allocator", "get_last_loc_compressed",
+    "full_to_hisparse_device_index_mapping", "flush_opportunistic",
+    "swa_capacity_and_available", "size_swa", "shard_spec", "set_host_transfer_move_gate",
+    "set_disagg_move_gate", "prewarm_compaction", "mamba_slot_full_token_cost",
+    "mamba_allocator", "hisparse_kvcache", "free_swa_segment", "free_hisparse",
+    "ensure_c128_capacity", "configure_spec_scratch", "compress_ratio", "alloc_device_buffer",
+    "full_attn_allocator", "c128_num_pages_needed", "aggregate_free_size",
+    "alloc_logical_only", "class_free_page_counts", "clear_full_to_swa_mapping",
+    "draft_virtual_id_space", "full_to_swa_index_mapping", "full_v2p_page_table",
+    "reclaim_for_prealloc", "set_full_to_swa_mapping", "set_inflight_forward",
+    "set_latest_forward_done_event", "shard_size", "swa_v2p_page_table", "translate_kv_loc",
+    "translate_write_loc", "unified_buffer",
+})
+
+
+def _is_allocator_expr(node: ast.AST, aliases: set[str]) -> bool:
+    if isinstance(node, ast.Name):
+        return node.id in aliases
+    return isinstance(node, ast.Attribute) and node.attr == ALLOCATOR_NAME
+
+
+def _scan_scope(body: ast.AST, found: dict[str, list[str]], where: str) -> None:
+    aliases = {ALLOCATOR_NAME}
+    for node in ast.walk(body):
+        if isinstance(node, ast.Assign) and _is_allocator_expr(node.value, aliases):
+            aliases.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    for node in ast.walk(body):
+        if (isinstance(node, ast.Attribute) and _is_allocator_expr(node.value, aliases)
+                and not node.attr.startswith("__")):
+            found.setdefault(node.attr, []).append(f"{where}:{node.lineno}")
+
+
+def attributes_read(root: str) -> dict[str, list[str]]:
+    """``{attribute: ["path:line", ...]}`` for every allocator attribute read under ``root``.
+
+    Unparsable files are skipped. Paths are relative to ``root``.
+    """
+    found: dict[str, list[str]] = {}
+    for folder, _, files in os.walk(root):
+        for name in sorted(files):
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    text = handle.read()
+                if ALLOCATOR_NAME not in text:
+                    continue  # no alias can be bound without the name
+                tree = ast.parse(text)
+            except (SyntaxError, UnicodeDecodeError):
+                continue
+            where = os.path.relpath(path, root)
+            scopes: list[ast.AST] = [n for n in ast.walk(tree)
+                      if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+            for scope in scopes or [tree]:
+                _scan_scope(scope, found, where)
+    return {k: sorted(set(v)) for k, v in found.items()}
