@@ -18,12 +18,14 @@ import torch
 from benchmarks import memory, report, targets
 from benchmarks.adapters import VllmPools
 from benchmarks.peers import load_peers
+from benchmarks.sglang_serving import w6_sglang_serving
 from benchmarks.timing import Settings, measure_interleaved
 from benchmarks.trace import summary, w5_trace
 from benchmarks.workloads import Case, Config, w1_alloc_free, w2_decode, w3_extend, w4_free_row
 
 WORKLOADS: dict[str, Callable[[Config], Iterator[Case]]] = {
     "w1": w1_alloc_free, "w2": w2_decode, "w3": w3_extend, "w4": w4_free_row, "w5": w5_trace,
+    "w6": w6_sglang_serving,
 }
 MALLOC_KEYS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
