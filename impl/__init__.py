@@ -1,6 +1,7 @@
 """kvpool.impl: the production KV-cache allocators on torch tensors (CPU and CUDA).
 
-Drop-in for SGLang 0.5.23's ``TokenToKVPoolAllocator`` and ``PagedTokenToKVPoolAllocator``,
+Drop-in for SGLang 0.5.23's ``TokenToKVPoolAllocator``, ``PagedTokenToKVPoolAllocator`` and
+``SWATokenToKVPoolAllocator`` (the hybrid sliding-window pair, :class:`kvpool.spec.HybridModel`),
 call for call equal to :class:`kvpool.spec.AllocatorModel` (the reference order). Free lists live
 in preallocated tensors with host-side counters, so ``alloc`` and every kind of free cost
 O(pages moved); ``checked=True`` validates every call with the spec's rules. On CUDA the hot
@@ -9,6 +10,7 @@ paths are sync-free torch ops; on CPU the same arithmetic runs in numpy on the s
 """
 
 from .paged import PagedTokenToKVPoolAllocator
+from .swa import SWATokenToKVPoolAllocator
 from .token import TokenToKVPoolAllocator
 
-__all__ = ["PagedTokenToKVPoolAllocator", "TokenToKVPoolAllocator"]
+__all__ = ["PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "TokenToKVPoolAllocator"]

@@ -1,7 +1,7 @@
 """kvpool.spec: the executable specification of SGLang's KV-cache allocator contract.
 
 Pure Python, standard library only. Start with :class:`AllocatorModel` (the reference model in
-SGLang's exact order), :mod:`kvpool.spec.contract` (acceptance of any correct allocator's choice)
+SGLang's exact order), :class:`HybridModel` (the hybrid sliding-window allocator), :mod:`kvpool.spec.contract` (acceptance of any correct allocator's choice)
 and :mod:`kvpool.spec.layout` / :mod:`kvpool.spec.segments` (the index arithmetic). Clause IDs
 (``ALLOC-3``, ``SEG-5``, ...) are defined in SPEC.md.
 """
@@ -14,6 +14,7 @@ from .contract import (
     check_census,
 )
 from .errors import ContractViolation
+from .hybrid import HybridModel, HybridResizeConfig, HybridTreeCache
 from .layout import (
     ceil_div,
     decode_needs_page,
@@ -31,6 +32,9 @@ __all__ = [
     "AllocatorModel",
     "ContractViolation",
     "Divergence",
+    "HybridModel",
+    "HybridResizeConfig",
+    "HybridTreeCache",
     "ResizeConfig",
     "TreeCache",
     "accept_alloc",

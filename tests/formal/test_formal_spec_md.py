@@ -18,7 +18,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_MD = ROOT / "SPEC.md"
-PREFIXES = "MODEL|INV|ERR|ALLOC|EXTEND|DECODE|FREE|SEG|GROUP|SORT|CAP|LIFE|ALIAS"
+PREFIXES = "MODEL|INV|ERR|ALLOC|EXTEND|DECODE|FREE|SEG|GROUP|SORT|CAP|LIFE|ALIAS|SWA"
 TOKEN = re.compile(rf"(?<![A-Za-z0-9])({PREFIXES})[-_](\d+)(?:\.\.(\d+))?(?![\d])")
 ANCHOR = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\*')
 

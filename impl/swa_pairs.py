@@ -1,0 +1,87 @@
+"""The full -> SWA mapping tensor of the hybrid allocator and its O(slots moved) operations.
+
+SGLang's layout: ``size + page_size`` entries (one per full slot, page 0 included) plus a
+trailing ``-1``, so that ``mapping[-1] == -1`` translates an empty prefix's ``last_loc``
+(``SWA-1``). Entry 0 means "no SWA peer". The KV pool reads the tensor by identity (it is
+registered once), so it is never rebound except by ``resize`` (then registered again).
+
+On the CPU the gathers and clears run in numpy on the tensor's memory (torch's per-op dispatch
+costs more than the work for short rows); on CUDA they are torch ops without a host sync
+(``index_fill_`` takes its 0 as a kernel argument).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from kvpool.spec.window import RELEASED
+
+from .checked import host_list
+
+
+class PairTable:
+    """``mapping[full_slot] -> swa_slot`` with SGLang's trailing ``-1``; see the module doc."""
+
+    def __init__(self, size: int, page_size: int, device: Any) -> None:
+        self.page_size = page_size
+        self.device = device
+        self.mapping = torch.cat([torch.zeros(size + page_size, dtype=torch.int64, device=device),
+                                  torch.tensor([-1], dtype=torch.int64, device=device)])
+        self._np = self.mapping.numpy() if self.mapping.device.type == "cpu" else None
+        self._offsets = torch.arange(page_size, dtype=torch.int64, device=device)
+
+    def clear(self) -> None:
+        """Every pair released; the trailing ``-1`` stays. O(size)."""
+        self.mapping[:-1].zero_()
+
+    def set(self, full: torch.Tensor, swa: torch.Tensor) -> None:
+        """Pair ``full[k]`` with ``swa[k]``. O(k)."""
+        if full.numel() == 0:
+            return
+        if self._np is not None:
+            self._np[full.numpy()] = swa.numpy()
+        else:
+            self.mapping[full.to(torch.int64)] = swa.to(torch.int64)
+
+    def gather(self, full: torch.Tensor) -> torch.Tensor:
+        """The mapped values of ``full`` (a new tensor; ``-1`` reads ``-1``). O(k)."""
+        if self._np is not None:
+            return torch.from_numpy(self._np[full.numpy()])
+        return self.mapping[full.to(torch.int64)]
+
+    def take(self, full: torch.Tensor) -> torch.Tensor:
+        """Gather, then release, the pairs of ``full``: all values are read before any is
+        cleared, so a slot named twice reads its peer twice. O(k)."""
+        values = self.gather(full)
+        if self._np is not None:
+            self._np[full.numpy()] = RELEASED
+        else:
+            self.mapping.index_fill_(0, full.to(torch.int64), RELEASED)
+        return values
+
+    def expand_to_full_pages(self, slots: torch.Tensor) -> torch.Tensor:
+        """Every slot of the full pages of ``slots``, duplicates kept (``window.full_page_slots``,
+        vectorised; ``SWA-10``). O(k * page_size)."""
+        ps = self.page_size
+        if ps == 1:
+            return slots.to(torch.int64)
+        base = slots.to(torch.int64) // ps * ps
+        return (base[:, None] + self._offsets[None, :]).reshape(-1)
+
+    def peer_of(self, slot: int) -> int:
+        """Host read of one entry (checked mode; syncs on CUDA)."""
+        return int(self.mapping[slot].item())
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The live pairs, on the host (the census; syncs). O(size)."""
+        values = host_list(self.mapping[:-1])
+        return [(f, s) for f, s in enumerate(values) if s != RELEASED]
+
+    def check_invariants(self) -> list[str]:
+        """The trailing ``-1`` and entry values within range."""
+        problems = [] if self.peer_of(-1) == -1 else ["SWA-1: the mapping lost its trailing -1"]
+        if bool((self.mapping[:-1] < 0).any()):
+            problems.append("SWA-1: a mapping entry is negative")
+        return problems
+
