@@ -205,16 +205,18 @@ class NumpyOps(TorchOps):
 
     def decode_slots(self, seq_lens: torch.Tensor, last_loc: torch.Tensor,
                      new_pages: Any) -> torch.Tensor:
-        slots = _host(last_loc) + 1  # a new array: the continued slot of every request
-        num_pages = len(new_pages)
-        if num_pages == 0:
-            return _out(slots)
-        ps = self.page_size
+        num_pages, batch_size = len(new_pages), last_loc.numel()
         known, self._opening_of = self._opening_of, None
-        if ps == 1 and num_pages == slots.size:  # every request opens a page
+        if num_pages == 0:
+            return _out(_host(last_loc) + 1)  # a new array: every request continues
+        ps = self.page_size
+        if ps == 1 and num_pages == batch_size:  # every request opens a page
             return _out(new_pages.copy())
         opening = known[1] if known is not None and known[0] is seq_lens else self._opening(
             seq_lens)
+        if len(opening) == batch_size == num_pages:  # every request opens one, in order
+            return _out(new_pages * ps)
+        slots = _host(last_loc) + 1  # a new array: the continued slot of every request
         # the r-th opening request takes new_pages[r] (clamped like layout.decode_slots)
         if len(opening) <= num_pages:
             slots[opening] = new_pages[: len(opening)] * ps
