@@ -52,7 +52,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         cls = type(self)
-        self.init_scheduler(Executor(cls.target, cls.config, owners=self.owners))
+        self.init_scheduler(Executor(cls.target, cls.config))
         self.ready = False
         self.broken = False
 

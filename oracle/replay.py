@@ -18,23 +18,9 @@ from .trace import Trace
 
 
 def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure | None:
-    """Run ``trace`` on ``target``; the first divergence, or None when every step conforms.
-
-    Page maps of a replayed failure label owned pages by the step that allocated them.
-    """
+    """Run ``trace`` on ``target``; the first divergence, or None when every step conforms."""
     mode = order or trace.order
-    ex: Executor
-
-    def owners() -> dict[int, str]:
-        """Pages by the call that handed them out last: ``A`` = step 1, ``B`` = step 2, ..."""
-        out: dict[int, str] = {}
-        for i, s in enumerate(ex.trace.steps):
-            if s.call in ALLOC_CALLS and s.raises is None and isinstance(s.expect, list):
-                out.update((slot // trace.page_size, chr(ord("A") + i % 26)) for slot in s.expect)
-        return out
-
-    config = Config(trace.page_size, trace.need_sort, trace.device, mode)
-    ex = Executor(target, config, owners=owners)
+    ex = Executor(target, Config(trace.page_size, trace.need_sort, trace.device, mode))
     slots: dict[int, int] = {}
     end = len(trace.steps) if trace.failing_step is None else trace.failing_step + 1
     try:

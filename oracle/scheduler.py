@@ -57,18 +57,6 @@ class Scheduler:
     def group_open(self) -> bool:
         return self.model.group is not None
 
-    def owners(self) -> dict[int, str]:
-        """Page -> one-letter owner for page maps."""
-        out: dict[int, str] = {}
-        for req in self.reqs.values():
-            for slot in req.live():
-                out[slot // self.ps] = chr(ord("A") + req.rid % 26)
-        for block in self.raw:
-            out.update((s // self.ps, "r") for s in block)
-        for entry in self.cache:
-            out.update((s // self.ps, "c") for s in entry)
-        return out
-
     def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
         """Draw a token count: small and near page boundaries, or near this call's share of the
         free capacity (so that shortages and merges happen often)."""

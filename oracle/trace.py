@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .calls import CALLS
+from .repro import raises_block
 
 TRACE_FORMAT = 1
 
@@ -27,6 +28,7 @@ class TraceStep:
     expect: Any = None
     raises: str | None = None
     clobber: bool = False  # the caller overwrote its input tensor(s) right after the call
+    raised: str | None = None  # what the target raised on this valid call ("Type: message")
     available_after: int | None = None
     census_after: list[int] | None = None  # sorted multiset of get_all_free_pages()
     free_after: list[int] | None = None  # exact get_all_free_pages() (reference order only)
@@ -46,6 +48,7 @@ class Trace:
     detail: str | None = None
     failing_step: int | None = None
     final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
+    error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -84,7 +87,8 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
     """A self-contained pytest function replaying ``trace`` on ``factory_path`` (module:attr).
 
     Steps before the failing one assert their spec results (so the path is the same); the
-    failing step asserts what the spec expects there; a raising step uses ``pytest.raises``.
+    failing step ends with ``final_asserts`` (:mod:`kvpool.oracle.repro`); a rejected step runs
+    under ``pytest.raises`` of the target's declared error types.
     """
     module, _, attr = factory_path.partition(":")
     fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
@@ -100,6 +104,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "from kvpool.oracle.treecache import TinyTreeCache",
         "from kvpool.spec import ContractViolation, ResizeConfig",
         f"from {module} import {attr} as factory",
+        "{imports}",
         "",
         f"DEVICE = {trace.device!r}",
         "",
@@ -107,13 +112,14 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "    return torch.tensor(values, dtype=torch.int64, device=DEVICE)",
         "",
     ]
+    imports: set[str] = set()
     for i, step in enumerate(trace.steps[: fail + 1]):
         var = f"r{i}"
         calls = call_source(step, var)
         if step.raises is not None:
-            body.append("with pytest.raises(ContractViolation) as err:")
-            body += ["    " + line for line in calls]
-            body.append(f"assert err.value.clause == {step.raises!r}")
+            lines, needed = raises_block(trace, step, calls)
+            body += lines
+            imports |= needed
             continue
         body += calls
         body += result_asserts(step, var) if i < fail else trace.final_asserts
@@ -124,4 +130,6 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         body.append(f"assert sorted(a.get_all_free_pages().tolist()) == {last.census_after!r}")
     if last is not None and last.free_after is not None:
         body.append(f"assert a.get_all_free_pages().tolist() == {last.free_after!r}")
+    slot = body.index("{imports}")
+    body[slot : slot + 1] = sorted(imports)
     return f"def {name}():\n" + "\n".join(("    " + line) if line else "" for line in body) + "\n"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import types
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -165,6 +166,17 @@ class BoundaryNever(_SegmentsBase):
 
     def free_segments(self, segments: Any) -> None:
         self._release_all(self._segment_pages(segments, drop_shared=True))
+
+
+class PagedFreeNoDedup(SpecTorchAllocator):
+    """FREE-4: a paged ``free`` releases a page once per slot instead of once per page."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index)
+        m = self.model
+        if m.group is None and not m.need_sort:
+            pages = [s // self.page_size for s in self._in(free_index)]
+            m.free_pages = sorted((Counter(pages) - Counter(set(pages))).elements()) + m.free_pages
 
 
 class SlotTwice(SpecTorchAllocator):
@@ -382,10 +394,11 @@ BROKEN = (
     Broken(DeferredNotCopied, ("INV-1", "INV-4", "INV-2")),
     Broken(UnalignedFloored, ("ALLOC-1",)),
     Broken(NoMergeBeforeNone, ("ALLOC-3", "SORT-2"), need_sort=True),
-    Broken(BoundaryTwice, ("INV-2", "INV-4")),
-    Broken(BoundaryNever, ("INV-1", "INV-4")),
+    Broken(BoundaryTwice, ("SEG-5",)),
+    Broken(BoundaryNever, ("SEG-5",)),
+    Broken(PagedFreeNoDedup, ("FREE-4",)),
     Broken(SlotTwice, ("INV-1", "INV-4", "ALLOC-4")),
-    Broken(LeakOnFree, ("INV-4", "INV-1")),
+    Broken(LeakOnFree, ("FREE-4",)),
     Broken(AvailableOffByOnePage, ("INV-4",)),
     Broken(DecodeNewPageWrong, ("DECODE-5", "DECODE-4", "DECODE-6", "DECODE-7")),
     Broken(ExtendPart1OffByOne, ("EXTEND-5",)),

@@ -102,7 +102,9 @@ class SpecTorchAllocator:
         if tree_cache is not None and shortfall > 0:
             tree_cache.evict(shortfall)
 
-    def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any) -> bool:
+    def check_decode_capacity(
+        self, *, num_tokens: int, tree_cache: Any, requests: Any = None, spec_algorithm: Any = None
+    ) -> bool:
         self.evict_to_free_tokens(tree_cache, num_tokens)
         return self.available_size() >= num_tokens
 

@@ -97,11 +97,11 @@ def test_oracle_cli_divergence_exits_1_and_replays(tmp_path: Path) -> None:
         tmp_path,
     )
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "[INV-" in r.stdout and "def test_kvpool_repro" in r.stdout
+    assert "[FREE-4]" in r.stdout and "def test_kvpool_repro" in r.stdout
     traces = list((tmp_path / "traces").glob("*.json"))
     assert len(traces) == 1
     data = json.loads(traces[0].read_text())
-    assert data["kvpool_trace"] == 1 and data["clause"].startswith("INV-")
+    assert data["kvpool_trace"] == 1 and data["clause"] == "FREE-4"
     again = _run(["-m", "kvpool.oracle", "replay", str(traces[0])], tmp_path)
     assert again.returncode == 1 and data["clause"] in again.stdout
     clean = _run(

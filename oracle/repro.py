@@ -1,0 +1,92 @@
+"""What a generated pytest repro asserts at its failing step and around a rejected call.
+
+The repro (``trace.to_pytest``) replays the steps and ends with the asserts chosen here, so
+that it fails on the broken target and passes on a fixed one, for every kind of failing call:
+
+- the target raised on a valid call: the call itself fails the repro; in exact order the
+  spec's result is asserted after it (it is known before the target runs), in contract order
+  nothing more (another correct allocator may return other slots);
+- an allocation that returned the wrong slots (exact) or an invalid choice (contract), the
+  wrong None, a capacity hook's wrong answer or eviction count: the call's own checks
+  (``Call.checks``) or the None rule; never a variable the call does not bind;
+- a result changed later (ALIAS-1), a byte-accounting report (CAP-3);
+- every other call: the census asserts that follow the step (``available_after``, ...).
+
+A rejected call (``raises``) runs under ``pytest.raises`` of the target's declared error types;
+only a ``ContractViolation`` must name the spec's clause.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import TYPE_CHECKING
+
+from .calls import ALLOC_CALLS, CALLS
+
+if TYPE_CHECKING:
+    from .trace import Trace, TraceStep
+
+CONTRACT_VIOLATION = "kvpool.spec.errors.ContractViolation"
+# The None rule of each allocation: its result is None iff free + staged cannot cover it.
+NONE_CLAUSES = frozenset(CALLS[c].raise_clause for c in ALLOC_CALLS)
+
+
+def failure_asserts(trace: Trace, index: int, *, alias_step: int | None = None) -> list[str]:
+    """The asserts after failing step ``index`` (see the module docstring).
+
+    Clears the step's census expectations where they are not the spec's (a contract-order
+    allocation the spec could not adopt).
+    """
+    step = trace.steps[index]
+    call = CALLS[step.call]
+    clause, detail, var = trace.clause or "", trace.detail or "", f"r{index}"
+    if clause == "CAP-3":
+        return ["assert not a.verify_byte_accounting()  # CAP-3"]
+    if clause == "ALIAS-1":
+        k = index if alias_step is None else alias_step
+        return [f"assert r{k}.tolist() == {trace.steps[k].expect!r}  # ALIAS-1"]
+    if step.raises is not None or call.checks is None:
+        return []
+    exact = trace.order == "exact"
+    if step.raised is not None:  # the call raises on the broken target
+        return call.checks(step.args, step.expect, var) if exact else []
+    if call.group == "cache":
+        if call.name == "evict_to_free_tokens" and not exact:  # at least the spec's evictions
+            return [f"assert len(cache.entries) <= {len(step.args['entries']) - step.expect}"]
+        return call.checks(step.args, step.expect, var)
+    if exact:
+        return call.checks(step.args, step.expect, var)
+    step.available_after = step.census_after = step.free_after = None
+    if clause in NONE_CLAUSES:  # the target's None-ness was wrong: the spec's is the other one
+        return [f"assert ({var} is None) == {step.expect is not None}  # [{clause}]"]
+    return [f"assert {var} is None or {var}.tolist() != {step.expect!r}  # [{clause}] {detail}"]
+
+
+def error_type_names(types: tuple[type[BaseException], ...]) -> list[str]:
+    """Dotted names of exception classes, as a trace stores them."""
+    return [f"{t.__module__}.{t.__qualname__}" for t in types]
+
+
+def raises_block(trace: Trace, step: TraceStep, calls: list[str]) -> tuple[list[str], set[str]]:
+    """The lines running a rejected call under ``pytest.raises``, and the imports they need."""
+    names = trace.error_types or [CONTRACT_VIOLATION]
+    imports, exprs = set(), []
+    for name in names:
+        module, _, cls = name.rpartition(".")
+        if name == CONTRACT_VIOLATION:
+            exprs.append("ContractViolation")
+        elif module == "builtins" and hasattr(builtins, cls):
+            exprs.append(cls)
+        else:
+            imports.add(f"from {module} import {cls}")
+            exprs.append(cls)
+    if exprs == ["ContractViolation"]:
+        check = f"assert err.value.clause == {step.raises!r}"
+    else:  # the target's own types: a ContractViolation among them must still name the clause
+        check = (
+            "assert not isinstance(err.value, ContractViolation) or "
+            f"err.value.clause == {step.raises!r}"
+        )
+    head = exprs[0] if len(exprs) == 1 else f"({', '.join(exprs)})"
+    lines = [f"with pytest.raises({head}) as err:", *("    " + line for line in calls), check]
+    return lines, imports

@@ -1,0 +1,142 @@
+"""Reports that never mislead: repros for every failing call kind, raises shown as raises,
+page maps whose every symbol is explained, clauses that name the call's own rule, and the
+tree cache in every SGLang protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from kvpool.oracle.pagemap import LEGEND
+from kvpool.oracle.replay import replay
+from kvpool.oracle.report import Failure
+from kvpool.oracle.runner import Config, run_config
+from kvpool.oracle.targets import load_target
+from kvpool.oracle.trace import Trace
+from protocol_allocators import RAISING_CALLS
+
+EXACT = Config(4, False, "cpu", "exact")
+CONTRACT = Config(4, False, "cpu", "contract")
+
+
+def _fails(path: str, config: Config, examples: int = 150) -> Failure:
+    result = run_config(load_target(path), config, max_examples=examples, shrink_seconds=2)
+    assert result.error is None, result.error
+    assert result.failure is not None, f"{path} passed {config.label()}"
+    return result.failure
+
+
+def _passes(path: str, config: Config, examples: int = 60) -> None:
+    result = run_config(load_target(path), config, max_examples=examples)
+    assert result.ok, result.failure.report() if result.failure else result.error
+
+
+def _repro_outcome(source: str) -> BaseException | None:
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<repro>", "exec"), namespace)
+    try:
+        namespace["test_kvpool_repro"]()
+    except Exception as err:  # an assert, or the target's own raise
+        return err
+    return None
+
+
+@pytest.mark.parametrize("order", ["exact", "contract"])
+@pytest.mark.parametrize("call", RAISING_CALLS)
+def test_oracle_repro_is_valid_for_every_failing_call_kind(call: str, order: str) -> None:
+    """A valid call that raises: the report shows the raise, the repro fails with the target's
+    own exception and passes once the factory is the correct one."""
+    failure = _fails(f"protocol_allocators:raising_{call}", Config(4, False, "cpu", order))
+    lines = failure.step_lines()
+    diverging = next(line for line in lines if "<-- diverges" in line)
+    assert f" {call}(" in diverging and "-> raised RuntimeError: planted failure" in diverging
+    source = failure.pytest_source()
+    compile(source, "<repro>", "exec")
+    err = _repro_outcome(source)
+    assert isinstance(err, RuntimeError) and "planted failure" in str(err), source
+    fixed = source.replace(
+        f"from protocol_allocators import raising_{call} as factory",
+        "from spec_torch import spec_paged as factory",
+    )
+    assert fixed != source
+    assert _repro_outcome(fixed) is None, fixed
+
+
+def test_oracle_steps_show_raises_not_returns() -> None:
+    """A bad call shows the clause it raised; no raising step shows a return value."""
+    failure = _fails("broken_allocators:pagezeroaccepted", EXACT)
+    for step, line in zip(failure.trace.steps, failure.step_lines()):
+        if step.raises is not None:
+            assert f"-> raises {step.raises}" in line and "-> [" not in line
+
+
+def test_oracle_page_map_symbols_are_all_explained() -> None:
+    """Every character of every page map line is in the legend; owners are labelled the same
+    way in the run and in a replay of its trace."""
+    for path in (
+        "broken_allocators:leakonfree",
+        "broken_allocators:boundarytwice",
+        "broken_allocators:deferrednotcopied",
+        "broken_allocators:clearkeepsstaged",
+    ):
+        config = Config(4, path.endswith("staged"), "cpu", "exact")
+        failure = _fails(path, config)
+        report = failure.report()
+        assert LEGEND in report and TARGET_LEGEND in report
+        for line in (failure.before + "\n" + failure.after).splitlines():
+            if "|" in line:
+                chars = line.split("|")[1]
+                legend = TARGET_LEGEND if "target" in line else LEGEND
+                for ch in set(chars):
+                    symbol = "A-Z" if ch.isupper() else "2-9" if ch.isdigit() else ch
+                    assert f"{symbol} " in legend, (ch, line, legend)
+        again = replay(Trace.from_json(failure.trace.to_json()), load_target(path))
+        assert again is not None and (again.before, again.after) == (failure.before, failure.after)
+        if any(s.clobber for s in failure.trace.steps):
+            assert "[input reused]: the caller overwrote" in report
+
+
+@pytest.mark.parametrize(
+    ("path", "clause"),
+    [
+        ("minimal_allocator:make_nodedup", "FREE-4"),
+        ("broken_allocators:pagedfreenodedup", "FREE-4"),
+        ("broken_allocators:boundarytwice", "SEG-5"),
+        ("broken_allocators:boundarynever", "SEG-5"),
+    ],
+)
+def test_oracle_names_the_calls_own_clause_first(path: str, clause: str) -> None:
+    """A census mismatch right after a free that its own rule explains names that rule."""
+    failure = _fails(path, EXACT if path.startswith("broken") else CONTRACT)
+    assert failure.clause == clause, failure.report()
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "protocol_allocators:evictforalloc",
+        "protocol_allocators:evictparams",
+        "spec_torch:spec_paged",
+    ],
+)
+def test_oracle_tree_cache_speaks_every_protocol(path: str) -> None:
+    """evict_for_alloc(EvictParams), evict(EvictParams) and evict(int) all conform exactly."""
+    _passes(path, EXACT)
+
+
+def test_oracle_evicting_more_than_the_shortfall_is_contract_conformant() -> None:
+    _passes("protocol_allocators:evicteverything", CONTRACT)
+    exact = _fails("protocol_allocators:evicteverything", EXACT)
+    assert exact.clause == "CAP-1" and exact.hint and "--order contract" in exact.hint
+    short = _fails("protocol_allocators:evicttoolittle", CONTRACT)
+    assert short.clause in ("CAP-1", "CAP-2"), short.report()
+
+
+def test_oracle_capacity_hook_gets_sglangs_keywords() -> None:
+    """check_decode_capacity must take requests= / spec_algorithm= unless declared off."""
+    failure = _fails("protocol_allocators:nocontext", EXACT)
+    assert failure.clause == "CAP-2" and "requests" in failure.detail
+    assert failure.hint and "capacity_context=false" in failure.hint
+    assert _repro_outcome(failure.pytest_source()) is not None
+    _passes("protocol_allocators:nocontext_declared", EXACT)
