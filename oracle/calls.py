@@ -163,10 +163,17 @@ def _cache_source(call: str, a: Args, var: str) -> list[str]:
     head = f"cache = TinyTreeCache.for_torch(a, {a['entries']!r}, DEVICE)"
     if call == "evict_to_free_tokens":
         return [head, f"a.evict_to_free_tokens(cache, {a['num_tokens']})"]
+    context = "".join(f", {k}={v!r}" for k, v in capacity_context(a).items())
     return [
         head,
-        f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache)",
+        f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache"
+        f"{context})",
     ]
+
+
+def capacity_context(a: Args) -> dict[str, Any]:
+    """SGLang 0.5.23's extra ``check_decode_capacity`` keywords when the step carries them."""
+    return {"requests": [], "spec_algorithm": None} if a.get("context") else {}
 
 
 def _evict_checks(a: Args, expect: Any, var: str) -> list[str]:
@@ -341,7 +348,9 @@ _TABLE = [
             num_tokens=a["num_tokens"], tree_cache=a["tree_cache"]
         ),
         target=lambda alloc, a, device: _no_inputs(
-            alloc.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=a["tree_cache"])
+            alloc.check_decode_capacity(
+                num_tokens=a["num_tokens"], tree_cache=a["tree_cache"], **capacity_context(a)
+            )
         ),
         source=lambda a, var: _cache_source("check_decode_capacity", a, var),
         raise_clause="CAP-2",

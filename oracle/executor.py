@@ -47,8 +47,14 @@ class Executor:
         self.factory, self.caps = target.factory, target.caps
         self.device, self.order = config.device, config.order
         self.page_size, self.need_sort = config.page_size, config.need_sort
-        self.trace = Trace(target.path, config.page_size, config.need_sort, config.device,
-                           config.order, error_types=error_type_names(target.caps.error_types))
+        self.trace = Trace(
+            target.path,
+            config.page_size,
+            config.need_sort,
+            config.device,
+            config.order,
+            error_types=error_type_names(target.caps.error_types),
+        )
         self.model: AllocatorModel | None = None
         self.target: Any = None
         self.held: list[tuple[int, torch.Tensor, torch.Tensor]] = []
@@ -145,9 +151,14 @@ class Executor:
                 ) from err
         if self.order == "exact" and call.group == "alloc":
             step.expect = expected  # the spec's result, asserted by a repro even if this raises
-        got_obj, inputs = self._guard(
-            step, call, lambda: call.target(self.target, step.args, self.device)
-        )
+        try:
+            got_obj, inputs = self._guard(
+                step, call, lambda: call.target(self.target, step.args, self.device)
+            )
+        except Divergence:
+            if expected is None and call.group == "alloc":  # contract order: not checked yet
+                self._spec_accepts(pre, step)
+            raise
         if step.clobber:
             for x in inputs:
                 x.fill_(0)
@@ -168,6 +179,17 @@ class Executor:
             self.held.append((len(self.trace.steps) - 1, got_obj, got_obj.clone()))
             del self.held[:-MAX_HELD]
         return got
+
+    @staticmethod
+    def _spec_accepts(model: AllocatorModel, step: TraceStep) -> None:
+        """Raise :class:`OracleError` when the spec rejects ``step`` on (a copy of) ``model``:
+        a target raising on an invalid call (a shortened trace's) is no divergence."""
+        try:
+            CALLS[step.call].spec(clone_model(model), step.args)
+        except ContractViolation as err:
+            raise OracleError(
+                f"step {step.call}({step.args}) is invalid under the spec: {err}"
+            ) from err
 
     def _accept(self, model: AllocatorModel, step: TraceStep, got: Any) -> None:
         a = step.args
@@ -212,6 +234,7 @@ class Executor:
         if more > 0 and self.order == "contract":
             model_cache.evict_entries(more)
         elif more != 0:
+            step.expect = spec_answer()
             raise Divergence(
                 "CAP-1",
                 f"evicted {target_cache.num_evicted} cache entries for {num_tokens} tokens, "
@@ -318,6 +341,7 @@ class Executor:
         except accepted:  # the target's declared error type: any message will do
             pass
         except Exception as err:
+            step.raised = f"{type(err).__name__}: {err}"
             names = " or ".join(t.__name__ for t in accepted)
             raise Divergence(
                 str(clause),

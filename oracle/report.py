@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .pagemap import LEGEND
+from .pagemap import LEGEND, REUSED_NOTE, TARGET_LEGEND
 from .trace import Trace
 
 _latest: list[Failure | None] = [None]
@@ -37,21 +37,31 @@ class Failure:
         return f"[{self.clause}] {self.detail}"
 
     def step_lines(self) -> list[str]:
-        """The trace, one call per line, up to the failing step."""
+        """The trace, one call per line, up to the failing step.
+
+        A rejected call shows the clause it raises (``-> raises FREE-3``), a valid call the
+        target raised on shows that (``-> raised RuntimeError: ...``); other calls before the
+        failing one show the result both sides agreed on. The failing step's result is in the
+        headline."""
+        from .calls import CALLS
+
         end = self.trace.failing_step
         steps = self.trace.steps if end is None else self.trace.steps[: end + 1]
         lines = []
         for i, s in enumerate(steps):
             args = ", ".join(f"{k}={v!r}" for k, v in s.args.items())
-            tail = (
-                f" -> raises {s.raises}"
-                if s.raises
-                else (
-                    f" -> {s.expect!r}"
-                    if s.call in ("alloc", "alloc_extend", "alloc_decode", "check_decode_capacity")
-                    else ""
-                )
-            )
+            group = CALLS[s.call].group
+            if s.raises:
+                tail = f" -> raises {s.raises}"
+                tail += f"; the target raised {s.raised}" if s.raised else ""
+            elif s.raised:
+                tail = f" -> raised {s.raised}"
+            elif i == end or group not in ("alloc", "cache"):
+                tail = ""
+            elif s.call == "evict_to_free_tokens":
+                tail = f" -> {s.expect} entries evicted"
+            else:
+                tail = f" -> {s.expect!r}"
             mark = "  <-- diverges" if i == end else ""
             lines.append(
                 f"  {i:2d} {s.call}({args}){' [input reused]' if s.clobber else ''}{tail}{mark}"
@@ -78,8 +88,11 @@ class Failure:
             "",
             "trace:",
             *self.step_lines(),
+            *([f"  {REUSED_NOTE}"] if any(s.clobber for s in t.steps) else []),
             "",
-            f"page map ({LEGEND}):",
+            "page map, one character per page from page 1:",
+            f"  {LEGEND}",
+            f"  {TARGET_LEGEND}",
             self.before,
             self.after,
             "",
