@@ -58,6 +58,26 @@ def test_decode_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]
           ref.decode_slots(seq_t, last_t, torch.from_numpy(pages)))
 
 
+@pytest.mark.parametrize("ops", [NumpyOps, TorchOps])
+def test_decode_slots_clamp_when_pages_run_short_DECODE_4(ops: type[TorchOps]) -> None:
+    """More opening requests than pages passed (an inconsistent unchecked call): the r-th
+    opener takes ``new_pages[min(r, num_pages - 1)]``; the others continue ``last_loc + 1``.
+    Pinned here because a random draw reaches it only for some seeds."""
+    ps = 4
+    seq = torch.tensor([1, 6, 5, 9, 13])  # openers: requests 0, 2, 3, 4 ((seq - 1) % 4 == 0)
+    last = torch.tensor([-1, 20, 15, 31, 47])
+    backend = ops(ps, "cpu")
+    for pages, want in (([100], [400, 21, 400, 400, 400]),
+                        ([100, 7], [400, 21, 28, 28, 28]),
+                        ([100, 7, 9, 11], [400, 21, 28, 36, 44]),
+                        ([], [0, 21, 16, 32, 48])):
+        new_pages: Any = np.array(pages, dtype=np.int64)
+        if ops is TorchOps:
+            new_pages = torch.from_numpy(new_pages)
+        assert backend.decode_new_pages(seq) == 4
+        _same(backend.decode_slots(seq, last, new_pages), torch.tensor(want))
+
+
 @given(ps=PAGE_SIZES, data=st.data(), form=INPUT_FORMS)
 def test_extend_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]) -> None:
     """EXTEND-4/5: the same page count and three-part layout for any valid batch."""

@@ -1,0 +1,141 @@
+"""The free-list buffers' rarely reached branches, pinned by explicit examples.
+
+A token free list that wraps past the end of its ring on a push (``FREE-5``: frees append at the
+tail, in order), counter corruption reported by ``check_invariants`` (``CAP-3``), and
+``need_sort`` switched on after ``clear()`` (``SORT-1``: releases are staged, merged sorted when
+an allocation runs short). Both CPU backends (numpy, and torch forced by ``torch_ops``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from impl_adapter import make_impl, to_plain
+from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.impl.freelist import PageRing, PageStack, Staging
+from kvpool.spec import AllocatorModel
+
+BACKENDS = [pytest.param(False, id="numpy"), pytest.param(True, id="torch")]
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Run the test once per CPU backend (True: the torch one forced on CPU)."""
+    if request.param:
+        request.getfixturevalue("torch_ops")
+    return bool(request.param)
+
+
+def _ring(capacity: int, torch_backend: bool) -> PageRing:
+    ops = TorchOps(1, "cpu") if torch_backend else NumpyOps(1, "cpu")
+    ring = PageRing(capacity, "cpu", ops)
+    ring.fill()
+    return ring
+
+
+@pytest.mark.parametrize("need_sort", [False, True])
+def test_token_free_wraps_past_the_ring_end_FREE_5(backend: bool, need_sort: bool) -> None:
+    """8 slots: alloc 4, free them, alloc 6, free those 6: the 6 land at the tail across the end
+    of the ring ([4, 8) then [0, 2)), in release order; the spec model agrees."""
+    alloc = make_impl(paged=False, size=8, page_size=1, need_sort=need_sort)
+    model = AllocatorModel(size=8, page_size=1, need_sort=need_sort, paged=False)
+    for step in (4, 6):
+        got = alloc.alloc(step)
+        assert got is not None
+        slots = to_plain(got)
+        assert slots == model.alloc(step)
+        alloc.free(torch.tensor(slots))
+        model.free(slots)
+        alloc.check_invariants()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+    if not need_sort:
+        assert to_plain(alloc.free_pages) == [3, 4, 5, 6, 7, 8, 1, 2]
+    assert alloc.available_size() == 8
+    assert to_plain(alloc.alloc(8)) == model.alloc(8)
+    alloc.check_invariants()
+
+
+def test_ring_push_split_keeps_order(backend: bool) -> None:
+    """A push that wraps writes its first part at the end and the rest at the start."""
+    ring = _ring(5, backend)
+    ring.take(4)  # head 4, count 1: the live list is [5]
+    ring.push(torch.tensor([11, 12, 13]))  # tail at 0: no wrap
+    ring.take(2)  # head 1, count 2: [12, 13]
+    ring.push(torch.tensor([21, 22, 23]))  # tail at 3: [3, 5) then [0, 1)
+    assert ring.contents().tolist() == [12, 13, 21, 22, 23]
+    assert ring.check_invariants() == []
+    assert to_plain(torch.as_tensor(ring.take(5))) == [12, 13, 21, 22, 23]
+    assert len(ring) == 0
+
+
+@pytest.mark.parametrize(("head", "count", "healthy"), [
+    (0, 0, True), (7, 8, True), (0, 8, True), (8, 0, False), (-1, 0, False), (0, 9, False),
+    (0, -1, False),
+])
+def test_ring_check_invariants_reports_counters_CAP_3(head: int, count: int,
+                                                      healthy: bool) -> None:
+    """``0 <= head < capacity`` and ``0 <= count <= capacity``; otherwise a report naming them."""
+    ring = _ring(8, False)
+    ring.head, ring.count = head, count
+    problems = ring.check_invariants()
+    assert problems == [] if healthy else problems and "ring counters broken" in problems[0]
+
+
+def test_ring_check_invariants_reports_a_wrong_capacity() -> None:
+    ring = _ring(8, False)
+    ring.capacity = 9
+    assert ring.check_invariants()
+
+
+@pytest.mark.parametrize(("kind", "counter"), [(PageStack, "top"), (Staging, "count")])
+@pytest.mark.parametrize(("value", "healthy"), [(0, True), (8, True), (-1, False), (9, False)])
+def test_stack_and_staging_check_invariants_report_counters_CAP_3(
+        kind: type[PageStack | Staging], counter: str, value: int, healthy: bool) -> None:
+    """``0 <= top`` (stack) / ``count`` (staging) ``<= capacity == buffer size``."""
+    buffers = kind(8, "cpu", NumpyOps(4, "cpu"))
+    setattr(buffers, counter, value)
+    problems = buffers.check_invariants()
+    assert problems == [] if healthy else problems and "counters broken" in problems[0]
+    setattr(buffers, counter, 0)
+    buffers.capacity = 7
+    assert buffers.check_invariants()
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_allocator_check_invariants_fails_on_broken_counters(paged: bool) -> None:
+    """The allocator's own check includes the buffers' counter checks."""
+    alloc = make_impl(paged=paged, size=32, page_size=4 if paged else 1, need_sort=False)
+    alloc.check_invariants()
+    buffers: Any = alloc._free
+    if isinstance(buffers, PageStack):
+        buffers.top = -1
+    else:
+        buffers.head = buffers.capacity
+    with pytest.raises(AssertionError, match="counters broken"):
+        alloc.check_invariants()
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_need_sort_switched_on_after_clear_stages_SORT_1(backend: bool, paged: bool) -> None:
+    """``need_sort`` set after construction: frees are staged (counted, listed after the free
+    list), and an allocation that runs short merges them sorted, as the spec model does."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=False)
+    model = AllocatorModel(size=8 * ps, page_size=ps, need_sort=False, paged=paged)
+    alloc.need_sort = model.need_sort = True
+    got = alloc.alloc(6 * ps)
+    assert got is not None
+    slots = to_plain(got)
+    assert slots == model.alloc(6 * ps)
+    released = slots[3 * ps :] + slots[: 3 * ps]  # out of order: the merge must sort
+    alloc.free(torch.tensor(released))
+    model.free(released)
+    alloc.check_invariants()
+    assert alloc.available_size() == 8 * ps == model.available_size()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+    assert to_plain(alloc.free_pages) == [7, 8]  # the free list itself is untouched
+    assert to_plain(alloc.alloc(5 * ps)) == model.alloc(5 * ps)
+    alloc.check_invariants()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
