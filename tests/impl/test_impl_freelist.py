@@ -14,7 +14,7 @@ import pytest
 import torch
 from impl_adapter import make_impl, to_plain
 from kvpool.impl.backend import NumpyOps, TorchOps
-from kvpool.impl.freelist import PageRing, PageStack, Staging
+from kvpool.impl.freelist import PageRing, PageStack
 from kvpool.spec import AllocatorModel
 
 BACKENDS = [pytest.param(False, id="numpy"), pytest.param(True, id="torch")]
@@ -89,18 +89,31 @@ def test_ring_check_invariants_reports_a_wrong_capacity() -> None:
     assert ring.check_invariants()
 
 
-@pytest.mark.parametrize(("kind", "counter"), [(PageStack, "top"), (Staging, "count")])
-@pytest.mark.parametrize(("value", "healthy"), [(0, True), (8, True), (-1, False), (9, False)])
-def test_stack_and_staging_check_invariants_report_counters_CAP_3(
-        kind: type[PageStack | Staging], counter: str, value: int, healthy: bool) -> None:
-    """``0 <= top`` (stack) / ``count`` (staging) ``<= capacity == buffer size``."""
-    buffers = kind(8, "cpu", NumpyOps(4, "cpu"))
-    setattr(buffers, counter, value)
-    problems = buffers.check_invariants()
-    assert problems == [] if healthy else problems and "counters broken" in problems[0]
-    setattr(buffers, counter, 0)
-    buffers.capacity = 7
-    assert buffers.check_invariants()
+@pytest.mark.parametrize(("top", "healthy"), [(0, True), (8, True), (-1, False), (9, False)])
+def test_stack_check_invariants_reports_counters_CAP_3(top: int, healthy: bool) -> None:
+    """``0 <= top <= capacity == buffer size``."""
+    stack = PageStack(8, "cpu", NumpyOps(4, "cpu"))
+    stack.top = top
+    problems = stack.check_invariants()
+    assert problems == [] if healthy else problems and "stack counters broken" in problems[0]
+    stack.top, stack.capacity = 0, 7
+    assert stack.check_invariants()
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_staging_check_invariants_reports_counters_CAP_3(paged: bool) -> None:
+    """Staged pages fit beside the free list: ``0 <= count <= capacity - len(free)``."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=True)
+    got = alloc.alloc(5 * ps)
+    assert got is not None
+    alloc.free(got[: 2 * ps])
+    staged: Any = alloc._staged
+    assert len(staged) == 2 and staged.check_invariants() == []
+    for count, healthy in ((0, True), (5, True), (6, False), (-1, False)):
+        staged.count = count
+        problems = staged.check_invariants()
+        assert problems == [] if healthy else problems and "staging" in problems[0]
 
 
 @pytest.mark.parametrize("paged", [False, True])
@@ -137,5 +150,29 @@ def test_need_sort_switched_on_after_clear_stages_SORT_1(backend: bool, paged: b
     assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
     assert to_plain(alloc.free_pages) == [7, 8]  # the free list itself is untouched
     assert to_plain(alloc.alloc(5 * ps)) == model.alloc(5 * ps)
+    alloc.check_invariants()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_need_sort_switched_off_while_pages_are_staged_SORT_1(backend: bool, paged: bool) -> None:
+    """Frees after ``need_sort`` goes off reach the free list; the pages staged before stay
+    staged (listed after the free list) until a short allocation merges them."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=True)
+    model = AllocatorModel(size=8 * ps, page_size=ps, need_sort=True, paged=paged)
+    got = alloc.alloc(7 * ps)
+    assert got is not None
+    slots = to_plain(got)
+    assert slots == model.alloc(7 * ps)
+    alloc.free(torch.tensor(slots[4 * ps :]))
+    model.free(slots[4 * ps :])
+    alloc.need_sort = model.need_sort = False
+    alloc.free(torch.tensor(slots[: 2 * ps]))
+    model.free(slots[: 2 * ps])
+    alloc.check_invariants()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+    assert alloc.available_size() == model.available_size() == 6 * ps
+    assert to_plain(alloc.alloc(6 * ps)) == model.alloc(6 * ps)
     alloc.check_invariants()
     assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()

@@ -1,0 +1,1 @@
+"""Developer tools for kvpool (not shipped in the wheel)."""

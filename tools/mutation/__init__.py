@@ -1,0 +1,1 @@
+"""A small AST mutation driver for kvpool (not shipped in the wheel); see ``__main__``."""

@@ -1,0 +1,34 @@
+"""What the mutation run covers: each source file and the tests that must kill its mutants.
+
+Only the test modules relevant to a file run against its mutants (the spec's tests for the spec,
+the impl's for the impl, the oracle's catch-the-broken-allocator and conformance tests for the
+oracle's comparisons), with ``-m "not slow and not crosshair and not peers"``.
+"""
+
+from __future__ import annotations
+
+SPEC_TESTS = ("tests/spec", "tests/formal")
+IMPL_TESTS = ("tests/impl",)
+ORACLE_TESTS = ("tests/oracle/test_oracle_broken.py", "tests/oracle/test_oracle_targets.py")
+
+TARGETS: dict[str, tuple[str, ...]] = {
+    "spec/layout.py": SPEC_TESTS,
+    "spec/segments.py": SPEC_TESTS,
+    "spec/rules.py": SPEC_TESTS,
+    "spec/census.py": SPEC_TESTS,
+    "spec/model.py": SPEC_TESTS,
+    "spec/contract.py": SPEC_TESTS,
+    "impl/layout.py": IMPL_TESTS,
+    "impl/backend.py": IMPL_TESTS,
+    "impl/freelist.py": IMPL_TESTS,
+    "impl/base.py": IMPL_TESTS,
+    "impl/paged.py": IMPL_TESTS,
+    "impl/token.py": IMPL_TESTS,
+    "impl/checked.py": IMPL_TESTS,
+    "impl/hooks.py": IMPL_TESTS,
+    "oracle/executor.py": ORACLE_TESTS,
+}
+
+MARKERS = "not slow and not crosshair and not peers"
+FIXED_SEED = 0
+RERUN_SEEDS = (1, 2, 3)

@@ -1,0 +1,92 @@
+"""Which tests execute which lines of the mutated files: a line tracer run once per test set.
+
+A mutant can change a test's outcome only if the test executes a mutated line (runs are
+deterministic under a fixed seed or a derandomized profile), so each mutant runs only the tests
+that reached its lines in the unmutated baseline. Lines executed outside any test (module level
+at import: constants, class bodies, decorators, defaults) select the file's whole test set; a
+mutant on lines no test executes is a survivor without a run ("not reached").
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from collections.abc import Generator, Iterable
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import pytest
+
+IMPORT = "<import>"
+
+
+class LineTracer:
+    """A pytest plugin: records ``(file, line)`` per test node id for the files in ``paths``."""
+
+    def __init__(self, paths: dict[str, str], out: Path) -> None:
+        self.paths = paths  # a co_filename -> repository path of the target file
+        self.out = out
+        self.lines: dict[str, set[tuple[str, int]]] = {IMPORT: set()}
+        self.sink = self.lines[IMPORT]
+        self.order: list[str] = []
+        sys.settrace(self._global)
+        threading.settrace(self._global)
+
+    def _global(self, frame: FrameType, event: str, arg: Any) -> Any:
+        rel = self.paths.get(frame.f_code.co_filename)
+        if rel is None:
+            return None
+        def local(frame: FrameType, event: str, arg: Any) -> Any:
+            if event == "line":
+                self.sink.add((rel, frame.f_lineno))
+            return local
+
+        self.sink.add((rel, frame.f_lineno))
+        return local
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
+        self.order.append(item.nodeid)
+        self.sink = self.lines.setdefault(item.nodeid, set())
+        yield
+        self.sink = self.lines[IMPORT]
+
+    def pytest_sessionfinish(self) -> None:
+        sys.settrace(None)
+        threading.settrace(None)
+        data = {"order": self.order,
+                "lines": {k: sorted(v) for k, v in self.lines.items()}}
+        self.out.write_text(json.dumps(data))
+
+
+def trace_keys(sandbox: Path, rel: str) -> list[str]:
+    """The ``co_filename`` forms a target file takes in the sandbox (via the ``kvpool`` links)."""
+    top, _, rest = rel.partition("/")
+    return [str(sandbox / rel), str(sandbox / "kvpool" / top / rest),
+            str((sandbox / rel).resolve())]
+
+
+class CoverageMap:
+    """Lines -> the tests that executed them, from a :class:`LineTracer` dump."""
+
+    def __init__(self, dump: dict[str, Any]) -> None:
+        self.order: list[str] = dump["order"]
+        self.at_import: set[tuple[str, int]] = {tuple(x) for x in dump["lines"][IMPORT]}
+        self.tests_of: dict[tuple[str, int], set[str]] = {}
+        for nodeid, lines in dump["lines"].items():
+            if nodeid == IMPORT:
+                continue
+            for rel, line in lines:
+                self.tests_of.setdefault((rel, line), set()).add(nodeid)
+
+    def select(self, rel: str, lines: Iterable[int]) -> list[str] | None:
+        """The tests (in run order) that reach any of ``lines``; None: the whole set (a line
+        runs at import); ``[]``: no test reaches them."""
+        wanted: set[str] = set()
+        for line in lines:
+            if (rel, line) in self.at_import:
+                return None
+            wanted |= self.tests_of.get((rel, line), set())
+        return [t for t in self.order if t in wanted]
