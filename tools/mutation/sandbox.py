@@ -1,9 +1,9 @@
 """A private copy of the repository where mutants are applied, never the working tree.
 
-The copy holds the tracked files (``git ls-files``) plus a ``kvpool/`` package folder that maps
-``kvpool.spec`` / ``kvpool.impl`` / ``kvpool.oracle`` onto the copied ``spec/``, ``impl/`` and
-``oracle/`` (symlinks), so that with the copy first on ``sys.path`` every import of ``kvpool``
-(tests, the pytest plugin, subprocesses) reads the mutated file.
+The copy holds the tracked files (``git ls-files``) plus a ``kvpool/`` package folder laid out
+as ``pyproject.toml``'s ``package-dir`` says (``kvpool`` from ``kvpool_pkg/``, ``kvpool.spec``
+a symlink to the copied ``spec/``, ...), so that with the copy first on ``sys.path`` every import
+of ``kvpool`` (tests, the pytest plugin, subprocesses) reads the mutated file.
 """
 
 from __future__ import annotations
@@ -12,7 +12,14 @@ import shutil
 import subprocess
 from pathlib import Path
 
-SUBPACKAGES = ("spec", "impl", "oracle")
+import tomllib
+
+
+def package_dirs(root: Path) -> dict[str, str]:
+    """``pyproject.toml``'s ``[tool.setuptools] package-dir``: package -> folder."""
+    data = tomllib.loads((root / "pyproject.toml").read_text())
+    dirs: dict[str, str] = data["tool"]["setuptools"]["package-dir"]
+    return dirs
 
 
 def tracked_files(root: Path) -> list[str]:
@@ -31,8 +38,10 @@ def make_sandbox(root: Path, dest: Path) -> Path:
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, target)
+    dirs = package_dirs(root)
     pkg = dest / "kvpool"
-    shutil.copytree(dest / "kvpool_pkg", pkg)
-    for sub in SUBPACKAGES:
-        (pkg / sub).symlink_to(Path("..") / sub)
+    shutil.copytree(dest / dirs["kvpool"], pkg)
+    for name, folder in dirs.items():
+        if name.startswith("kvpool."):
+            (pkg / name.removeprefix("kvpool.")).symlink_to(Path("..") / folder)
     return dest
