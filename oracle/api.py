@@ -31,11 +31,15 @@ def conformance_test(
     """A pytest test function running the oracle on ``target`` (see the module docstring)."""
     import pytest
 
+    from .inference import FactoryError
+    from .plan import UsageError, apply_options
     from .targets import TargetError, load_target, probe
 
     try:
-        loaded = load_target(target, caps)
-    except TargetError as err:
+        loaded = load_target(target, caps, device=device)
+        if caps is None:
+            apply_options(loaded, declare=None, page_sizes=page_sizes, need_sort=need_sort)
+    except (TargetError, FactoryError, UsageError) as err:
         message = str(err)
 
         def test_conformance_import() -> None:
@@ -61,6 +65,8 @@ def conformance_test(
             pytest.fail(result.failure.report(), pytrace=False)
         if result.error is not None:
             pytest.fail(f"kvpool.oracle: {loaded.path}: {result.error}", pytrace=False)
+        if not result.ok:
+            pytest.fail(f"kvpool.oracle: {loaded.path}: no call ran, nothing was tested")
 
     return test_conformance
 

@@ -55,22 +55,23 @@ def _positive(kind: type) -> Any:
     return parse
 
 
-EXIT_CODES = (
-    "exit status: 0 every configuration conformant (and at least one call ran); "
-    "1 a divergence, a target that crashed, or a run that executed no call; "
-    "2 a usage error (bad option, target that cannot be imported or built, undeclared page "
-    "size, unavailable device)."
-)
+EXIT_CODES = """\
+exit status:
+  0  every configuration conformant (and at least one call ran)
+  1  a divergence, a target that crashed, or a run that executed no call
+  2  a usage error (bad option, target that cannot be imported or built,
+     undeclared page size, unavailable device)"""
 
 
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kvpool.oracle",
-        description="Differential conformance run of a KV-cache allocator against kvpool.spec. "
-        "TARGET is module:factory or an alias (kvpool, sglang); default kvpool.",
-        epilog="Replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET. "
-        "Writing a target (methods, capabilities, declarations): docs/writing-a-target.md. "
+        description="Differential conformance run of a KV-cache allocator against kvpool.spec.\n"
+        "TARGET is module:factory or an alias (kvpool, kvpool-unchecked, sglang); default kvpool.",
+        epilog="replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET\n"
+        "writing a target (methods, capabilities, declarations): docs/writing-a-target.md\n\n"
         + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("target", nargs="?", default=None)
     p.add_argument(

@@ -52,14 +52,17 @@ def _join(values: Sequence[object]) -> str:
     return "+".join(str(v).lower() for v in values)
 
 
-def _apply_options(
+def apply_options(
     target: Target,
     *,
     declare: str | None,
     page_sizes: Sequence[int] | None,
     need_sort: Sequence[bool] | None,
 ) -> None:
-    """Options on an undeclared factory declare; on a declared one they only select."""
+    """Options on an undeclared factory declare; on a declared one they only select.
+
+    Raises :class:`UsageError` for a bad declaration or a value the target does not declare.
+    """
     caps = target.caps
     if declared_capabilities(target.factory) is None:
         changes: dict[str, object] = {}
@@ -120,7 +123,7 @@ def plan(
             raise UsageError(str(err)) from None
         except FactoryError as err:
             raise UsageError(f"{path}: {err}", err.trace) from None
-        _apply_options(target, declare=declare, page_sizes=page_sizes, need_sort=need_sort)
+        apply_options(target, declare=declare, page_sizes=page_sizes, need_sort=need_sort)
         caps = target.caps
         configs = list(
             configs_for(

@@ -5,7 +5,9 @@
 declaration, so ``python -m kvpool.oracle minimal_allocator:make`` must pass with no options.
 ``make_checked`` raises ``ValueError`` on caller errors (double free, page 0, out of range,
 unaligned or negative ``alloc``) and passes with ``--declare checked=ValueError``.
-``make_nodedup`` plants one bug: a paged ``free`` releases a page once per slot (``FREE-4``).
+``make_nodedup`` plants one bug: a paged ``free`` releases a page once per slot (``FREE-4``);
+``make_dirty_reject`` another: a rejected unaligned ``alloc`` has already taken a page
+(``ERR-1``).
 """
 
 from __future__ import annotations
@@ -81,6 +83,15 @@ class NoDedupAllocator(MinimalAllocator):
         self.free_pages.extend(int(s) // self.page_size for s in free_index.tolist())
 
 
+class DirtyRejectAllocator(CheckedMinimalAllocator):
+    """Planted bug (``ERR-1``): an unaligned ``alloc`` takes a page before it is rejected."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        if need_size % self.page_size and self.free_pages:
+            self.free_pages.popleft()
+        return super().alloc(need_size)
+
+
 def make(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
     """A factory that declares nothing (the oracle infers what it can check)."""
     return MinimalAllocator(size, page_size, device)
@@ -97,3 +108,7 @@ def make_nodedup(*, size: int, page_size: int, need_sort: bool, device: str = "c
 def make_raises(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
     """A factory whose constructor fails (a usage error for the oracle, not a divergence)."""
     raise RuntimeError(f"no pool of {size} tokens today")
+
+
+def make_dirty_reject(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    return DirtyRejectAllocator(size, page_size, device)

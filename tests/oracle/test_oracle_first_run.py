@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 import minimal_allocator
 import pytest
@@ -202,4 +203,61 @@ def test_oracle_writing_a_target_doc_lists_every_capability() -> None:
     for method in (*REQUIRED, *(m for _, _, methods in METHOD_RULES for m in methods)):
         assert f"`{method}(" in text, method
     assert all(f"**{code}**" in text for code in (0, 1, 2))
-    assert "exit status: 0" in cli.EXIT_CODES
+    assert "exit status:" in cli.EXIT_CODES
+
+
+def test_oracle_a_rejected_call_must_leave_the_state_unchanged_whatever_it_raises() -> None:
+    """checked=ValueError: the ValueError is accepted, the page it took is not (ERR-1)."""
+    target = load_target("minimal_allocator:make_dirty_reject")
+    target.caps = parse_declaration("checked=ValueError", target.caps)
+    r = run_config(target, Config(4, False, "cpu", "contract"), max_examples=100)
+    assert r.failure is not None and r.failure.clause == "ERR-1", r.failure or r.error
+
+
+def test_oracle_repro_of_a_rejected_call_expects_the_declared_type() -> None:
+    """A repro's rejected step runs under pytest.raises(ValueError) for a checked=ValueError
+    target: it passes on that target, and fails on one that accepts the double free."""
+    from kvpool.oracle.trace import Trace, TraceStep, to_pytest
+
+    trace = Trace(
+        "minimal_allocator:make_checked",
+        4,
+        False,
+        "cpu",
+        "contract",
+        error_types=["builtins.ValueError"],
+    )
+    trace.steps = [
+        TraceStep("create", {"size": 32, "page_size": 4, "need_sort": False}),
+        TraceStep("free", {"free_index": [4]}, raises="FREE-3", available_after=32),
+    ]
+    trace.failing_step = 1
+    source = to_pytest(trace, trace.target)
+    assert "with pytest.raises(ValueError) as err:" in source
+    namespace: dict[str, Any] = {}
+    exec(compile(source, "<repro>", "exec"), namespace)
+    namespace["test_kvpool_repro"]()
+    accepting = source.replace("import make_checked as factory", "import make as factory")
+    exec(compile(accepting, "<accepting>", "exec"), namespace)
+    with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
+        namespace["test_kvpool_repro"]()
+
+
+def test_oracle_hint_names_the_declaration_for_a_missing_method() -> None:
+    """Declared resize on a target without it: the AttributeError comes with the way out."""
+    target = load_target("minimal_allocator:make")
+    target.caps = parse_declaration("resize=true", target.caps)
+    r = run_config(target, Config(4, False, "cpu", "contract"), max_examples=100)
+    assert r.failure is not None and r.failure.clause == "LIFE-2", r.failure or r.error
+    assert "hint: if the target does not implement resize: --declare resize=false" in (
+        r.failure.report()
+    )
+
+
+def test_oracle_help_states_the_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "exit status: 0 every configuration conformant" in out and "2 a usage error" in out
+    assert "docs/writing-a-target.md" in out
