@@ -145,10 +145,14 @@ class PageRing:
     def take(self, num_pages: int) -> Any:
         """Remove and return the first ``num_pages`` entries, backend form (may alias the
         buffer)."""
-        spans = self._span(self.head, num_pages)
-        parts = [self._view[a:b] for a, b in spans]
-        pages = parts[0] if len(parts) == 1 else self._ops.cat(parts)
-        self.head = (self.head + num_pages) % max(self.capacity, 1)
+        head, end = self.head, self.head + num_pages
+        if end < self.capacity:  # [head, end) without wrapping: one view
+            pages = self._view[head:end]
+            self.head = end
+        else:
+            parts = [self._view[a:b] for a, b in self._span(head, num_pages)]
+            pages = parts[0] if len(parts) == 1 else self._ops.cat(parts)
+            self.head = end % max(self.capacity, 1)
         self.count -= num_pages
         return pages
 
@@ -156,10 +160,13 @@ class PageRing:
         """Append ``pages`` (1-D tensor or backend form) in their order; the caller guarantees
         room (O(k))."""
         done, k = 0, len(pages)
-        for a, b in self._span(self.head + self.count, k):
-            part = pages if b - a == k else pages[done : done + b - a]
-            self._ops.write(self._view, a, part)
-            done += b - a
+        tail = self.tail()
+        if tail + k <= self.capacity:  # [tail, tail + k) without wrapping
+            self._ops.write(self._view, tail, pages)
+        else:
+            for a, b in self._span(tail, k):
+                self._ops.write(self._view, a, pages[done : done + b - a])
+                done += b - a
         self.count += k
 
     def contents(self) -> torch.Tensor:
