@@ -176,3 +176,37 @@ def test_need_sort_switched_off_while_pages_are_staged_SORT_1(backend: bool, pag
     assert to_plain(alloc.alloc(6 * ps)) == model.alloc(6 * ps)
     alloc.check_invariants()
     assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+
+
+def _same_as_model(alloc: Any, model: AllocatorModel, calls: list[tuple[str, Any]]) -> None:
+    """Perform ``calls`` (``("alloc", n)``, ``("free", slots)``, ``("need_sort", flag)``) on
+    both, comparing results, the free + staged pages and the invariants after each."""
+    for name, arg in calls:
+        if name == "alloc":
+            assert to_plain(alloc.alloc(arg)) == model.alloc(arg)
+        elif name == "free":
+            alloc.free(torch.tensor(arg))
+            model.free(arg)
+        else:
+            alloc.need_sort = model.need_sort = arg
+        alloc.check_invariants()
+        assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+        assert alloc.available_size() == model.available_size()
+
+
+def test_token_staged_pages_wrap_past_the_ring_end_SORT_1(backend: bool) -> None:
+    """Staged slots sit behind the ring's tail; with the tail moved to 5 by unsorted frees, five
+    staged slots run over the end of the ring ([5, 8) then [0, 2)) and merge sorted."""
+    alloc = make_impl(paged=False, size=8, page_size=1, need_sort=False)
+    model = AllocatorModel(size=8, page_size=1, need_sort=False, paged=False)
+    _same_as_model(alloc, model, [
+        ("alloc", 6),  # slots 1..6; the ring holds [7, 8]
+        ("free", [1, 2, 3, 4, 5]),  # pushed at the tail: [0, 5)
+        ("alloc", 7),  # [7, 8, 1, 2, 3, 4, 5]; the ring is empty, its tail at 5
+        ("need_sort", True),
+        ("free", [7, 8, 1, 2, 3]),  # staged at [5, 8) and [0, 2)
+        ("free", [6]),
+        ("alloc", 4),  # merges the wrapped staged slots, sorted
+        ("free", [4, 5]),
+        ("alloc", 4),
+    ])

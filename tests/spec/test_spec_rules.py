@@ -87,3 +87,14 @@ def test_check_segments_keeps_an_empty_entry_for_an_empty_segment_SEG_6() -> Non
                                page_size=ps, num_pages=4, status_of=status)
     assert out == [[1], [], [2], []]
     assert rules.check_segments([([], 5)], page_size=ps, num_pages=4, status_of=status) == [[]]
+
+
+@pytest.mark.parametrize(("free_index", "start_pos"),
+                         [([5, 4], 0), ([8, 9], 1), ([4, 5, 6, 7, 9], 0)])
+def test_check_segments_rejects_slots_off_their_in_page_offset_SEG_1(
+        free_index: list[int], start_pos: int) -> None:
+    """Slots on the right pages but at the wrong offsets within them do not follow a row layout
+    (consistent page mapping alone is not enough)."""
+    status = _status({1, 2, 3})
+    assert _clause(lambda: rules.check_segments(
+        [(free_index, start_pos)], page_size=4, num_pages=4, status_of=status)) == "SEG-1"

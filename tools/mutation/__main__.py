@@ -153,8 +153,7 @@ def _rerun_desc(profile: str) -> str:
 
 def _rerun(pool: Pool, survivors: list[Outcome], profile: str,
            originals: dict[str, bytes]) -> dict[str, dict[str, str]]:
-    """Each survivor under the other seeds and the other profile, against the file's whole test
-    set: key -> {run: status}."""
+    """Each survivor under the other seeds and the other profile: key -> {run: status}."""
     variants: list[tuple[str, str, int | None]] = (
         [(f"seed {s}", "dev", s) for s in config.RERUN_SEEDS] + [("ci", "ci", None)]
         if profile == "dev" else
@@ -164,8 +163,8 @@ def _rerun(pool: Pool, survivors: list[Outcome], profile: str,
         m = o.run.tag
         assert isinstance(m, Mutant)
         source = m.apply(originals[m.path])
-        runs += [Run(m.path, source, config.TARGETS[m.path], p, s, 1800.0, (m, name))
-                 for name, p, s in variants]
+        tests = _rerun_tests(o.run.tests) or config.TARGETS[m.path]
+        runs += [Run(m.path, source, tests, p, s, 1800.0, (m, name)) for name, p, s in variants]
     if runs:
         print(f"re-running {len(survivors)} survivors ({len(runs)} runs)", flush=True)
     result: dict[str, dict[str, str]] = {}
@@ -176,6 +175,12 @@ def _rerun(pool: Pool, survivors: list[Outcome], profile: str,
         status = "killed" if o.status in (KILLED, TIMEOUT) else o.status
         result.setdefault(m.key, {})[name] = status
     return result
+
+
+def _rerun_tests(selected: tuple[str, ...]) -> tuple[str, ...]:
+    """The test modules of a survivor's selected tests: other seeds may take other paths
+    through the same tests (empty: the whole set, for a mutant no test reached)."""
+    return tuple(dict.fromkeys(t.split("::")[0] for t in selected))
 
 
 def _score(files: list[str], outcomes: list[Outcome], equivalents: dict[str, str],
