@@ -5,15 +5,18 @@
 of that name, any ``<expr>.token_to_kv_pool_allocator``, or a local name assigned from one in the
 same function. Nothing is imported. :data:`COMPOSITE_ONLY` lists the names read only on SGLang's
 composite pools (SWA, HiSparse, Mamba, DeepSeek-V4, page-interleaved), behind type checks: SGLang's
-own single-pool allocators lack them too.
+own single-pool allocators lack them too. :data:`SGLANG_INTERNAL` lists the public attributes of
+SGLang's own paged allocator that are its internal state.
 """
 
 from __future__ import annotations
 
 import ast
 import os
+from typing import Any
 
-__all__ = ["ALLOCATOR_NAME", "COMPOSITE_ONLY", "attributes_read"]
+__all__ = ["ALLOCATOR_NAME", "COMPOSITE_ONLY", "SGLANG_INTERNAL", "attributes_read",
+           "unserved_attributes"]
 
 ALLOCATOR_NAME = "token_to_kv_pool_allocator"
 
@@ -32,6 +35,14 @@ COMPOSITE_ONLY: frozenset[str] = frozenset({
     "reclaim_for_prealloc", "set_full_to_swa_mapping", "set_inflight_forward",
     "set_latest_forward_done_event", "shard_size", "swa_v2p_page_table", "translate_kv_loc",
     "translate_write_loc", "unified_buffer",
+})
+
+
+# Public attributes of SGLang's own PagedTokenToKVPoolAllocator that are its internal state (its
+# staging list and group buffer, its kernel switch): read by no SGLang code outside the class,
+# kvpool keeps the same state in its own form.
+SGLANG_INTERNAL: frozenset[str] = frozenset({
+    "staged_pages", "num_staged_pages", "free_page_ids_group", "use_triton_kernels",
 })
 
 
@@ -77,3 +88,25 @@ def attributes_read(root: str) -> dict[str, list[str]]:
             for scope in scopes or [tree]:
                 _scan_scope(scope, found, where)
     return {k: sorted(set(v)) for k, v in found.items()}
+
+
+def unserved_attributes(reads: dict[str, list[str]], sglang_allocator: Any,
+                        candidate: Any) -> list[str]:
+    """What ``candidate`` fails to serve that ``sglang_allocator`` (SGLang's own, same kind)
+    serves: every attribute SGLang reads (``reads``, from :func:`attributes_read`) and every
+    public attribute of SGLang's allocator less :data:`SGLANG_INTERNAL`, present and of the same
+    kind (method or value); and every read name SGLang's allocator lacks must be in
+    :data:`COMPOSITE_ONLY`. Empty when ``candidate`` is a drop-in."""
+    problems = [f"{name}: read at {where[0]} but not a known composite-only attribute"
+                for name, where in sorted(reads.items())
+                if not hasattr(sglang_allocator, name) and name not in COMPOSITE_ONLY]
+    problems += [f"{name}: SGLang internal state, but read at {reads[name][0]}"
+                 for name in sorted(SGLANG_INTERNAL & set(reads))]
+    wanted = {n for n in reads if hasattr(sglang_allocator, n)}
+    wanted |= {n for n in dir(sglang_allocator) if not n.startswith("_")} - SGLANG_INTERNAL
+    for name in sorted(wanted):
+        if not hasattr(candidate, name):
+            problems.append(f"{name}: missing")
+        elif callable(getattr(sglang_allocator, name)) != callable(getattr(candidate, name)):
+            problems.append(f"{name}: a method on one side only")
+    return problems

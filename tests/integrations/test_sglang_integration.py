@@ -97,29 +97,37 @@ def test_version_gate(ks: Any) -> None:
 
 
 def test_every_attribute_sglang_reads_is_served(ks: Any) -> None:
-    """Parses the installed SGLang now: a name its code reads on the allocator that SGLang's
-    own single-pool allocators have must be on kvpool's too (same kind); a name they lack too
-    must be a known composite-only one, so a new name fails here until it is looked at."""
-    from kvpool.integrations.sglang_surface import COMPOSITE_ONLY, attributes_read
+    """Parses the installed SGLang now: a name its code reads on the allocator, and every public
+    attribute of SGLang's own allocator, must be served by kvpool's (same kind); a read name
+    SGLang's single pools lack must be a known composite-only one, so a new name fails here."""
+    from kvpool.integrations.sglang_surface import attributes_read, unserved_attributes
     from sglang.srt.mem_cache.allocator import PagedTokenToKVPoolAllocator as SP
     from sglang.srt.mem_cache.allocator import TokenToKVPoolAllocator as ST
 
     reads = attributes_read(_sglang_srt_dir())
-    assert len(reads) > 40  # the scan really found SGLang's reads
-    theirs = [SP(64, 4, torch.int64, "cpu", None, False), ST(64, torch.int64, "cpu", None, False)]
-    ours = [ks.PagedTokenToKVPoolAllocator(64, 4, torch.int64, "cpu", None, False),
-            ks.TokenToKVPoolAllocator(64, torch.int64, "cpu", None, False)]
-    unknown, missing = [], []
-    for name, where in sorted(reads.items()):
-        for sg, kv in zip(theirs, ours):
-            if hasattr(sg, name):
-                if not hasattr(kv, name) or callable(getattr(sg, name)) != callable(
-                        getattr(kv, name)):
-                    missing.append(f"{name} ({type(sg).__name__}; read at {where[0]})")
-            elif name not in COMPOSITE_ONLY:
-                unknown.append(f"{name} (read at {where[0]})")
-    assert missing == [], missing
-    assert unknown == [], f"new allocator attributes SGLang reads: {sorted(set(unknown))}"
+    assert {"create_prefill_budget", "check_decode_capacity", "page_size"} <= set(reads)
+    pairs = [(SP(64, 4, torch.int64, "cpu", None, False),
+              ks.PagedTokenToKVPoolAllocator(64, 4, torch.int64, "cpu", None, False)),
+             (ST(64, torch.int64, "cpu", None, False),
+              ks.TokenToKVPoolAllocator(64, torch.int64, "cpu", None, False))]
+    for theirs, ours in pairs:
+        assert unserved_attributes(reads, theirs, ours) == []
+    # the check bites: an allocator without one hook, one with a value for a method, a new name
+    bare = pairs[0][1]
+    for name, value in (("create_prefill_budget", _Missing()), ("size_full", lambda: 64)):
+        hole = type("Hole", (type(bare),), {name: value})(64, 4, torch.int64, "cpu", None, False)
+        assert any(p.startswith(name) for p in unserved_attributes(reads, pairs[0][0], hole))
+    new = {**reads, "reserve_for_speculation": ["managers/x.py:1"]}
+    assert unserved_attributes(new, *pairs[0]) == [
+        "reserve_for_speculation: read at managers/x.py:1 but not a known composite-only "
+        "attribute"]
+
+
+class _Missing:
+    """A descriptor that hides an attribute (AttributeError on access)."""
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        raise AttributeError("hidden")
 
 
 def _sglang_srt_dir() -> str:
