@@ -25,31 +25,35 @@ def parts(sglang_runtime: dict[str, types.ModuleType]) -> Any:
     return types.SimpleNamespace(ks=ks, replay=replay, sg=sg)
 
 
-def sglang_factory(parts: Any) -> Any:
+def sglang_factory(parts: Any, need_sort: bool = False) -> Any:
     def make(pool_tokens: int, page_size: int) -> Any:
         if page_size == 1:
-            return parts.sg.TokenToKVPoolAllocator(pool_tokens, torch.int64, "cpu", None, False)
+            return parts.sg.TokenToKVPoolAllocator(pool_tokens, torch.int64, "cpu", None,
+                                                   need_sort)
         return parts.sg.PagedTokenToKVPoolAllocator(pool_tokens, page_size, torch.int64, "cpu",
-                                                    None, False)
+                                                    None, need_sort)
     return make
 
 
-def kvpool_factory(token_cls: Any, paged_cls: Any) -> Any:
+def kvpool_factory(token_cls: Any, paged_cls: Any, need_sort: bool = False) -> Any:
     def make(pool_tokens: int, page_size: int) -> Any:
         if page_size == 1:
-            return token_cls(pool_tokens, torch.int64, "cpu", None, False, checked=True)
-        return paged_cls(pool_tokens, page_size, torch.int64, "cpu", None, False, checked=True)
+            return token_cls(pool_tokens, torch.int64, "cpu", None, need_sort, checked=True)
+        return paged_cls(pool_tokens, page_size, torch.int64, "cpu", None, need_sort,
+                         checked=True)
     return make
 
 
 @pytest.mark.parametrize("page_size", [1, 4, 16])
-@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize(("seed", "need_sort"), [(0, False), (1, False), (2, True)])
 def test_kvpool_matches_sglang_under_sglangs_scheduler_code(parts: Any, page_size: int,
-                                                           seed: int) -> None:
+                                                           seed: int, need_sort: bool) -> None:
+    """need_sort (SGLang's disaggregated modes) stages frees until an allocation runs short."""
     trace = parts.replay.synthetic_trace(seed, page_size=page_size)
-    theirs = parts.replay.replay(trace, sglang_factory(parts))
+    theirs = parts.replay.replay(trace, sglang_factory(parts, need_sort))
     ours = parts.replay.replay(trace, kvpool_factory(parts.ks.TokenToKVPoolAllocator,
-                                                     parts.ks.PagedTokenToKVPoolAllocator),
+                                                     parts.ks.PagedTokenToKVPoolAllocator,
+                                                     need_sort),
                                check=lambda alloc: alloc.check_invariants())
     kinds = Counter(kind for kind, _ in theirs.events)
     assert kinds["extend"] > 10 and kinds["decode"] > 50 and kinds["finish"] > 10
