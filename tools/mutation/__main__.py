@@ -10,6 +10,7 @@ is stale), 0 otherwise.
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="where table.md and results.json go (default mutation-results/PROFILE)")
     p.add_argument("--no-rerun", action="store_true", help="skip re-running the survivors")
     p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--rescore", type=Path, default=None, metavar="DIR",
+                   help="re-read the equivalents file and rewrite DIR's table; runs nothing")
     return p.parse_args(argv)
 
 
@@ -43,6 +46,8 @@ def _runs_for(profile: str, seed: int | None) -> tuple[str, int | None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    if args.rescore is not None:
+        return _rescore(args.rescore)
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True,
                                capture_output=True, text=True).stdout.strip())
     files = args.files or list(config.TARGETS)
@@ -80,11 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(runs) + len(unreached)} mutants in {len(files)} files ({len(unreached)} on "
               f"lines no test reaches), profile {profile}, seed {seed}", flush=True)
         done = [0]
+        out.mkdir(parents=True, exist_ok=True)
+        log = (out / "progress.jsonl").open("w")
 
         def progress(o: Outcome) -> None:
             done[0] += 1
             m = o.run.tag
             assert isinstance(m, Mutant)
+            log.write(json.dumps({"path": m.path, "key": m.key, "line": m.line,
+                                  "status": o.status, "seconds": round(o.seconds, 2)}) + "\n")
+            log.flush()
             if o.status == SURVIVED:
                 mark = "equivalent" if m.key in equivalents else "SURVIVED"
                 print(f"  {mark}: {m.key} (line {m.line})", flush=True)
@@ -95,9 +105,11 @@ def main(argv: list[str] | None = None) -> int:
             progress(o)
         done[0] = 0
         outcomes = unreached + pool.run_all(runs, progress)
+        log.close()
         survivors = [o for o in outcomes if o.status == SURVIVED]
         reruns = {} if args.no_rerun else _rerun(pool, survivors, args.profile, originals)
     elapsed = time.monotonic() - started
+    equivalents = load_equivalents()  # read again: entries added while the run went on count
     scores, survivor_rows = _score(files, outcomes, equivalents, reruns)
     live_keys = {row["key"] for row in survivor_rows}
     stale = [k for k in equivalents if k.split(" | ")[0] in files and k not in live_keys]
@@ -112,6 +124,26 @@ def main(argv: list[str] | None = None) -> int:
     print(text)
     real = [r for r in survivor_rows if not r["equivalent"]]
     return 1 if real or stale else 0
+
+
+def _rescore(out: Path) -> int:
+    """Rewrite ``out``'s table from its ``results.json`` with the equivalents file as it is."""
+    data = json.loads((out / "results.json").read_text())
+    equivalents = load_equivalents()
+    scores = []
+    for entry in data["files"]:
+        s = FileScore(entry["path"], tuple(entry["tests"]), entry["mutants"], entry["killed"])
+        for key in entry["survivors"] + entry["equivalent"]:
+            (s.equivalent if key in equivalents else s.survivors).append(key)
+        scores.append(s)
+    rows = data["survivors"]
+    for row in rows:
+        row["equivalent"] = row["key"] in equivalents
+    paths = {s.path for s in scores}
+    live = {row["key"] for row in rows}
+    stale = [k for k in equivalents if k.split(" | ")[0] in paths and k not in live]
+    print(write_report(out, data["header"], scores, rows, equivalents, stale))
+    return 1 if stale or any(not row["equivalent"] for row in rows) else 0
 
 
 def _compiles(source: bytes) -> bool:
