@@ -115,7 +115,7 @@ class NumpyOps(TorchOps):
         self._host_offsets = np.arange(page_size, dtype=np.int64)
         self._counting = host_layout.Counting()
         self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
-        self._lists_of: tuple[tuple[torch.Tensor, list[int]], ...] = ()
+        self._lists_of: tuple[tuple[torch.Tensor, list[int]], ...] | None = None
 
     def view(self, buf: torch.Tensor) -> Any:
         return buf.numpy()
@@ -188,7 +188,7 @@ class NumpyOps(TorchOps):
         if extend_num_tokens == 0:
             return torch.empty(0, dtype=INT64)
         if seq_lens.numel() <= host_layout.FEW_REQUESTS:
-            known, self._lists_of = self._lists_of, ()
+            known, self._lists_of = self._lists_of or (), None
             pre, seq = (next((v for t, v in known if t is x), None) or x.tolist()
                         for x in (prefix_lens, seq_lens))
             out = host_layout.extend_slots_few(
