@@ -57,7 +57,8 @@ def hint_for(clause: str, detail: str, trace: Trace, caps: Capabilities) -> str 
             "if the target accepts only page-aligned, page-disjoint segments (SGLang >= 0.5.2x): "
             "--declare segments=disjoint"
         )
-    if trace.order == "exact" and ("reference order" in detail or clause == "CAP-1"):
+    evicted_more = clause == "CAP-1" and "fewer than the shortfall" not in detail
+    if trace.order == "exact" and ("reference order" in detail or evicted_more):
         return (
             "if the target may choose other pages (or evict more) than SGLang's order: "
             "--order contract (or --declare reference_order=false)"

@@ -133,6 +133,7 @@ def test_oracle_evicting_more_than_the_shortfall_is_contract_conformant() -> Non
     assert exact.clause == "CAP-1" and exact.hint and "--order contract" in exact.hint
     short = _fails("protocol_allocators:evicttoolittle", CONTRACT)
     assert short.clause in ("CAP-1", "CAP-2"), short.report()
+    assert short.hint is None  # no declaration makes evicting too little legal
 
 
 def test_oracle_capacity_hook_gets_sglangs_keywords() -> None:
