@@ -139,7 +139,15 @@ def _follow_sglang(cls: type) -> type:
     return cls
 
 
-_check_sglang(importlib.metadata.version("sglang"), BaseTokenToKVPoolAllocator)
+def _installed_version() -> str:
+    """SGLang's distribution version, or ``"unknown"`` (a source tree without metadata)."""
+    try:
+        return importlib.metadata.version("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+_check_sglang(_installed_version(), BaseTokenToKVPoolAllocator)
 
 
 @_follow_sglang
