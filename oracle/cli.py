@@ -1,4 +1,5 @@
-"""``python -m kvpool.oracle``: run the conformance matrix, or replay a JSON trace.
+"""``python -m kvpool.oracle``: run the conformance matrix, replay a JSON trace, or run the
+hybrid sliding-window oracle (``hybrid``, :mod:`kvpool.oracle.hybrid_cli`).
 
 Every run starts with the capabilities in force per target (``Capabilities.in_force``) and the
 inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
@@ -258,4 +259,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
         return replay_main(argv[1:])
+    if argv and argv[0] == "hybrid":
+        from .hybrid_cli import hybrid_main
+
+        return hybrid_main(argv[1:])
     return run_main(argv)

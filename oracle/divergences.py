@@ -18,7 +18,7 @@ class KnownDivergence:
     """One recorded difference between a real allocator and the seed contract."""
 
     id: str
-    target: str  # "sglang-token", "sglang-paged" or "sglang" (both)
+    target: str  # "sglang-token", "sglang-paged", "sglang-swa" or "sglang" (all three)
     clause: str
     excludes: tuple[str, Any]  # (Capabilities field, value that switches the rule off)
     reason: str
@@ -94,6 +94,43 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "available_size() reports the old size (INV-4). Page size 1 is the token class's job.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 resize ('if self.page_size > 1')",
         ("INV-4", "INV-1", "LIFE-1"),
+    ),
+    KnownDivergence(
+        "SGL-SWA-DECODE-LEAK",
+        "sglang-swa",
+        "SWA-9",
+        ("atomic_decode", False),
+        "SWATokenToKVPoolAllocator.alloc_decode has no capacity pre-check: the full side "
+        "allocates first, and when the SWA side then returns None the composite returns None "
+        "while the full side keeps its new pages (they leak: full_available_size() drops and "
+        "no slot is returned). alloc_extend pre-checks both sides; alloc_decode does not.",
+        "sglang/srt/mem_cache/allocator/swa.py@0.5.23 alloc_decode; PR #35338 (SPEC.md §14 "
+        "bug B14)",
+        ("INV-1", "SWA-5"),
+    ),
+    KnownDivergence(
+        "SGL-SWA-RESIZE-GROW",
+        "sglang-swa",
+        "SWA-18",
+        ("resize_grow", False),
+        "resize() sets both sides' sizes but keeps full_to_swa_index_mapping, sized for the "
+        "constructor's full pool: after growing the full pool, slots past the old size are "
+        "paired into the trailing -1 entry or out of range, so their pairs are lost (or the "
+        "pairing raises IndexError) and translate(-1) no longer reads -1.",
+        "sglang/srt/mem_cache/allocator/swa.py@0.5.23 resize / clear (mapping[:-1].fill_(0) "
+        "on the constructor's tensor)",
+        ("SWA-2", "SWA-1", "ERR-1", "SWA-6", "SWA-7", "SWA-9", "SWA-16"),
+    ),
+    KnownDivergence(
+        "SGL-SWA-SEG-DISJOINT",
+        "sglang-swa",
+        "SEG-5",
+        ("segments", "disjoint"),
+        "free_swa_segment and the full side's free_segment assert a page-aligned start_pos, and "
+        "free_segments asserts page-disjoint segments (_page_disjoint), as for the single "
+        "pools (SGL-SEG-DISJOINT).",
+        "sglang/srt/mem_cache/allocator/swa.py@0.5.23 _free_swa_pages; base.py _page_disjoint",
+        ("ERR-1", "SWA-14"),
     ),
 )
 

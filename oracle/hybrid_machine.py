@@ -1,0 +1,288 @@
+"""The hybrid scheduler model: a Hypothesis state machine that drives a sliding-window target.
+
+Requests arrive (``alloc_extend`` from an empty prefix; page size 1: ``alloc``), grow by chunks,
+decode in batches, and their window slides: ``free_swa`` or ``free_swa_segment`` of the oldest
+tokens, to a page boundary (``window.slide_end``) or to any position (the rest of that page then
+loses its peer too, ``window.released_frontier``). A request finishes with ``free_full`` of its
+slid-out head and ``free`` of the rest, or the segment forms, in or out of a free group;
+translations, capacity hooks, ``clear`` / ``resize`` and (checked targets) bad input run between.
+Each row remembers ``front``: positions below it have no SWA peer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from kvpool.spec.window import released_frontier, slide_end
+
+from .hybrid_executor import HybridExecutor
+from .hybrid_targets import HybridCapabilities
+
+
+@dataclass
+class Row:
+    """One request: its kv row (full slots) and its released frontier."""
+
+    slots: list[int]
+    front: int = 0
+
+    def growable(self, ps: int) -> bool:
+        """Growing continues the last page only when its SWA peer is live (``SWA-8``)."""
+        return len(self.slots) % ps == 0 or self.front < len(self.slots)
+
+
+class HybridMachine(RuleBasedStateMachine):
+    """Scheduler model over one hybrid configuration (class attributes: ``hybrid_machine``)."""
+
+    factory: ClassVar[Any]
+    caps: ClassVar[HybridCapabilities]
+    path: ClassVar[str]
+    page_size: ClassVar[int]
+    need_sort: ClassVar[bool]
+    stats: ClassVar[dict[str, int]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        cls = type(self)
+        self.ps = cls.page_size
+        self.ex = HybridExecutor(cls.factory, cls.caps, cls.path, page_size=cls.page_size,
+                                 need_sort=cls.need_sort)
+        self.rows: list[Row] = []
+        self.group_open = False
+
+    @initialize(full_pages=st.integers(10, 28), swa_pages=st.integers(5, 20), ragged=st.booleans())
+    def create(self, full_pages: int, swa_pages: int, ragged: bool) -> None:
+        extra = self.ps - 1 if ragged else 0
+        self.ex.create(full_pages * self.ps + extra, swa_pages * self.ps)
+
+    # -- growth --------------------------------------------------------------------------------
+    @rule(data=st.data(), fill=st.sampled_from([False, False, False, False, True]))
+    def new_requests(self, data: st.DataObject, fill: bool) -> None:
+        """New requests; ``fill``: one request that takes every slot the smaller side has left
+        (the next page either side needs is then short on one side only)."""
+        m = self.ex.model
+        assert m is not None
+        if fill and m.available_size() > 0:
+            seqs = [m.available_size()]
+            self.ex.note("fill")
+        else:
+            seqs = data.draw(st.lists(st.integers(1, 2 * self.ps + 2), min_size=1, max_size=3))
+        if self.ps == 1:
+            out = self.ex.call("alloc", need_size=sum(seqs))
+        else:
+            out = self.ex.call("alloc_extend", prefix_lens=[0] * len(seqs), seq_lens=seqs,
+                               last_loc=[-1] * len(seqs), extend_num_tokens=sum(seqs))
+        self.ex.note("short" if out is None else "arrive")
+        if out is not None:
+            start = 0
+            for n in seqs:
+                self.rows.append(Row(out[start:start + n]))
+                start += n
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data(), decode=st.booleans())
+    def grow(self, data: st.DataObject, decode: bool) -> None:
+        """Some growable rows extend by chunks or decode one token."""
+        picks = [r for r in self.rows if r.growable(self.ps)]
+        if picks:
+            self._grow(data, data.draw(st.lists(st.sampled_from(picks), min_size=1, max_size=4,
+                                                unique_by=id)), decode)
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def decode_step(self, data: st.DataObject) -> None:
+        """The serving loop: every growable row decodes one token, then windows slide."""
+        picks = [r for r in self.rows if r.growable(self.ps)]
+        if picks:
+            self._grow(data, picks[:8], True)
+
+    def _grow(self, data: st.DataObject, rows: list[Row], decode: bool) -> None:
+        if self.ps == 1:
+            chunks = [1] * len(rows) if decode else [data.draw(st.integers(0, 5)) for _ in rows]
+            out = self.ex.call("alloc", need_size=sum(chunks))
+        elif decode:
+            chunks = [1] * len(rows)
+            if not self.caps.atomic_decode and self._decode_refused(rows):
+                return  # a refused decode leaks on such a target (SGL-SWA-DECODE-LEAK)
+            out = self.ex.call("alloc_decode", seq_lens=[len(r.slots) + 1 for r in rows],
+                               last_loc=[r.slots[-1] for r in rows])
+        else:
+            chunks = [data.draw(st.integers(0, 2 * self.ps + 1)) for _ in rows]
+            pre = [len(r.slots) for r in rows]
+            out = self.ex.call("alloc_extend", prefix_lens=pre,
+                               seq_lens=[p + c for p, c in zip(pre, chunks)],
+                               last_loc=[r.slots[-1] for r in rows], extend_num_tokens=sum(chunks))
+        self.ex.note(("decode" if decode else "extend") + ("-short" if out is None else ""))
+        if out is not None:
+            start = 0
+            for row, n in zip(rows, chunks):
+                row.slots += out[start:start + n]
+                start += n
+            if decode and data.draw(st.booleans()):  # the decode step's window slides
+                window = data.draw(st.integers(1, 2 * self.ps))
+                for row in rows:
+                    self._slide_to(row, slide_end(len(row.slots), window, self.ps),
+                                   data.draw(st.booleans()))
+
+    def _decode_refused(self, rows: list[Row]) -> bool:
+        m = self.ex.model
+        assert m is not None
+        need = sum((len(r.slots)) % self.ps == 0 for r in rows)
+        return any(need > len(side.free_pages) + len(side.staged) for side in (m.full, m.swa))
+
+    # -- window slides ---------------------------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data(), aligned=st.booleans(), segment=st.booleans())
+    def slide(self, data: st.DataObject, aligned: bool, segment: bool) -> None:
+        row = data.draw(st.sampled_from(self.rows))
+        n = len(row.slots)
+        if aligned or self.ps == 1:
+            end = slide_end(n, data.draw(st.integers(1, self.ps + 1)), self.ps)
+        else:
+            end = data.draw(st.integers(row.front, n))
+        self._slide_to(row, end, segment)
+
+    def _slide_to(self, row: Row, end: int, segment: bool) -> None:
+        """Release the SWA side of positions ``[front, end)`` of ``row``."""
+        if end <= row.front:
+            return
+        part = row.slots[row.front:end]
+        if segment:
+            self.ex.call("free_swa_segment", free_index=part, start_pos=row.front)
+        else:
+            self.ex.call("free_swa", free_index=part)
+        self.ex.note("slide-" + ("aligned" if end % self.ps == 0 else "unaligned"))
+        row.front = min(released_frontier(end, self.ps), max(len(row.slots), end))
+
+    # -- release ---------------------------------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
+        head, tail, front = row.slots[:row.front], row.slots[row.front:], row.front
+        if data.draw(st.booleans()):
+            self.ex.call("free_full", free_index=head)
+            self.ex.call("free", free_index=tail)
+            self.ex.note("finish-free")
+            return
+        self.ex.call("free_full_segments", segments=[[head, 0]])
+        cut = front + data.draw(st.integers(0, len(tail)))
+        if self.caps.segments == "disjoint":
+            cut = min(len(row.slots), -(-cut // self.ps) * self.ps)
+        segments = [[row.slots[front:cut], front], [row.slots[cut:], cut]]
+        self.ex.call("free_segments", segments=segments)
+        self.ex.note("finish-segments" + ("-shared" if cut % self.ps else ""))
+
+    @precondition(lambda self: self.caps.groups and self.rows)
+    @rule(data=st.data())
+    def finish_batch_in_group(self, data: st.DataObject) -> None:
+        self.ex.call("free_group_begin")
+        self.group_open = True
+        for _ in range(data.draw(st.integers(1, min(3, len(self.rows))))):
+            if data.draw(st.booleans()):
+                self.slide(data, aligned=data.draw(st.booleans()), segment=data.draw(st.booleans()))
+            if self.rows:
+                self.finish(data)
+        if bool(self.ex.caps.error_types) and data.draw(st.booleans()):
+            self.bad_call(data)
+        self.ex.call("free_group_end")
+        self.group_open = False
+        self.ex.note("group")
+
+    # -- queries, capacity, maintenance ----------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def translate(self, data: st.DataObject) -> None:
+        row = data.draw(st.sampled_from(self.rows))
+        picks = data.draw(st.lists(st.sampled_from(row.slots), min_size=1, max_size=4))
+        self.ex.call("translate_loc_from_full_to_swa", kv_indices=[*picks, -1])
+
+    @precondition(lambda self: self.caps.capacity_hooks)
+    @rule(data=st.data(), check=st.booleans())
+    def capacity(self, data: st.DataObject, check: bool) -> None:
+        m = self.ex.model
+        assert m is not None
+        sizes = sorted({0, m.swa_available_size(), m.swa_available_size() + 1,
+                        m.full_available_size() + self.ps})
+        n = data.draw(st.sampled_from(sizes))
+        self.ex.call("check_decode_capacity" if check else "evict_to_free_tokens", num_tokens=n)
+
+    @precondition(lambda self: self.caps.clear or self.caps.resize)
+    @rule(data=st.data())
+    def maintenance(self, data: st.DataObject) -> None:
+        if self.caps.resize and data.draw(st.booleans()):
+            m = self.ex.model
+            assert m is not None
+            top = 32 if self.caps.resize_grow else m.full.size // self.ps
+            full = data.draw(st.integers(4, max(4, top))) * self.ps
+            swa = data.draw(st.integers(3, 14)) * self.ps
+            self.ex.call("resize", size=full, size_swa=swa)
+        elif self.caps.clear:
+            self.ex.call("clear")
+        self.rows = []
+
+    # -- bad input (checked targets) -------------------------------------------------------------
+    @precondition(lambda self: self.ex.caps.error_types and self.rows)
+    @rule(data=st.data())
+    def bad_call(self, data: st.DataObject) -> None:
+        row = data.draw(st.sampled_from(self.rows)) if self.rows else None
+        if row is None:
+            return
+        kinds = ["free_full_live", "translate_freed"]
+        if row.front > 0:
+            kinds += ["swa_double", "free_released", "segment_released"]
+        if self.ps > 1 and len(row.slots) % self.ps and row.front >= len(row.slots):
+            kinds.append("extend_released")
+        kind = data.draw(st.sampled_from(kinds))
+        head = row.slots[:row.front]
+        if kind == "swa_double":
+            self.ex.call_bad("free_swa", free_index=[data.draw(st.sampled_from(head))])
+        elif kind == "free_released":
+            self.ex.call_bad("free", free_index=[data.draw(st.sampled_from(head))])
+        elif kind == "segment_released":
+            self.ex.call_bad("free_swa_segment", free_index=head[:self.ps], start_pos=0)
+        elif kind == "free_full_live":
+            if row.front >= len(row.slots):
+                return
+            self.ex.call_bad("free_full", free_index=[row.slots[-1]])
+        elif kind == "translate_freed":
+            m = self.ex.model
+            assert m is not None
+            free = m.full.free_pages
+            if not free:
+                return
+            self.ex.call_bad("translate_loc_from_full_to_swa", kv_indices=[free[0] * self.ps])
+        else:
+            n = len(row.slots)
+            self.ex.call_bad("alloc_extend", prefix_lens=[n], seq_lens=[n + 1],
+                             last_loc=[row.slots[-1]], extend_num_tokens=1)
+
+    def teardown(self) -> None:
+        """Release everything; every page of both pools must be free again."""
+        stats = type(self).stats
+        stats["examples"] += 1
+        stats["calls"] += self.ex.num_calls
+        for event, count in self.ex.reached.items():
+            stats[event] = stats.get(event, 0) + count
+        if self.ex.model is None:
+            return
+        if self.group_open or self.ex.failed:
+            return
+        for row in self.rows:
+            self.ex.call("free_full", free_index=row.slots[:row.front])
+            self.ex.call("free", free_index=row.slots[row.front:])
+        m = self.ex.model
+        assert m.full_available_size() == m.full.num_pages * self.ps
+        assert m.swa_available_size() == m.swa.num_pages * self.ps
+
+
+def hybrid_machine(factory: Any, caps: HybridCapabilities, path: str, page_size: int,
+                   need_sort: bool) -> type[HybridMachine]:
+    """A machine class bound to one hybrid configuration."""
+    attrs = {"factory": staticmethod(factory), "caps": caps, "path": path,
+             "page_size": page_size, "need_sort": need_sort, "stats": {"examples": 0, "calls": 0}}
+    return type(f"Hybrid_ps{page_size}_{'sorted' if need_sort else 'unsorted'}",
+                (HybridMachine,), attrs)
