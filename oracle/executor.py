@@ -342,7 +342,7 @@ class Executor:
             pass
         except Exception as err:
             step.raised = f"{type(err).__name__}: {err}"
-            names = " or ".join(t.__name__ for t in accepted)
+            names = " or ".join(t.__name__ for t in accepted) or "a rejection (unchecked)"
             raise Divergence(
                 str(clause),
                 f"raised {type(err).__name__}: {err} instead of {names}; the spec says {message}",

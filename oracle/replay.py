@@ -8,9 +8,11 @@ map (a renaming that every contract-conformant allocator admits).
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from .calls import ALLOC_CALLS, CALLS, map_slots
+from .capabilities import exception_class
 from .executor import Executor
 from .report import Failure, OracleFailure
 from .targets import Config, Target
@@ -18,8 +20,14 @@ from .trace import Trace
 
 
 def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure | None:
-    """Run ``trace`` on ``target``; the first divergence, or None when every step conforms."""
+    """Run ``trace`` on ``target``; the first divergence, or None when every step conforms.
+
+    A target that declares no error types is judged by the ones the trace was recorded with
+    (its rejected steps expect them)."""
     mode = order or trace.order
+    if trace.error_types and not target.caps.error_types:
+        types = tuple(exception_class(name) for name in trace.error_types)
+        target = dataclasses.replace(target, caps=target.caps.with_source("trace", checked=types))
     ex = Executor(target, Config(trace.page_size, trace.need_sort, trace.device, mode))
     slots: dict[int, int] = {}
     end = len(trace.steps) if trace.failing_step is None else trace.failing_step + 1

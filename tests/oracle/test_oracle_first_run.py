@@ -237,6 +237,11 @@ def test_oracle_repro_of_a_rejected_call_expects_the_declared_type() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(source, "<repro>", "exec"), namespace)
     namespace["test_kvpool_repro"]()
+    from kvpool.oracle.replay import replay
+
+    undeclared = load_target("minimal_allocator:make_checked")
+    assert not undeclared.caps.error_types  # inferred unchecked: judged by the trace's types
+    assert replay(Trace.from_json(trace.to_json()), undeclared) is None
     accepting = source.replace("import make_checked as factory", "import make as factory")
     exec(compile(accepting, "<accepting>", "exec"), namespace)
     with pytest.raises(pytest.fail.Exception, match="DID NOT RAISE"):
