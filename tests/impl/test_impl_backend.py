@@ -107,6 +107,32 @@ def test_distinct_pages_and_slots_of_pages_agree(ps: int, slots: list[int],
     _same(host.slots_of_pages(pages), ref.slots_of_pages(torch.from_numpy(pages)))
 
 
+@pytest.mark.parametrize("ops", [NumpyOps, TorchOps])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_distinct_pages_of_a_2d_slot_tensor_FREE_4(ops: type[TorchOps], dtype: torch.dtype) -> None:
+    """``free`` may get a 2-D slot tensor: its pages are those of the flattened slots."""
+    backend = ops(4, "cpu")
+    slots = torch.tensor([[9, 4, 30], [5, 8, 31]], dtype=dtype)
+    for form in (slots, slots.t()):  # contiguous, strided
+        assert torch.as_tensor(backend.distinct_pages(form)).tolist() == [1, 2, 7]
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_free_of_a_2d_slot_tensor_on_allocators_FREE_4(paged: bool) -> None:
+    """The same release as the flattened 1-D slots, on the CPU (numpy) backend."""
+    ps = 4 if paged else 1
+    flat_alloc = (PagedTokenToKVPoolAllocator(32, 4, torch.float16, "cpu", None, False) if paged
+                  else TokenToKVPoolAllocator(8, torch.float16, "cpu", None, False))
+    grid_alloc = (PagedTokenToKVPoolAllocator(32, 4, torch.float16, "cpu", None, False) if paged
+                  else TokenToKVPoolAllocator(8, torch.float16, "cpu", None, False))
+    got = flat_alloc.alloc(6 * ps)
+    assert got is not None and grid_alloc.alloc(6 * ps) is not None
+    flat_alloc.free(got[: 4 * ps])
+    grid_alloc.free(got[: 4 * ps].reshape(2, -1))
+    assert free_list(grid_alloc) == free_list(flat_alloc)
+    grid_alloc.check_invariants()
+
+
 def test_results_are_fresh_arrays_ALIAS_1() -> None:
     """Results never share memory with the inputs or the pages handed in."""
     host = NumpyOps(4, "cpu")

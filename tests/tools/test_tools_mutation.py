@@ -76,14 +76,16 @@ def test_coverage_map_selects_by_line() -> None:
     assert cov.select("s.py", [1, 5]) is None  # runs at import: the whole test set
 
 
-def test_equivalents_file_names_live_targets_with_reasons() -> None:
-    equivalents = load_equivalents()
-    for key, reason in equivalents.items():
-        path = key.split(" | ")[0]
+def test_equivalents_file_names_targets_with_reasons() -> None:
+    """Each entry: a target file, a change the operators make, a reason. (Whether the mutant
+    still exists and survives is the mutation run's check: it reports stale entries.)"""
+    descriptions = ("binop ", "compare ", "boolop ", "not removed", "const ", "minmax ",
+                    "stmt removed", "raise removed", "continue -> break", "break -> continue")
+    for key, reason in load_equivalents().items():
+        path, _, change, *_ = key.split(" | ")
         assert path in config.TARGETS, key
+        assert change.startswith(descriptions), key
         assert len(reason) > 20, key
-        keys = {m.key for m in mutants_of(path, (ROOT / path).read_bytes())}
-        assert key in keys, f"stale equivalent: {key}"
 
 
 def test_targets_exist_and_name_existing_tests() -> None:

@@ -35,6 +35,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
                    help="where table.md and results.json go (default mutation-results/PROFILE)")
     p.add_argument("--no-rerun", action="store_true", help="skip re-running the survivors")
     p.add_argument("--list", action="store_true", help="list the mutants and exit")
+    p.add_argument("--match", nargs="*", default=None, metavar="TEXT",
+                   help="only the mutants whose key contains one of these (a survivor's line)")
+    p.add_argument("--tests", nargs="*", default=None, metavar="PATH",
+                   help="run these tests against every mutant instead of the traced selection "
+                        "(quick check of a new test; not for the score)")
     p.add_argument("--rescore", type=Path, default=None, metavar="DIR",
                    help="re-read the equivalents file and rewrite DIR's table; runs nothing")
     return p.parse_args(argv)
@@ -59,7 +64,8 @@ def main(argv: list[str] | None = None) -> int:
     originals: dict[str, bytes] = {}
     for f in files:
         originals[f] = (root / f).read_bytes()
-        mutants[f] = [m for m in mutants_of(f, originals[f]) if _compiles(m.apply(originals[f]))]
+        mutants[f] = [m for m in mutants_of(f, originals[f]) if _compiles(m.apply(originals[f]))
+                      and (not args.match or any(text in m.key for text in args.match))]
     if args.list:
         for f in files:
             for m in mutants[f]:
@@ -72,15 +78,20 @@ def main(argv: list[str] | None = None) -> int:
     preload()
     with tempfile.TemporaryDirectory(prefix="kvpool-mutation-") as work:
         pool = Pool(root, Path(work), args.jobs)
-        timeouts, coverage = _baselines(pool, files, originals, profile, seed)
+        if args.tests:
+            timeouts, coverage = dict.fromkeys(files, 1800.0), None
+        else:
+            timeouts, coverage = _baselines(pool, files, originals, profile, seed)
         runs, unreached = [], []
         for f in files:
             for m in mutants[f]:
-                selected = coverage[f].select(f, range(m.line, m.end_line + 1))
+                lines = range(m.line, m.end_line + 1)
+                selected = None if coverage is None else coverage[f].select(f, lines)
                 if selected == []:
                     unreached.append(Outcome(Run(f, b"", (), profile, seed, 0, m), SURVIVED, 0, ""))
                     continue
-                tests = config.TARGETS[f] if selected is None else tuple(selected)
+                tests = tuple(args.tests or ()) or (
+                    config.TARGETS[f] if selected is None else tuple(selected))
                 runs.append(Run(f, m.apply(originals[f]), tests, profile, seed, timeouts[f], m))
         print(f"{len(runs) + len(unreached)} mutants in {len(files)} files ({len(unreached)} on "
               f"lines no test reaches), profile {profile}, seed {seed}", flush=True)
