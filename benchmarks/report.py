@@ -218,7 +218,7 @@ def results_markdown(meta: dict[str, Any], records: list[Record], rows: list[dic
              *(["W5 replay check (kvpool vs SGLang, digest of every result):", "", "```",
                 *checks, "```", ""] if checks else []),
              markdown(rows)]
-    sizes = sorted({r["num_pages"] for r in rows})
+    sizes = sorted({r["num_pages"] for r in rows if r["workload"] == "w1_alloc_free"})
     if len(sizes) >= 2:
         lines += ["", f"**W1 pool-size scaling**: median at {sizes[-1]:,} pages / median at "
                   f"{sizes[0]:,} pages (1.0 = flat)", "",

@@ -196,6 +196,28 @@ def _memory(cfg: Config, peers: Any) -> list[dict[str, Any]]:
     return out
 
 
+def render(meta: dict[str, Any], records: list[dict[str, Any]], mem: list[dict[str, Any]],
+           verdicts: list[Any], cuda_records: list[dict[str, Any]],
+           prof_rows: list[dict[str, Any]], fallback_rows: list[dict[str, Any]]) -> str:
+    """The whole ``results.md`` of one run (also from a saved ``results.json``)."""
+    from benchmarks import profile_ops
+
+    rows = report.paired_rows(records)
+    checks = report.digest_checks(records)
+    md = report.results_markdown(meta, records, rows, mem, verdicts, cuda_records, checks)
+    if prof_rows:
+        md += ("\n**Operators per call** (CPU, torch.profiler, need_sort off, largest pool; the "
+               "whole step, so W3 includes the untimed free of the new pages and W4 the untimed "
+               "re-take of the row; times inflated by the profiler)\n\n"
+               + profile_ops.markdown(prof_rows))
+    if fallback_rows:
+        md += ("\n**kvpool's backends: torch operators per call** (CPU, torch.profiler; on CUDA "
+               "every operator of the torch path that is not a view launches a kernel; the "
+               "Triton path replaces the layout operators by one kernel per call)\n\n"
+               + profile_ops.fallback_markdown(fallback_rows))
+    return md
+
+
 def run(args: argparse.Namespace) -> int:
     """Run everything ``args`` selects; write JSON, Markdown and plots; print verdicts."""
     torch.set_num_threads(args.threads)
@@ -259,21 +281,7 @@ def run(args: argparse.Namespace) -> int:
     verdicts = targets.evaluate(records, cfg.need_sorts, mem)
     meta["elapsed_s"] = round(time.perf_counter() - t_start, 1)
     meta["loadavg_end"] = _loadavg()
-    md = report.results_markdown(meta, records, rows, mem, verdicts, cuda_records, checks)
-    if prof_rows:
-        from benchmarks import profile_ops
-
-        md += ("\n**Operators per call** (CPU, torch.profiler, need_sort off, largest pool; the "
-               "whole step, so W3 includes the untimed free of the new pages and W4 the untimed "
-               "re-take of the row; times inflated by the profiler)\n\n"
-               + profile_ops.markdown(prof_rows))
-    if fallback_rows:
-        from benchmarks import profile_ops
-
-        md += ("\n**kvpool's backends: torch operators per call** (CPU, torch.profiler; on CUDA "
-               "every operator of the torch path that is not a view launches a kernel; the "
-               "Triton path replaces the layout operators by one kernel per call)\n\n"
-               + profile_ops.fallback_markdown(fallback_rows))
+    md = render(meta, records, mem, verdicts, cuda_records, prof_rows, fallback_rows)
     (out_dir / "results.md").write_text(md)
     payload = {"meta": meta, "records": records, "paired": rows, "memory": mem,
                "targets": [v.__dict__ for v in verdicts], "cuda_records": cuda_records,
