@@ -22,7 +22,7 @@ from impl_adapter import free_list
 from impl_scheduler import Driver, RandomChooser, choose_config
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from kvpool.impl.backend import NumpyOps, TorchOps, ops_for
-from kvpool.spec import ContractViolation
+from kvpool.spec import AllocatorModel, ContractViolation
 from test_impl_cases import PARAMS, _runner
 
 PAGE_SIZES = st.sampled_from([1, 2, 3, 16, 64])
@@ -131,6 +131,90 @@ def test_free_of_a_2d_slot_tensor_on_allocators_FREE_4(paged: bool) -> None:
     grid_alloc.free(got[: 4 * ps].reshape(2, -1))
     assert free_list(grid_alloc) == free_list(flat_alloc)
     grid_alloc.check_invariants()
+
+
+@pytest.mark.parametrize("ps", [1, 4, 16])
+@pytest.mark.parametrize("batch_size", [1, 3, 4, 5, 7])
+def test_same_tensor_as_device_and_host_lengths_EXTEND_4_DECODE_4(ps: int,
+                                                                   batch_size: int) -> None:
+    """On the CPU a caller may pass one tensor as both ``seq_lens`` and ``seq_lens_cpu`` (and
+    ``prefix_lens``): the backend reuses what it read for the page count; the slots must be the
+    spec model's, for batches on both sides of the few-requests threshold."""
+    alloc = PagedTokenToKVPoolAllocator(64 * ps, ps, torch.float16, "cpu", None, False)
+    model = AllocatorModel(size=64 * ps, page_size=ps, paged=True)
+    seq = [1 + (3 * i + 2) % (2 * ps + 1) for i in range(batch_size)]
+    pre = [0] * batch_size
+    pre_t, seq_t = torch.tensor(pre), torch.tensor(seq)
+    got = alloc.alloc_extend(pre_t, pre_t, seq_t, seq_t, torch.full((batch_size,), -1),
+                             sum(seq))
+    want = model.alloc_extend(pre, seq, [-1] * batch_size)
+    assert got is not None and got.tolist() == want
+    ends = [sum(seq[: i + 1]) - 1 for i in range(batch_size)]
+    last = [want[e] for e in ends]
+    for _ in range(2 * ps + 1):  # decode steps: some open pages, some continue
+        seq = [s + 1 for s in seq]
+        seq_t = torch.tensor(seq)
+        got = alloc.alloc_decode(seq_t, seq_t, torch.tensor(last))
+        want = model.alloc_decode(seq, last)
+        assert got is not None and got.tolist() == want
+        last = want
+    pre = seq
+    seq = [p + 1 + i % 3 for i, p in enumerate(pre)]
+    pre_t, seq_t = torch.tensor(pre), torch.tensor(seq)
+    got = alloc.alloc_extend(pre_t, pre_t, seq_t, seq_t, torch.tensor(last),
+                             sum(seq) - sum(pre))
+    want = model.alloc_extend(pre, seq, last)
+    assert got is not None and got.tolist() == want
+    alloc.check_invariants()
+
+
+def test_decode_slots_whatever_was_counted_before_DECODE_4() -> None:
+    """``decode_slots`` reuses the openings ``decode_new_pages`` found only for that very
+    tensor: called alone, after counting another tensor, or after counting this one, it gives
+    the torch backend's slots."""
+    ps = 4
+    seq_a, seq_b = torch.tensor([5, 6, 9, 2]), torch.tensor([6, 5, 7, 13])
+    last = torch.tensor([15, 20, 31, 40])
+    pages = np.array([7, 3], dtype=np.int64)
+    ref = TorchOps(ps, "cpu")
+    for counted in (None, seq_a, seq_b):
+        host = NumpyOps(ps, "cpu")
+        if counted is not None:
+            host.decode_new_pages(counted)
+        _same(host.decode_slots(seq_b, last, pages),
+              ref.decode_slots(seq_b, last, torch.from_numpy(pages)))
+
+
+def test_backend_choice_on_cuda_follows_KVPOOL_TRITON(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CUDA takes the Triton backend when it imports and ``KVPOOL_TRITON`` is not 0; any other
+    non-CPU device the torch one (a stand-in module plays ``kvpool.impl.triton_ops``)."""
+    import sys
+    import types
+
+    from kvpool.impl import backend
+
+    class StandIn(TorchOps):
+        def __init__(self, page_size: int, device: Any) -> None:  # no CUDA tensors here
+            self.page_size = page_size
+
+    class FakeTorchOps(StandIn):
+        pass
+
+    class FakeTritonOps(StandIn):
+        pass
+
+    fake = types.ModuleType("kvpool.impl.triton_ops")
+    fake.TritonOps = FakeTritonOps  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kvpool.impl.triton_ops", fake)
+    monkeypatch.setattr(backend, "TorchOps", FakeTorchOps)
+    monkeypatch.delenv("KVPOOL_TRITON", raising=False)
+    assert type(ops_for(16, "cuda")) is FakeTritonOps
+    assert type(ops_for(16, "meta")) is FakeTorchOps
+    monkeypatch.setenv("KVPOOL_TRITON", "0")
+    assert type(ops_for(16, "cuda")) is FakeTorchOps
+    monkeypatch.setenv("KVPOOL_TRITON", "1")
+    assert type(ops_for(16, "cuda")) is FakeTritonOps
+    assert type(ops_for(16, "meta")) is FakeTorchOps
 
 
 def test_results_are_fresh_arrays_ALIAS_1() -> None:

@@ -89,6 +89,17 @@ def test_ring_check_invariants_reports_a_wrong_capacity() -> None:
     assert ring.check_invariants()
 
 
+@pytest.mark.parametrize("torch_backend", [False, True])
+def test_new_lists_are_empty_until_filled(torch_backend: bool) -> None:
+    """A new stack or ring holds no page; ``fill`` makes every page free, ascending."""
+    ops = TorchOps(1, "cpu") if torch_backend else NumpyOps(1, "cpu")
+    for free_list in (PageStack(5, "cpu", ops), PageRing(5, "cpu", ops)):
+        assert len(free_list) == 0 and free_list.contents().tolist() == []
+        assert free_list.check_invariants() == []
+        free_list.fill()
+        assert len(free_list) == 5 and free_list.contents().tolist() == [1, 2, 3, 4, 5]
+
+
 @pytest.mark.parametrize(("top", "healthy"), [(0, True), (8, True), (-1, False), (9, False)])
 def test_stack_check_invariants_reports_counters_CAP_3(top: int, healthy: bool) -> None:
     """``0 <= top <= capacity == buffer size``."""

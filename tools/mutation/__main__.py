@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     equivalents = load_equivalents()  # read again: entries added while the run went on count
     scores, survivor_rows = _score(files, outcomes, equivalents, reruns)
     live_keys = {row["key"] for row in survivor_rows}
-    stale = [k for k in equivalents if k.split(" | ")[0] in files and k not in live_keys]
+    stale = [] if args.match or args.tests else [  # a partial run cannot tell
+        k for k in equivalents if k.split(" | ")[0] in files and k not in live_keys]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
                             capture_output=True, text=True).stdout.strip()
     header = (f"# Mutation run: profile `{args.profile}`"
