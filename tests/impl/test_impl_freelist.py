@@ -93,11 +93,13 @@ def test_ring_check_invariants_reports_a_wrong_capacity() -> None:
 def test_new_lists_are_empty_until_filled(torch_backend: bool) -> None:
     """A new stack or ring holds no page; ``fill`` makes every page free, ascending."""
     ops = TorchOps(1, "cpu") if torch_backend else NumpyOps(1, "cpu")
-    for free_list in (PageStack(5, "cpu", ops), PageRing(5, "cpu", ops)):
-        assert len(free_list) == 0 and free_list.contents().tolist() == []
-        assert free_list.check_invariants() == []
-        free_list.fill()
-        assert len(free_list) == 5 and free_list.contents().tolist() == [1, 2, 3, 4, 5]
+    for capacity in (0, 1, 5):
+        for free_list in (PageStack(capacity, "cpu", ops), PageRing(capacity, "cpu", ops)):
+            assert len(free_list) == 0 and free_list.contents().tolist() == []
+            assert free_list.check_invariants() == []
+            free_list.fill()
+            assert free_list.contents().tolist() == list(range(1, capacity + 1))
+            assert len(free_list) == capacity and free_list.check_invariants() == []
 
 
 @pytest.mark.parametrize(("top", "healthy"), [(0, True), (8, True), (-1, False), (9, False)])
