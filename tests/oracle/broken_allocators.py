@@ -116,7 +116,8 @@ class NoMergeBeforeNone(SpecTorchAllocator):
     """B16: ``alloc`` returns None when the free list is short, without merging staged pages."""
 
     def alloc(self, need_size: int) -> Any:
-        if need_size > 0 and need_size // self.page_size > len(self.model.free_pages):
+        aligned = need_size % self.page_size == 0  # an unaligned request is still rejected
+        if need_size > 0 and aligned and need_size // self.page_size > len(self.model.free_pages):
             return None
         return super().alloc(need_size)
 

@@ -81,7 +81,8 @@ class ImplNoMergeBeforeNone(PagedTokenToKVPoolAllocator):
     """B16: ``alloc`` gives up when the free list is short, without merging staged pages."""
 
     def alloc(self, need_size: int) -> torch.Tensor | None:
-        if need_size > 0 and need_size // self.page_size > len(self._free):
+        aligned = need_size % self.page_size == 0  # an unaligned request is still rejected
+        if need_size > 0 and aligned and need_size // self.page_size > len(self._free):
             return None
         out: torch.Tensor | None = super().alloc(need_size)
         return out
