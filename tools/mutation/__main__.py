@@ -117,10 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         done[0] = 0
         outcomes = unreached + pool.run_all(runs, progress)
         log.close()
-        survivors = [o for o in outcomes if o.status == SURVIVED]
+        equivalents = load_equivalents()  # read again: entries added while the run went on count
+        # an equivalent cannot be killed by another seed: re-run only the real survivors
+        survivors = [o for o in outcomes if o.status == SURVIVED
+                     and isinstance(o.run.tag, Mutant) and o.run.tag.key not in equivalents]
         reruns = {} if args.no_rerun else _rerun(pool, survivors, args.profile, originals)
     elapsed = time.monotonic() - started
-    equivalents = load_equivalents()  # read again: entries added while the run went on count
     scores, survivor_rows = _score(files, outcomes, equivalents, reruns)
     live_keys = {row["key"] for row in survivor_rows}
     stale = [] if args.match or args.tests else [  # a partial run cannot tell
@@ -130,8 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"# Mutation run: profile `{args.profile}`"
               f"{f', Hypothesis seed {seed}' if seed is not None else ' (derandomized)'}\n\n"
               f"commit {commit}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-              f"{len(runs)} mutants, {args.jobs} parallel runs, {elapsed:.0f} s "
-              f"(survivors re-run with {_rerun_desc(args.profile)})")
+              f"{len(outcomes)} mutants, {args.jobs} parallel runs, {elapsed:.0f} s "
+              + ("(no re-runs)" if args.no_rerun else "(survivors not in the equivalents file "
+                 f"re-run with {_rerun_desc(args.profile)})"))
     text = write_report(out, header, scores, survivor_rows, equivalents, stale)
     print(text)
     real = [r for r in survivor_rows if not r["equivalent"]]
