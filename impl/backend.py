@@ -163,7 +163,7 @@ class NumpyOps(TorchOps):
             self._lists_of = ((prefix_lens_cpu, pre_list), (seq_lens_cpu, seq_list))
             return sum(-(-s // ps) + p // -ps for p, s in zip(pre_list, seq_list))
         seq, pre = _host(seq_lens_cpu), _host(prefix_lens_cpu)
-        return int((_div(seq + (ps - 1), ps) - _div(pre + (ps - 1), ps)).sum())
+        return int(layout.new_pages_per_request(pre, seq, ps, _div).sum())
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         if self.page_size == 1:

@@ -16,7 +16,7 @@ from kvpool.spec import rules
 from kvpool.spec.census import census, describe_pages
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.model import ResizeConfig
-from kvpool.spec.segments import trim_boundary
+from kvpool.spec.segments import next_trim
 
 from .backend import TorchOps, ops_for
 from .checked import PageStatusTable, host_list
@@ -154,7 +154,7 @@ class AllocatorBase(SglangSurface):
         table = self._table
         if table is not None:
             pages = table.check_free(free_index, paged=self.paged, page_size=self.page_size,
-                                     in_group=self.free_group is not None)
+                                     group_open=self.free_group is not None)
         if self.free_group is not None:
             self.free_group.append(free_index.clone())
             if table is not None:
@@ -187,11 +187,7 @@ class AllocatorBase(SglangSurface):
         per_segment: list[tuple[int, torch.Tensor]] = []
         prev_end: int | None = None
         for i, (free_index, start_pos) in enumerate(segments):
-            n = free_index.numel()
-            if n == 0:
-                continue
-            trim = trim_boundary(start_pos, n, prev_end, self.page_size)
-            prev_end = start_pos + n
+            trim, prev_end = next_trim(start_pos, free_index.numel(), prev_end, self.page_size)
             pages = self._segment_pages(free_index[trim:], start_pos + trim)
             if pages is not None:
                 per_segment.append((i, pages))
@@ -211,7 +207,14 @@ class AllocatorBase(SglangSurface):
                     table.deferred_segment(checked_pages[i], paged=self.paged)
 
     def _segment_pages(self, free_index: torch.Tensor, start_pos: int) -> torch.Tensor | None:
-        """Pages of one segment in row order, a new tensor (None when empty)."""
+        """Pages of one segment in row order, a new tensor (None when empty).
+
+        The spec's :func:`kvpool.spec.segments.segment_pages` as tensor slicing: its
+        representatives (``rep_offsets``) are index 0 and then every ``ps`` from ``ps - offset``,
+        which is a strided view here instead of a host list turned into an index tensor (no
+        host-device sync, no per-segment allocation). ``tests/impl/test_impl_spec_forms.py`` ties
+        the two together.
+        """
         n = free_index.numel()
         if n == 0:
             return None

@@ -91,11 +91,11 @@ class PageStatusTable:
 
     # -- validation (kvpool.spec.rules over this table) ------------------------------------
     def check_free(self, free_index: torch.Tensor | list[int], *, paged: bool, page_size: int,
-                   in_group: bool) -> list[int]:
+                   group_open: bool) -> list[int]:
         """``free``: the pages released, or ContractViolation (``FREE-*``, ``GROUP-6``)."""
         pages: list[int] = rules.check_free(
             host_list(free_index), paged=paged, page_size=page_size,
-            num_pages=len(self.status) - 1, status_of=self.status_of, in_group=in_group)
+            num_pages=len(self.status) - 1, status_of=self.status_of, group_open=group_open)
         return pages
 
     def check_segments(self, segments: Sequence[tuple[torch.Tensor, int]],

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from kvpool.spec.census import decode_capacity_ok, eviction_shortfall
 from kvpool.spec.model import TreeCache
 
 
@@ -71,8 +72,8 @@ class SglangSurface:
         sharing = getattr(tree_cache, "supports_prefix_sharing", None)
         if sharing is not None and not sharing():
             return
-        shortfall = num_tokens - self.available_size()
-        if shortfall <= 0:
+        shortfall = eviction_shortfall(num_tokens, self.available_size())
+        if shortfall == 0:
             return
         evict_for_alloc = getattr(tree_cache, "evict_for_alloc", None)
         if evict_for_alloc is not None:
@@ -86,4 +87,5 @@ class SglangSurface:
         ``spec_algorithm`` (SGLang's request-level context) do not change a single pool's
         demand and are accepted for its scheduler's call."""
         self.evict_to_free_tokens(tree_cache, num_tokens)
-        return self.available_size() >= num_tokens
+        fits: bool = decode_capacity_ok(num_tokens, self.available_size())
+        return fits

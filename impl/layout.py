@@ -12,20 +12,36 @@ Host counts (:func:`extend_new_pages`, :func:`decode_new_pages`) run on the ``*_
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 INT64 = torch.int64
 
 
+def new_pages_per_request(prefix_lens: Any, seq_lens: Any, page_size: int,
+                          div: Callable[[Any, int], Any] = operator.floordiv) -> Any:
+    """``ceil(seq/ps) - ceil(prefix/ps)`` per request (``EXTEND-4``), a new tensor or array.
+
+    :func:`kvpool.spec.layout.num_new_pages` over a whole batch at once: one expression on
+    int64 torch tensors or numpy arrays (a Python loop per request is what this avoids).
+    ``div`` is the floor division to use (numpy passes its shift form). Tied to the spec by
+    ``tests/impl/test_impl_spec_forms.py``.
+    """
+    ps = page_size
+    return div(seq_lens + (ps - 1), ps) - div(prefix_lens + (ps - 1), ps)
+
+
 def extend_new_pages(prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor,
                      page_size: int) -> int:
     """``Σ ceil(seq/ps) - ceil(prefix/ps)`` from host tensors (``EXTEND-4``); no device access."""
-    ps = page_size
     seq = seq_lens_cpu.to(INT64)
     pre = prefix_lens_cpu.to(INT64)
-    if ps == 1:
+    if page_size == 1:
         return int((seq - pre).sum())
-    return int(((seq + (ps - 1)) // ps - (pre + (ps - 1)) // ps).sum())
+    return int(new_pages_per_request(pre, seq, page_size).sum())
 
 
 def decode_new_pages(seq_lens_cpu: torch.Tensor, page_size: int) -> int:
@@ -64,7 +80,7 @@ def extend_slots(
     extend_lens = seq - pre
     first_new = (pre + (ps - 1)) // ps  # logical index of each request's first new page
     out_start = torch.cumsum(extend_lens, 0) - extend_lens  # exclusive prefix sums
-    pages_needed = (seq + (ps - 1)) // ps - first_new
+    pages_needed = new_pages_per_request(pre, seq, ps)
     page_start = torch.cumsum(pages_needed, 0) - pages_needed
     # per request, gathered once per token t: pos = t + (pre - out_start),
     # continued slot = t + (last_loc + 1 - out_start), page index = logical + (S - first_new)

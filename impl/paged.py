@@ -80,7 +80,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         if table is not None:
             named = host_list(pages)
             table.check_free([p * self.page_size for p in named], paged=False,
-                             page_size=self.page_size, in_group=False)
+                             page_size=self.page_size, group_open=False)
         if self.free_group is not None:
             self._deferred_segments().append(pages.clone())
             if table is not None:

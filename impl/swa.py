@@ -277,7 +277,7 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SglangSurface):
             table = self.full_attn_allocator._table
             assert table is not None
             table.check_free(free_index, paged=self.page_size > 1, page_size=self.page_size,
-                             in_group=self.free_group is not None)
+                             group_open=self.free_group is not None)
         self._free_swa(free_index)
         self.full_attn_allocator.free(free_index)
 

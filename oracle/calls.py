@@ -31,10 +31,10 @@ MAX_HELD = 64  # returned tensors re-checked after every step (the most recent o
 
 @dataclass(frozen=True)
 class Call:
-    """One allocator call (see the module docstring). ``group``: alloc, free, cache or state."""
+    """One allocator call (see the module docstring). ``kind``: alloc, free, cache or state."""
 
     name: str
-    group: str
+    kind: str
     params: tuple[str, ...]
     spec: Callable[[AllocatorModel, Args], Any]
     target: Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]
@@ -101,11 +101,11 @@ def _free_call(name: str, raise_clause: str) -> Call:
     )
 
 
-def _plain_call(name: str, group: str, raise_clause: str, order_clause: str) -> Call:
+def _plain_call(name: str, kind: str, raise_clause: str, order_clause: str) -> Call:
     """A call without arguments."""
     return Call(
         name,
-        group,
+        kind,
         (),
         spec=lambda m, a: getattr(m, name)(),
         target=lambda alloc, a, device: _no_inputs(getattr(alloc, name)()),
@@ -361,9 +361,9 @@ _TABLE = [
     ),
 ]
 CALLS: dict[str, Call] = {c.name: c for c in _TABLE}
-ALLOC_CALLS = tuple(c.name for c in _TABLE if c.group == "alloc")
-CACHE_CALLS = tuple(c.name for c in _TABLE if c.group == "cache")
-FREE_CALLS = tuple(c.name for c in _TABLE if c.group == "free")
+ALLOC_CALLS = tuple(c.name for c in _TABLE if c.kind == "alloc")
+CACHE_CALLS = tuple(c.name for c in _TABLE if c.kind == "cache")
+FREE_CALLS = tuple(c.name for c in _TABLE if c.kind == "free")
 
 
 def bind(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Args:

@@ -17,7 +17,14 @@ from typing import Any
 
 import torch
 from kvpool.spec import AllocatorModel, ContractViolation
-from kvpool.spec.contract import Divergence, accept_alloc, accept_decode, accept_extend
+from kvpool.spec.census import decode_capacity_ok
+from kvpool.spec.contract import (
+    Divergence,
+    accept_alloc,
+    accept_decode,
+    accept_extend,
+    check_census,
+)
 
 from .attribution import attribute
 from .calls import ALLOC_CALLS, CALLS, MAX_HELD, Call, as_list, clone_model
@@ -138,31 +145,31 @@ class Executor:
         model = self.model
         assert model is not None
         call = CALLS[step.call]
-        if call.group == "cache":
+        if call.kind == "cache":
             return self._cache_call(step, call)
-        pre = clone_model(model) if call.group == "alloc" else model
+        pre = clone_model(model) if call.kind == "alloc" else model
         expected = None
-        if call.group != "alloc" or self.order == "exact":
+        if call.kind != "alloc" or self.order == "exact":
             try:
                 expected = call.spec(model, step.args)
             except ContractViolation as err:
                 raise OracleError(
                     f"step {step.call}({step.args}) is invalid under the spec: {err}"
                 ) from err
-        if self.order == "exact" and call.group == "alloc":
+        if self.order == "exact" and call.kind == "alloc":
             step.expect = expected  # the spec's result, asserted by a repro even if this raises
         try:
             got_obj, inputs = self._guard(
                 step, call, lambda: call.target(self.target, step.args, self.device)
             )
         except Divergence:
-            if expected is None and call.group == "alloc":  # contract order: not checked yet
+            if expected is None and call.kind == "alloc":  # contract order: not checked yet
                 self._spec_accepts(pre, step)
             raise
         if step.clobber:
             for x in inputs:
                 x.fill_(0)
-        if call.group != "alloc":
+        if call.kind != "alloc":
             return None
         got = as_list(got_obj)
         step.expect = expected if self.order == "exact" else got
@@ -221,7 +228,9 @@ class Executor:
         answers = call.result_clause is not None  # check_decode_capacity
 
         def spec_answer() -> Any:
-            return model.available_size() >= num_tokens if answers else model_cache.num_evicted
+            if answers:
+                return decode_capacity_ok(num_tokens, model.available_size())
+            return model_cache.num_evicted
 
         if self.order == "exact":  # known before the target runs (a repro asserts it)
             step.expect = spec_answer()
@@ -230,6 +239,8 @@ class Executor:
             call,
             lambda: call.target(self.target, {**a, "tree_cache": target_cache}, self.device)[0],
         )
+        model_cache.check_invariants()
+        target_cache.check_invariants()
         more = target_cache.num_evicted - model_cache.num_evicted
         if more > 0 and self.order == "contract":
             model_cache.evict_entries(more)
@@ -281,7 +292,7 @@ class Executor:
                 page_size=self.page_size,
                 extra=extra,
                 lacking=lacking,
-                group_open=model.group is not None,
+                group_open=model.free_group is not None,
             )
             if explained is not None:  # the call's own rule covers exactly these pages
                 clause, detail = explained
@@ -290,15 +301,7 @@ class Executor:
                     f"{detail}; available_size() is {available}, the spec says "
                     f"{model.available_size()}",
                 )
-            if available != model.available_size():
-                raise Divergence(
-                    "INV-4",
-                    f"available_size() is {available}, the spec says {model.available_size()}",
-                )
-            raise Divergence(
-                "INV-2" if max(got.values(), default=0) > 1 else "INV-1",
-                f"free census differs: target also lists {extra}, target lacks {lacking}",
-            )
+            check_census(model, free, available)
         if self.order == "exact" and free != model.get_all_free_pages():
             raise Divergence(
                 CALLS[step.call].order_clause,

@@ -50,13 +50,13 @@ class Failure:
         lines = []
         for i, s in enumerate(steps):
             args = ", ".join(f"{k}={v!r}" for k, v in s.args.items())
-            group = CALLS[s.call].group
+            kind = CALLS[s.call].kind
             if s.raises:
                 tail = f" -> raises {s.raises}"
                 tail += f"; the target raised {s.raised}" if s.raised else ""
             elif s.raised:
                 tail = f" -> raised {s.raised}"
-            elif i == end or group not in ("alloc", "cache"):
+            elif i == end or kind not in ("alloc", "cache"):
                 tail = ""
             elif s.call == "evict_to_free_tokens":
                 tail = f" -> {s.expect} entries evicted"

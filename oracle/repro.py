@@ -50,7 +50,7 @@ def failure_asserts(trace: Trace, index: int, *, alias_step: int | None = None) 
     exact = trace.order == "exact"
     if step.raised is not None:  # the call raises on the broken target
         return call.checks(step.args, step.expect, var) if exact else []
-    if call.group == "cache":
+    if call.kind == "cache":
         if call.name == "evict_to_free_tokens" and not exact:  # at least the spec's evictions
             return [f"assert len(cache.entries) <= {len(step.args['entries']) - step.expect}"]
         return call.checks(step.args, step.expect, var)

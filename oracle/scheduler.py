@@ -55,7 +55,7 @@ class Scheduler:
 
     @property
     def group_open(self) -> bool:
-        return self.model.group is not None
+        return self.model.free_group is not None
 
     def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
         """Draw a token count: small and near page boundaries, or near this call's share of the

@@ -2,7 +2,8 @@
 
 Shared by the reference model's ``check_invariants`` / ``verify_byte_accounting`` and by
 ``kvpool.impl``'s ``verify_byte_accounting``: both describe their state as plain lists and get the
-same violation strings back.
+same violation strings back. Also the capacity arithmetic of the hooks (``CAP-1``, ``CAP-2``),
+shared the same way.
 """
 
 from __future__ import annotations
@@ -67,3 +68,24 @@ def describe_pages(pages: Sequence[int]) -> str:
         parts.append(str(pages[i]) if i == j else f"{pages[i]}-{pages[j]}")
         i = j + 1
     return " ".join(parts) if parts else "-"
+
+
+def eviction_shortfall(num_tokens: int, available_size: int) -> int:
+    """Tokens ``evict_to_free_tokens(tree_cache, num_tokens)`` asks the cache for (``CAP-1``).
+
+    The shortfall ``num_tokens - available_size`` when positive; 0 means the cache is not asked.
+
+    pre: -1024 <= num_tokens <= 1024 and 0 <= available_size <= 1024
+    post: __return__ >= 0
+    post: __return__ == 0 or available_size + __return__ == num_tokens
+    """
+    return max(0, num_tokens - available_size)
+
+
+def decode_capacity_ok(num_tokens: int, available_size: int) -> bool:
+    """``check_decode_capacity``'s answer after the eviction (``CAP-2``): the tokens fit.
+
+    pre: -1024 <= num_tokens <= 1024 and 0 <= available_size <= 1024
+    post: __return__ == (eviction_shortfall(num_tokens, available_size) == 0)
+    """
+    return available_size >= num_tokens

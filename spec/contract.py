@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from .layout import ceil_div
+from .layout import ceil_div, num_new_pages
 from .model import AllocatorModel
 from .rules import FREE, OWNED, STAGED
 
@@ -73,17 +73,17 @@ def accept_alloc(model: AllocatorModel, need_size: int, result: Sequence[int] | 
 
 def accept_extend(model: AllocatorModel, prefix_lens: Sequence[int], seq_lens: Sequence[int],
                   last_loc: Sequence[int], result: Sequence[int] | None, *,
-                  clause: str = "EXTEND") -> None:
+                  clause_prefix: str = "EXTEND") -> None:
     """``alloc_extend``: None iff short (``-6``); part 1 continues ``last_loc``, new positions keep
     the row layout on distinct previously free pages, one per new logical page (``-4``, ``-5``)."""
     ps = model.page_size
-    needed = sum(ceil_div(s, ps) - ceil_div(p, ps) for p, s in zip(prefix_lens, seq_lens))
-    if _none_allowed(model, needed, result, f"{clause}-6"):
+    needed = sum(num_new_pages(p, s, ps) for p, s in zip(prefix_lens, seq_lens))
+    if _none_allowed(model, needed, result, f"{clause_prefix}-6"):
         return
     assert result is not None
     total = sum(seq_lens) - sum(prefix_lens)
     if len(result) != total:
-        raise Divergence(f"{clause}-5", f"returned {len(result)} slots for {total} new positions")
+        raise Divergence(f"{clause_prefix}-5", f"returned {len(result)} slots for {total} new positions")
     pages: list[int] = []
     k = 0
     for i, (pre, seq, loc) in enumerate(zip(prefix_lens, seq_lens, last_loc)):
@@ -93,32 +93,33 @@ def accept_extend(model: AllocatorModel, prefix_lens: Sequence[int], seq_lens: S
             k += 1
             if pos < ceil_div(pre, ps) * ps:
                 if slot != loc + 1 + pos - pre:
-                    raise Divergence(f"{clause}-5", f"request {i} position {pos}: slot {slot}, "
+                    raise Divergence(f"{clause_prefix}-5", f"request {i} position {pos}: slot {slot}, "
                                      f"expected {loc + 1 + pos - pre} (continues last_loc {loc})")
                 continue
             if slot % ps != pos % ps:
-                raise Divergence(f"{clause}-5", f"request {i} position {pos}: slot {slot} breaks "
+                raise Divergence(f"{clause_prefix}-5", f"request {i} position {pos}: slot {slot} breaks "
                                  f"the row layout (offset {slot % ps} != {pos % ps})")
             page = page_of_logical.setdefault(pos // ps, slot // ps)
             if page != slot // ps:
-                raise Divergence(f"{clause}-5", f"request {i}: logical page {pos // ps} split over "
+                raise Divergence(f"{clause_prefix}-5", f"request {i}: logical page {pos // ps} split over "
                                  f"pages {page} and {slot // ps}")
         pages.extend(page_of_logical.values())
-    _adopt_pages(model, pages, f"{clause}-4")
+    _adopt_pages(model, pages, f"{clause_prefix}-4")
 
 
 def accept_decode(model: AllocatorModel, seq_lens: Sequence[int], last_loc: Sequence[int],
                   result: Sequence[int] | None) -> None:
     """``alloc_decode``: the extend contract with ``prefix = seq - 1`` (``DECODE-*``)."""
-    accept_extend(model, [s - 1 for s in seq_lens], seq_lens, last_loc, result, clause="DECODE")
+    accept_extend(model, [s - 1 for s in seq_lens], seq_lens, last_loc, result, clause_prefix="DECODE")
 
 
 def check_census(model: AllocatorModel, target_free_pages: Sequence[int],
                  target_available_size: int) -> None:
-    """The target's free census equals the model's as a multiset (``INV-1``, ``INV-4``).
+    """The target's free census equals the model's as a multiset (``INV-1``, ``INV-2``, ``INV-4``).
 
     ``target_free_pages`` is the target's ``get_all_free_pages()`` (pages; slots for a token
-    allocator). Raises :class:`Divergence` naming the pages that differ.
+    allocator). Raises :class:`Divergence` naming the pages that differ: ``INV-4`` when
+    ``available_size()`` differs, else ``INV-2`` when the target lists a page twice, else ``INV-1``.
     """
     if target_available_size != model.available_size():
         raise Divergence("INV-4", f"available_size() is {target_available_size}, "
@@ -127,5 +128,6 @@ def check_census(model: AllocatorModel, target_free_pages: Sequence[int],
     if got != want:
         extra = sorted((got - want).elements())
         missing = sorted((want - got).elements())
-        raise Divergence("INV-1", f"free census differs: target also lists {extra}, "
-                                  f"target lacks {missing}")
+        clause = "INV-2" if max(got.values(), default=0) > 1 else "INV-1"
+        raise Divergence(clause, f"free census differs: target also lists {extra}, "
+                                 f"target lacks {missing}")

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 
 class ContractViolation(ValueError):
-    """A call that breaks a caller-side rule of the allocator contract.
+    """A call that breaks a caller-side rule of the allocator contract (``ERR-1``).
+
+    Raised before anything changes: a rejected call leaves the allocator as it was.
 
     Attributes:
         clause: the stable clause ID of the violated rule, e.g. ``"FREE-3"``.

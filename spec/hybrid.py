@@ -226,7 +226,7 @@ class HybridModel:
             return
         hr.check_slots(idx, self.page_size, self.full.num_pages)
         hr.check_peers_live(idx, self._peers(idx), "free", self.page_size)
-        self.full.free_pages_of(idx)  # FREE-3 before anything moves
+        self.full.pages_freed_by(idx)  # FREE-3 before anything moves
         self.free_swa(idx)
         self.full.free(idx)
 
@@ -296,7 +296,7 @@ class HybridModel:
     def _release_swa(self, pages: list[int], group: list[int]) -> None:
         if not pages:
             return
-        if self.full.group is not None:
+        if self.full.free_group is not None:
             group.extend(pages)
         else:
             self.swa._release(pages)
@@ -351,7 +351,7 @@ class HybridModel:
         self.full.check_invariants()
         self.swa.check_invariants()
         problems = self.verify_byte_accounting()
-        if self.full.group is None and (self.swa_page_group or self.swa_free_group):
+        if self.full.free_group is None and (self.swa_page_group or self.swa_free_group):
             problems.append("GROUP-2: SWA pages deferred without an open group")
         assert not problems, "\n".join(problems) + "\n" + self.debug_print()
 

@@ -149,6 +149,8 @@ def extend_row(
 def page_slots(pages: Sequence[int], page_size: int) -> list[int]:
     """Every slot of ``pages``, page after page, offsets ascending (``ALLOC-4``).
 
+    Slot ``page * page_size + offset`` lies on ``page`` at ``offset`` (``MODEL-2``).
+
     pre: len(pages) <= 64
     pre: 1 <= page_size <= 16
     post: len(__return__) == len(pages) * page_size

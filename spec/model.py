@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from . import rules
-from .census import census, describe_pages
+from .census import census, decode_capacity_ok, describe_pages, eviction_shortfall
 from .errors import ContractViolation
 from .layout import extend_row, merge_bound, page_slots
 from .rules import DEFERRED, DEFERRED_SEGMENT, FREE, OWNED, STAGED
@@ -55,11 +55,17 @@ class AllocatorModel:
     inv: sorted(self.free_pages + self.staged + self.owned_pages()) == list(range(1, self.num_pages + 1))
     inv: not self.verify_byte_accounting()
     inv: self.paged or self.page_size == 1
-    inv: self.group is not None or not self.deferred_pages()
+    inv: self.free_group is not None or not self.deferred_pages()
     """
 
     def __init__(self, size: int, page_size: int = 1, *, paged: bool | None = None,
                  need_sort: bool = False) -> None:
+        """A pool of pages ``1..size // page_size``, all free; page 0 is padding (``MODEL-1``).
+
+        ``paged`` defaults to ``page_size > 1``; a token allocator has page size 1. Raises
+        ValueError for a page size the kind cannot have, ContractViolation (``LIFE-2``) for a
+        size that is not a non-negative int.
+        """
         self.paged = page_size > 1 if paged is None else paged
         if page_size < 1 or (not self.paged and page_size != 1):
             raise ValueError(f"page_size {page_size} is invalid for a {'paged' if self.paged else 'token'} allocator")
@@ -73,12 +79,12 @@ class AllocatorModel:
         """Every page free in ascending order, nothing staged, no open group (``LIFE-1``).
 
         post: self.free_pages == list(range(1, self.num_pages + 1)) and self.staged == []
-        post: self.group is None and self.num_pages == self.size // self.page_size
+        post: self.free_group is None and self.num_pages == self.size // self.page_size
         """
         self.num_pages = self.size // self.page_size
         self.free_pages: list[int] = list(range(1, self.num_pages + 1))
         self.staged: list[int] = []
-        self.group: list[list[int]] | None = None
+        self.free_group: list[list[int]] | None = None
         self.group_segments: list[list[int]] = []
         self._status: list[str] = ["reserved"] + [FREE] * self.num_pages
 
@@ -109,7 +115,8 @@ class AllocatorModel:
         return self.free_pages + self.staged
 
     def status_of(self, page: int) -> str:
-        """``free``, ``staged``, ``owned``, ``deferred`` or ``deferred-seg`` for a page 1..num_pages."""
+        """``free``, ``staged``, ``owned``, ``deferred`` or ``deferred-seg`` for a page 1..num_pages
+        (``MODEL-3``: exactly one status per page)."""
         return self._status[page]
 
     def owned_pages(self) -> list[int]:
@@ -129,6 +136,7 @@ class AllocatorModel:
 
         ``need_size`` must be a page multiple (``ALLOC-1``). Merges staged pages first when the
         free list is short (``SORT-2``); None iff free + staged pages cannot cover it (``ALLOC-3``).
+        The result is a new list: the caller owns it, no later call changes it (``ALIAS-1``).
 
         pre: 0 <= need_size <= 64 * self.page_size
         post: (__return__ is None) == (need_size // self.page_size > len(__old__.self.free_pages) + len(__old__.self.staged))
@@ -214,11 +222,11 @@ class AllocatorModel:
         return pages
 
     # -- release ---------------------------------------------------------------------------
-    def free_pages_of(self, free_index: Sequence[int]) -> list[int]:
+    def pages_freed_by(self, free_index: Sequence[int]) -> list[int]:
         """The pages ``free(free_index)`` would release, validated (``FREE-*``); changes nothing."""
         return rules.check_free(list(free_index), paged=self.paged, page_size=self.page_size,
                                 num_pages=self.num_pages, status_of=self.status_of,
-                                in_group=self.group is not None)
+                                group_open=self.free_group is not None)
 
     def free(self, free_index: Sequence[int]) -> None:
         """Release the pages of ``free_index``, or defer them inside a free group (``FREE-*``).
@@ -228,15 +236,15 @@ class AllocatorModel:
         until ``free_group_end`` (``GROUP-3``).
 
         pre: len(free_index) <= 64
-        post: self.group is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages() + __old__.self.free_pages_of(free_index))
-        post: self.group is None or self.available_size() == __old__.self.available_size()
+        post: self.free_group is not None or sorted(self.get_all_free_pages()) == sorted(__old__.self.get_all_free_pages() + __old__.self.pages_freed_by(free_index))
+        post: self.free_group is None or self.available_size() == __old__.self.available_size()
         raises: rules.ContractViolation
         """
-        pages = self.free_pages_of(free_index)
+        pages = self.pages_freed_by(free_index)
         if not pages:
             return
-        if self.group is not None:
-            self.group.append(list(free_index))
+        if self.free_group is not None:
+            self.free_group.append(list(free_index))
             self._mark(pages, DEFERRED)
             return
         self._release(pages)
@@ -254,8 +262,8 @@ class AllocatorModel:
         """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``).
 
         pre: len(free_index) <= 64
-        post: self.group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for x in free_index})
-        post: self.group is None or self.available_size() == __old__.self.available_size()
+        post: self.free_group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for x in free_index})
+        post: self.free_group is None or self.available_size() == __old__.self.available_size()
         raises: rules.ContractViolation
         """
         self.free_segments([(free_index, start_pos)])
@@ -267,8 +275,8 @@ class AllocatorModel:
         own, in row order (``SEG-3``); token allocators treat each segment as ``free()``.
 
         pre: len(segments) <= 8
-        post: self.group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for idx, _ in segments for x in idx})
-        post: self.group is None or self.available_size() == __old__.self.available_size()
+        post: self.free_group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for idx, _ in segments for x in idx})
+        post: self.free_group is None or self.available_size() == __old__.self.available_size()
         raises: rules.ContractViolation
         """
         per_segment = rules.check_segments(segments, page_size=self.page_size,
@@ -276,16 +284,18 @@ class AllocatorModel:
         for pages in per_segment:
             if not pages:
                 continue
-            if self.group is None:
+            if self.free_group is None:
                 self._release(pages)
             elif self.paged:
                 self.group_segments.append(list(pages))
                 self._mark(pages, DEFERRED_SEGMENT)
             else:
-                self.group.append(list(pages))
+                self.free_group.append(list(pages))
                 self._mark(pages, DEFERRED)
 
     def _release(self, pages: list[int]) -> None:
+        """Give ``pages`` back: staged under ``need_sort`` (``SORT-1``), else onto the free list,
+        prepended by a paged allocator and appended by a token one (``FREE-5``)."""
         if self.need_sort:
             self.staged.extend(pages)
             self._mark(pages, STAGED)
@@ -296,23 +306,23 @@ class AllocatorModel:
     def free_group_begin(self) -> None:
         """Open a free group; groups do not nest (``GROUP-1``).
 
-        post: self.group == [] and self.group_segments == []
+        post: self.free_group == [] and self.group_segments == []
         raises: rules.ContractViolation
         """
-        if self.group is not None:
+        if self.free_group is not None:
             raise ContractViolation("GROUP-1", "free groups cannot be nested")
-        self.group = []
+        self.free_group = []
         self.group_segments = []
 
     def free_group_end(self) -> None:
         """Release what the group deferred: ``free()`` inputs as one ``free()``, then the segment
         pages in enqueue order (``GROUP-4``). A no-op without an open group (``GROUP-2``).
 
-        post: self.group is None and self.deferred_pages() == []
+        post: self.free_group is None and self.deferred_pages() == []
         post: len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len(__old__.self.deferred_pages())
         """
-        pending, segments = self.group, self.group_segments
-        self.group, self.group_segments = None, []
+        pending, segments = self.free_group, self.group_segments
+        self.free_group, self.group_segments = None, []
         if pending:
             slots = [s for chunk in pending for s in chunk]
             self._release(sorted({s // self.page_size for s in slots}) if self.paged else slots)
@@ -337,7 +347,7 @@ class AllocatorModel:
     # -- capacity hooks (CAP-*) ------------------------------------------------------------
     def evict_to_free_tokens(self, tree_cache: TreeCache | None, num_tokens: int) -> None:
         """Ask ``tree_cache`` to evict the shortfall ``num_tokens - available_size()`` (``CAP-1``)."""
-        shortfall = num_tokens - self.available_size()
+        shortfall = eviction_shortfall(num_tokens, self.available_size())
         if tree_cache is not None and shortfall > 0:
             tree_cache.evict(shortfall)
 
@@ -347,7 +357,7 @@ class AllocatorModel:
         post: __return__ == (self.available_size() >= num_tokens)
         """
         self.evict_to_free_tokens(tree_cache, num_tokens)
-        return self.available_size() >= num_tokens
+        return decode_capacity_ok(num_tokens, self.available_size())
 
     # -- diagnostics -----------------------------------------------------------------------
     def deferred_pages(self) -> list[int]:
@@ -367,7 +377,7 @@ class AllocatorModel:
         for pages, status in ((self.free_pages, FREE), (self.staged, STAGED)):
             for page in pages:
                 expected[page] = status
-        for chunk in self.group or []:
+        for chunk in self.free_group or []:
             for page in {s // self.page_size for s in chunk}:
                 expected[page] = DEFERRED
         for chunk in self.group_segments:
@@ -375,13 +385,13 @@ class AllocatorModel:
                 expected[page] = DEFERRED_SEGMENT
         if expected != self._status:
             problems.append("MODEL-3: page statuses disagree with the free/staged/group lists")
-        if self.group is None and self.group_segments:
+        if self.free_group is None and self.group_segments:
             problems.append("GROUP-2: deferred segment pages without an open group")
         assert not problems, "\n".join(problems) + "\n" + self.debug_print()
 
     def debug_print(self) -> str:
         """One line per state component, pages in order, runs compressed."""
-        group = "closed" if self.group is None else describe_pages(self.deferred_pages())
+        group = "closed" if self.free_group is None else describe_pages(self.deferred_pages())
         return (f"{'paged' if self.paged else 'token'} ps={self.page_size} pages={self.num_pages} "
                 f"need_sort={self.need_sort} available={self.available_size()}\n"
                 f"  free:     {describe_pages(self.free_pages)}\n"
@@ -392,7 +402,7 @@ class AllocatorModel:
     def snapshot(self) -> tuple[object, ...]:
         """Everything observable, comparable with ``==`` (to assert "unchanged")."""
         return (self.size, self.num_pages, tuple(self.free_pages), tuple(self.staged),
-                None if self.group is None else tuple(map(tuple, self.group)),
+                None if self.free_group is None else tuple(map(tuple, self.free_group)),
                 tuple(map(tuple, self.group_segments)))
 
     def copy(self) -> AllocatorModel:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 from .errors import ContractViolation
 from .layout import last_loc_aligned, num_new_pages
-from .segments import segment_layout_ok, segment_pages, trim_boundary
+from .segments import next_trim, row_map_conflict, segment_layout_ok, segment_pages
 
 FREE, STAGED, OWNED, DEFERRED, DEFERRED_SEGMENT = "free", "staged", "owned", "deferred", "deferred-seg"
 StatusOf = Callable[[int], str]
@@ -86,7 +86,7 @@ def check_free(
     page_size: int,
     num_pages: int,
     status_of: StatusOf,
-    in_group: bool,
+    group_open: bool,
 ) -> list[int]:
     """``free(slots)``: the pages it releases, in release order (``FREE-4``, ``FREE-5``).
 
@@ -107,7 +107,7 @@ def check_free(
         pages = sorted(set(pages))
     elif len(set(pages)) != len(pages):
         raise ContractViolation("FREE-3", f"double free: a slot appears twice in {list(slots)}")
-    allowed = (OWNED, DEFERRED) if paged and in_group else (OWNED,)
+    allowed = (OWNED, DEFERRED) if paged and group_open else (OWNED,)
     for page in pages:
         _check_owned(page, status_of, allowed)
     return pages
@@ -157,8 +157,7 @@ def check_segments(
                 "SEG-1", f"slots {list(free_index)} do not follow a row layout from position {start}"
             )
         _check_one_row(free_index, start, page_size, page_of_logical, logical_of_page)
-        trim = trim_boundary(start, n, prev_end, page_size)
-        prev_end = start + n
+        trim, prev_end = next_trim(start, n, prev_end, page_size)
         pages = segment_pages(free_index[trim:], start + trim, page_size)
         for page in pages:
             _check_owned(page, status_of, (OWNED,))
@@ -173,16 +172,17 @@ def _check_one_row(free_index: Sequence[int], start: int, page_size: int,
     Catches a trimmed head that names another page than the previous segment gave its row page
     (the trim would hide it) and one page named for two row pages (it would be released twice).
     """
-    for k, slot in enumerate(free_index):
-        logical, page = (start + k) // page_size, slot // page_size
-        if page_of_logical.setdefault(logical, page) != page:
-            raise ContractViolation(
-                "SEG-1", f"row page {logical} is on page {page_of_logical[logical]} in one segment "
-                         f"and on page {page} in another")
-        if logical_of_page.setdefault(page, logical) != logical:
-            raise ContractViolation(
-                "SEG-1", f"page {page} is named by two segments for different row pages "
-                         f"({logical_of_page[page]} and {logical})")
+    conflict = row_map_conflict(free_index, start, page_size, page_of_logical, logical_of_page)
+    if conflict is None:
+        return
+    logical, page = conflict
+    if page_of_logical[logical] != page:
+        raise ContractViolation(
+            "SEG-1", f"row page {logical} is on page {page_of_logical[logical]} in one segment "
+                     f"and on page {page} in another")
+    raise ContractViolation(
+        "SEG-1", f"page {page} is named by two segments for different row pages "
+                 f"({logical_of_page[page]} and {logical})")
 
 
 def check_extend(
@@ -194,21 +194,21 @@ def check_extend(
     num_pages: int,
     status_of: StatusOf,
     extend_num_tokens: int | None = None,
-    clause: str = "EXTEND",
+    clause_prefix: str = "EXTEND",
 ) -> list[int]:
     """``alloc_extend`` arguments: the new pages each request needs (``EXTEND-4``).
 
     Equal lengths and a matching ``extend_num_tokens`` (``EXTEND-1``); ``0 <= prefix <= seq``
     (``EXTEND-2``); ``last_loc`` aligned with the prefix and on a page the caller owns
-    (``EXTEND-3``); requests that continue a partial page continue distinct pages (``EXTEND-8``). ``clause`` is
-    ``"DECODE"`` when called for ``alloc_decode``, whose rules carry the same numbers.
+    (``EXTEND-3``); requests that continue a partial page continue distinct pages (``EXTEND-8``). ``clause_prefix``
+    is ``"DECODE"`` when called for ``alloc_decode``, whose rules carry the same numbers.
 
     pre: len(seq_lens) <= 4
     pre: all(p <= 256 for p in prefix_lens) and all(s <= 256 for s in seq_lens)
     pre: all(-1 <= x <= 256 for x in last_loc)
     pre: 1 <= page_size <= 16
     pre: 0 <= num_pages <= 64
-    pre: clause in ("EXTEND", "DECODE")
+    pre: clause_prefix in ("EXTEND", "DECODE")
     post: len(__return__) == len(seq_lens) == len(prefix_lens) == len(last_loc)
     post: all(0 <= p <= s for p, s in zip(prefix_lens, seq_lens))
     post: all(last_loc_aligned(p, loc, page_size) for p, loc in zip(prefix_lens, last_loc))
@@ -219,19 +219,19 @@ def check_extend(
     bs = len(seq_lens)
     if len(prefix_lens) != bs or len(last_loc) != bs:
         raise ContractViolation(
-            f"{clause}-1",
+            f"{clause_prefix}-1",
             f"length mismatch: {len(prefix_lens)} prefix_lens, {bs} seq_lens, {len(last_loc)} last_loc",
         )
     partial_pages: set[int] = set()
     for i in range(bs):
-        pre = check_count(prefix_lens[i], f"prefix_lens[{i}]", f"{clause}-2")
-        seq = check_count(seq_lens[i], f"seq_lens[{i}]", f"{clause}-2")
+        pre = check_count(prefix_lens[i], f"prefix_lens[{i}]", f"{clause_prefix}-2")
+        seq = check_count(seq_lens[i], f"seq_lens[{i}]", f"{clause_prefix}-2")
         if pre > seq:
-            raise ContractViolation(f"{clause}-2", f"request {i}: prefix {pre} > seq {seq}")
+            raise ContractViolation(f"{clause_prefix}-2", f"request {i}: prefix {pre} > seq {seq}")
         loc = last_loc[i]
         if not last_loc_aligned(pre, loc, page_size):
             raise ContractViolation(
-                f"{clause}-3",
+                f"{clause_prefix}-3",
                 f"request {i}: last_loc {loc} does not end a prefix of {pre} tokens at page size "
                 f"{page_size} (need last_loc == -1 iff prefix == 0 and (last_loc + 1) % ps == prefix % ps)",
             )
@@ -240,21 +240,21 @@ def check_extend(
         try:
             page = check_slot(loc, page_size, num_pages)
         except ContractViolation as err:
-            raise ContractViolation(f"{clause}-3", f"request {i}: last_loc: {err.detail}") from None
+            raise ContractViolation(f"{clause_prefix}-3", f"request {i}: last_loc: {err.detail}") from None
         if status_of(page) != OWNED:
             raise ContractViolation(
-                f"{clause}-3", f"request {i}: last_loc {loc} is on page {page}, which is {status_of(page)}"
+                f"{clause_prefix}-3", f"request {i}: last_loc {loc} is on page {page}, which is {status_of(page)}"
             )
         if pre % page_size and seq > pre:
             if page in partial_pages:
                 raise ContractViolation(
-                    f"{clause}-8", f"request {i}: page {page} is continued by two requests"
+                    f"{clause_prefix}-8", f"request {i}: page {page} is continued by two requests"
                 )
             partial_pages.add(page)
     total = sum(seq_lens) - sum(prefix_lens)
     if extend_num_tokens is not None and extend_num_tokens != total:
         raise ContractViolation(
-            f"{clause}-1", f"extend_num_tokens {extend_num_tokens} != sum(seq - prefix) = {total}"
+            f"{clause_prefix}-1", f"extend_num_tokens {extend_num_tokens} != sum(seq - prefix) = {total}"
         )
     return [num_new_pages(p, s, page_size) for p, s in zip(prefix_lens, seq_lens)]
 
@@ -281,5 +281,5 @@ def check_decode(
     prefix = [s - 1 for s in seq_lens]
     return check_extend(
         prefix, seq_lens, last_loc, page_size=page_size, num_pages=num_pages,
-        status_of=status_of, clause="DECODE",
+        status_of=status_of, clause_prefix="DECODE",
     )

@@ -61,26 +61,41 @@ def segment_pages(free_index: Sequence[int], start_pos: int, page_size: int) -> 
 def segment_layout_ok(free_index: Sequence[int], start_pos: int, page_size: int) -> bool:
     """Whether ``free_index`` can be positions ``start_pos...`` of a row (``SEG-1``).
 
-    Each slot sits at its position's in-page offset, and two positions share a physical page
-    iff they share a logical page.
+    The row layout (``MODEL-4``): each slot sits at its position's in-page offset, and two
+    positions share a physical page iff they share a logical page.
 
     pre: len(free_index) <= 64
     pre: 0 <= start_pos <= 256
     pre: 1 <= page_size <= 16
     post: __return__ == (all(s % page_size == (start_pos + k) % page_size for k, s in enumerate(free_index)) and len({((start_pos + k) // page_size, s // page_size) for k, s in enumerate(free_index)}) == len({s // page_size for s in free_index}) == len({(start_pos + k) // page_size for k in range(len(free_index))}))
     """
-    page_of_logical: dict[int, int] = {}
-    logical_of_page: dict[int, int] = {}
+    if any(slot % page_size != (start_pos + k) % page_size for k, slot in enumerate(free_index)):
+        return False
+    return row_map_conflict(free_index, start_pos, page_size, {}, {}) is None
+
+
+def row_map_conflict(free_index: Sequence[int], start_pos: int, page_size: int,
+                     page_of_logical: dict[int, int],
+                     logical_of_page: dict[int, int]) -> tuple[int, int] | None:
+    """Record positions ``start_pos...`` of a row in the two maps; the first conflict (``SEG-1``).
+
+    The maps (logical page -> physical page and back) may hold earlier segments of the same
+    call. Returns ``(logical, page)`` of the first slot that puts a logical page on a second
+    physical page (``page_of_logical[logical] != page``) or a physical page under a second
+    logical page; None when the positions keep the maps a bijection.
+
+    pre: len(free_index) <= 64
+    pre: 0 <= start_pos <= 256
+    pre: 1 <= page_size <= 16
+    post: bool(__old__.page_of_logical or __old__.logical_of_page) or (__return__ is None) == (len({((start_pos + k) // page_size, s // page_size) for k, s in enumerate(free_index)}) == len({s // page_size for s in free_index}) == len({(start_pos + k) // page_size for k in range(len(free_index))}))
+    """
     for k, slot in enumerate(free_index):
-        pos = start_pos + k
-        if slot % page_size != pos % page_size:
-            return False
-        logical, page = pos // page_size, slot // page_size
+        logical, page = (start_pos + k) // page_size, slot // page_size
         if page_of_logical.setdefault(logical, page) != page:
-            return False
+            return logical, page
         if logical_of_page.setdefault(page, logical) != logical:
-            return False
-    return True
+            return logical, page
+    return None
 
 
 def trim_boundary(
@@ -107,6 +122,27 @@ def trim_boundary(
     return min(num_tokens, boundary - start_pos)
 
 
+def next_trim(start_pos: int, num_tokens: int, prev_end: int | None,
+              page_size: int) -> tuple[int, int | None]:
+    """One step of the segment loop of ``free_segments``: the head to drop, and the new ``prev_end``.
+
+    An empty segment drops nothing and leaves ``prev_end`` where it was (``SEG-6``); any other
+    segment is trimmed by :func:`trim_boundary` (``SEG-5``) and ends at ``start_pos + num_tokens``.
+    The spec (:func:`segments_pages`, ``rules.check_segments``) and ``kvpool.impl`` walk their
+    segments with it.
+
+    pre: 0 <= start_pos <= 256
+    pre: 0 <= num_tokens <= 256
+    pre: prev_end is None or 1 <= prev_end <= start_pos
+    pre: 1 <= page_size <= 64
+    post: __return__[0] == (0 if num_tokens == 0 else trim_boundary(start_pos, num_tokens, prev_end, page_size))
+    post: __return__[1] == (prev_end if num_tokens == 0 else start_pos + num_tokens)
+    """
+    if num_tokens == 0:
+        return 0, prev_end
+    return trim_boundary(start_pos, num_tokens, prev_end, page_size), start_pos + num_tokens
+
+
 def segments_pages(segments: Sequence[tuple[Sequence[int], int]], page_size: int) -> list[int]:
     """Pages released by ``free_segments(segments)``, in order, after the boundary trim.
 
@@ -124,11 +160,7 @@ def segments_pages(segments: Sequence[tuple[Sequence[int], int]], page_size: int
     pages: list[int] = []
     prev_end: int | None = None
     for free_index, start_pos in segments:
-        n = len(free_index)
-        if n == 0:
-            continue
-        trim = trim_boundary(start_pos, n, prev_end, page_size)
-        prev_end = start_pos + n
+        trim, prev_end = next_trim(start_pos, len(free_index), prev_end, page_size)
         pages.extend(segment_pages(free_index[trim:], start_pos + trim, page_size))
     return pages
 

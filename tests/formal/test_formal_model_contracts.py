@@ -144,7 +144,7 @@ def run_sequence(rng: Any, page_size: int, paged: bool, need_sort: bool) -> None
             bad = rng.choice([[0], [ps * (model.num_pages + 1)], [ps]])
             call(model, "free", bad)
             call(model, "alloc", ps + 1 if ps > 1 else -1)
-            if model.group is not None:
+            if model.free_group is not None:
                 call(model, "free_group_begin")
 
 

@@ -3,6 +3,8 @@
 - every clause defined in SPEC.md (an ``<a id="..."></a>`` anchor) is named in ``spec/`` code
   and in at least one test file under ``tests/``;
 - every clause-ID-looking token in ``spec/`` or ``tests/`` is defined in SPEC.md;
+- every clause names, right after its ID, the one ``kvpool.spec`` function that is the rule
+  (``module.function`` or ``module.Class.method``); it exists and its source cites the clause;
 - the clause index at the end of SPEC.md lists exactly the defined clauses;
 - the ``>>>`` examples of SPEC.md run (doctest).
 
@@ -13,14 +15,18 @@ range.
 from __future__ import annotations
 
 import doctest
+import importlib
+import inspect
 import re
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_MD = ROOT / "SPEC.md"
 PREFIXES = "MODEL|INV|ERR|ALLOC|EXTEND|DECODE|FREE|SEG|GROUP|SORT|CAP|LIFE|ALIAS|SWA"
 TOKEN = re.compile(rf"(?<![A-Za-z0-9])({PREFIXES})[-_](\d+)(?:\.\.(\d+))?(?![\d])")
 ANCHOR = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\*')
+RULE = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\* \(`([A-Za-z_][\w.]*)`\)')
 
 
 def ids_in(text: str) -> set[str]:
@@ -108,3 +114,29 @@ def test_spec_md_shows_the_call_forms_the_oracle_uses() -> None:
         params = list(inspect.signature(getattr(PagedTokenToKVPoolAllocator, name)).parameters)
         form = f"`{name}({', '.join(p for p in params[1:] if p != 'num_new_pages')}"
         assert form in " ".join(text.split()), form
+
+
+def _spec_object(path: str) -> Any:
+    """``module.function`` / ``module.Class.method`` inside ``kvpool.spec``; None if absent."""
+    module_name, _, attr = path.partition(".")
+    try:
+        found: Any = importlib.import_module(f"kvpool.spec.{module_name}")
+    except ImportError:
+        return None
+    for part in attr.split("."):
+        found = getattr(found, part, None)
+    return found
+
+
+def test_every_clause_names_the_function_that_is_the_rule() -> None:
+    """SPEC.md gives ``module.function`` for every clause; it exists and cites the clause."""
+    rules = dict(RULE.findall(SPEC_MD.read_text()))
+    assert set(rules) == defined(), f"clauses without a function: {sorted(defined() - set(rules))}"
+    problems = []
+    for clause, path in sorted(rules.items()):
+        obj = _spec_object(path)
+        if obj is None or not callable(obj):
+            problems.append(f"{clause}: kvpool.spec.{path} does not exist")
+        elif clause not in ids_in(inspect.getsource(obj)):
+            problems.append(f"{clause}: kvpool.spec.{path} does not cite {clause}")
+    assert not problems, problems

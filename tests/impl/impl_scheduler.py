@@ -146,7 +146,7 @@ class Driver:
                 self.call_rejected("alloc_decode", [0], [-1])
             else:
                 self.call_rejected("alloc_extend", [1], [2], [-1])
-        elif kind == 4 and self.model.group is not None:  # GROUP-1
+        elif kind == 4 and self.model.free_group is not None:  # GROUP-1
             self.call_rejected("free_group_begin")
         elif kind == 5 and free:  # FREE-3 through a segment
             self.call_rejected("free_segments", [([free[0] * ps], 0)])
@@ -172,7 +172,7 @@ class Driver:
         elif op in ("free", "free_tail", "segments", "segment"):
             self.release(op)
         elif op == "group":
-            self.call("free_group_end" if self.model.group is not None else "free_group_begin")
+            self.call("free_group_end" if self.model.free_group is not None else "free_group_begin")
         elif op == "merge":
             self.call("merge_and_sort_free")
         elif op == "bad":

@@ -66,11 +66,11 @@ class GroupEndTwice(SpecTorchAllocator):
 
     def free_group_end(self) -> None:
         m = self.model
-        if m.group is None:
+        if m.free_group is None:
             if self._last:
                 m.free_pages = self._last + m.free_pages
             return
-        slots = [s for chunk in m.group for s in chunk]
+        slots = [s for chunk in m.free_group for s in chunk]
         self._last = sorted({s // self.page_size for s in slots}) if m.paged else slots
         super().free_group_end()
 
@@ -80,8 +80,8 @@ class NestedBeginDrops(SpecTorchAllocator):
 
     def free_group_begin(self) -> None:
         m = self.model
-        if m.group is not None:
-            m.group, m.group_segments = [], []
+        if m.free_group is not None:
+            m.free_group, m.group_segments = [], []
             return
         super().free_group_begin()
 
@@ -92,13 +92,13 @@ class DeferredNotCopied(SpecTorchAllocator):
     def free(self, free_index: torch.Tensor) -> None:
         super().free(free_index)
         m = self.model
-        if m.group is not None and free_index.numel():
+        if m.free_group is not None and free_index.numel():
             self._refs = [*getattr(self, "_refs", []), free_index]
 
     def free_group_end(self) -> None:
         m = self.model
-        if m.group is not None and getattr(self, "_refs", None):
-            m.group = [[int(v) for v in t.tolist()] for t in self._refs]
+        if m.free_group is not None and getattr(self, "_refs", None):
+            m.free_group = [[int(v) for v in t.tolist()] for t in self._refs]
         self._refs = []
         super().free_group_end()
 
@@ -148,7 +148,7 @@ class _SegmentsBase(SpecTorchAllocator):
     def _release_all(self, per_segment: list[list[int]]) -> None:
         m = self.model
         for pages in per_segment:
-            if pages and m.group is None:
+            if pages and m.free_group is None:
                 m._release(pages)
             elif pages:
                 m.group_segments.append(pages)
@@ -175,7 +175,7 @@ class PagedFreeNoDedup(SpecTorchAllocator):
     def free(self, free_index: torch.Tensor) -> None:
         super().free(free_index)
         m = self.model
-        if m.group is None and not m.need_sort:
+        if m.free_group is None and not m.need_sort:
             pages = [s // self.page_size for s in self._in(free_index)]
             m.free_pages = sorted((Counter(pages) - Counter(set(pages))).elements()) + m.free_pages
 
@@ -196,7 +196,7 @@ class LeakOnFree(SpecTorchAllocator):
     def free(self, free_index: torch.Tensor) -> None:
         slots = self._in(free_index)
         pages = sorted({s // self.page_size for s in slots})
-        if len(pages) >= 2 and self.model.group is None:
+        if len(pages) >= 2 and self.model.free_group is None:
             slots = [s for s in slots if s // self.page_size != pages[-1]]
         super().free(torch.tensor(slots, dtype=torch.int64))
 

@@ -98,15 +98,12 @@ class SpecTorchAllocator:
         return out
 
     def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int) -> None:
-        shortfall = num_tokens - self.available_size()
-        if tree_cache is not None and shortfall > 0:
-            tree_cache.evict(shortfall)
+        self.model.evict_to_free_tokens(tree_cache, num_tokens)
 
     def check_decode_capacity(
         self, *, num_tokens: int, tree_cache: Any, requests: Any = None, spec_algorithm: Any = None
     ) -> bool:
-        self.evict_to_free_tokens(tree_cache, num_tokens)
-        return self.available_size() >= num_tokens
+        return bool(self.model.check_decode_capacity(num_tokens=num_tokens, tree_cache=tree_cache))
 
     def verify_byte_accounting(self) -> list[str]:
         return list(self.model.verify_byte_accounting())

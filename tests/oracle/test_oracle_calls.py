@@ -52,7 +52,7 @@ def _fresh() -> tuple[AllocatorModel, PagedTokenToKVPoolAllocator]:
 
 def _with_caches(name: str, model: AllocatorModel, impl: Any) -> tuple[dict[str, Any], ...]:
     args = EXAMPLES[name]
-    if CALLS[name].group != "cache":
+    if CALLS[name].kind != "cache":
         return args, args
     return (
         {**args, "tree_cache": TinyTreeCache(model.free, args["entries"])},
@@ -97,7 +97,7 @@ def test_spec_target_and_source_forms_agree(name: str) -> None:
     assert as_list(printed.get_all_free_pages()) == model.get_all_free_pages()
     assert printed.available_size() == model.available_size()
     if call.checks is not None:  # a hook's recorded expect is the number of entries evicted
-        evicted = call.group == "cache" and call.result_clause is None
+        evicted = call.kind == "cache" and call.result_clause is None
         recorded = spec_args["tree_cache"].num_evicted if evicted else expected
         exec("\n".join(call.checks(EXAMPLES[name], recorded, "r")), namespace)
 

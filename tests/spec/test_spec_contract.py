@@ -95,12 +95,15 @@ def test_accept_decode_adopts_DECODE_4() -> None:
     assert model.owned_pages() == [1, 5]
 
 
-def test_check_census_INV_1_INV_4() -> None:
+def test_check_census_INV_1_INV_2_INV_4() -> None:
     model = model_ps4()
     check_census(model, [8, 2, 3, 4, 5, 6, 7], 28)
     with pytest.raises(Divergence) as err:
         check_census(model, [2, 3, 4, 5, 6, 7, 7], 28)
-    assert err.value.clause == "INV-1" and "[7]" in err.value.detail and "[8]" in err.value.detail
+    assert err.value.clause == "INV-2" and "[7]" in err.value.detail and "[8]" in err.value.detail
+    with pytest.raises(Divergence) as err:
+        check_census(model, [2, 3, 4, 5, 6, 7, 9], 28)
+    assert err.value.clause == "INV-1" and "[9]" in err.value.detail and "[8]" in err.value.detail
     with pytest.raises(Divergence) as err:
         check_census(model, [2, 3, 4, 5, 6, 7, 8], 24)
     assert err.value.clause == "INV-4"

@@ -162,8 +162,8 @@ def test_statuses_and_deferred_pages_MODEL_3() -> None:
     assert model.deferred_pages() == [2, 3]
     assert model.owned_pages() == [2, 3, 4]
     assert model.available_size() == 3 * 4  # GROUP-5
-    assert model.free_pages_of([16, 17, 19]) == [4]
-    assert model.status_of(4) == "owned"  # free_pages_of changes nothing
+    assert model.pages_freed_by([16, 17, 19]) == [4]
+    assert model.status_of(4) == "owned"  # pages_freed_by changes nothing
 
 
 # -- lifecycle ------------------------------------------------------------------------------------
@@ -178,7 +178,7 @@ def test_resize_then_clear_LIFE_2(ps: int, is_paged: bool) -> None:
     model.resize(ResizeConfig(max_total_num_tokens=3 * ps + ps // 2))
     assert (model.size, model.num_pages) == (3 * ps + ps // 2, 3)
     assert model.get_all_free_pages() == [1, 2, 3]
-    assert model.deferred_pages() == [] and model.group is None
+    assert model.deferred_pages() == [] and model.free_group is None
     model.free_group_begin()  # the old group is gone (LIFE-1)
     model.check_invariants()
     model.resize(ResizeConfig(0))

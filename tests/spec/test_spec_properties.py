@@ -165,7 +165,7 @@ class SpecMachine(RuleBasedStateMachine):
             segments = [(req.row[a:b], a) for a, b in pairwise(bounds)]
             self._both(lambda m: m.free_segments(segments))
 
-    @precondition(lambda self: self.requests and self.model.group is not None)
+    @precondition(lambda self: self.requests and self.model.free_group is not None)
     @rule(data=st.data())
     def finish_in_two_frees(self, data: st.DataObject) -> None:
         """GROUP-6: inside a group, two free() calls may name one page."""
@@ -195,12 +195,12 @@ class SpecMachine(RuleBasedStateMachine):
             self._both(lambda m: m.free_segment(head, start_pos=req.start))
             req.start = cut
 
-    @precondition(lambda self: self.model.group is None)
+    @precondition(lambda self: self.model.free_group is None)
     @rule()
     def group_begin(self) -> None:
         self._both(lambda m: m.free_group_begin())
 
-    @precondition(lambda self: self.model.group is not None)
+    @precondition(lambda self: self.model.free_group is not None)
     @rule(twice=st.booleans())
     def group_end(self, twice: bool) -> None:
         """GROUP-4 release; GROUP-2: a second end is a no-op."""
