@@ -139,9 +139,3 @@ def divergences_for(target: str) -> list[KnownDivergence]:
     """The registry entries that apply to ``target`` (e.g. ``"sglang-paged"``)."""
     return [d for d in REGISTRY if d.applies_to(target)]
 
-
-def by_id(div_id: str) -> KnownDivergence:
-    for d in REGISTRY:
-        if d.id == div_id:
-            return d
-    raise KeyError(div_id)

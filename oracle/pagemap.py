@@ -60,11 +60,6 @@ def target_line(num_pages: int, target_free: Sequence[int]) -> str:
     return "".join(out) + (f"  (also listed, not a page 1..{num_pages}: {foreign})" * bool(foreign))
 
 
-def ruler(num_pages: int) -> str:
-    """Tens digits over the page map (page 1 is the first column)."""
-    return "".join(str(p // 10 % 10) if p % 10 == 0 else " " for p in range(1, num_pages + 1))
-
-
 def render(title: str, spec: str, target: str | None = None) -> str:
     lines = [f"  {title}", f"    spec   |{spec}|"]
     if target is not None:

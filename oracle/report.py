@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .calls import CALLS
 from .pagemap import LEGEND, REUSED_NOTE, TARGET_LEGEND
-from .trace import Trace
+from .trace import Trace, to_pytest
 
 _latest: list[Failure | None] = [None]
 _first_at: list[float | None] = [None]  # perf_counter() of the first failure since reset_latest()
@@ -43,8 +44,6 @@ class Failure:
         target raised on shows that (``-> raised RuntimeError: ...``); other calls before the
         failing one show the result both sides agreed on. The failing step's result is in the
         headline."""
-        from .calls import CALLS
-
         end = self.trace.failing_step
         steps = self.trace.steps if end is None else self.trace.steps[: end + 1]
         lines = []
@@ -69,8 +68,6 @@ class Failure:
         return lines
 
     def pytest_source(self) -> str:
-        from .trace import to_pytest
-
         return to_pytest(self.trace, self.trace.target)
 
     def write_json(self, path: str | Path) -> str:

@@ -6,6 +6,21 @@ and :mod:`kvpool.spec.layout` / :mod:`kvpool.spec.segments` (the index arithmeti
 (``ALLOC-3``, ``SEG-5``, ...) are defined in SPEC.md.
 """
 
+import importlib as _importlib
+import pkgutil as _pkgutil
+import sys as _sys
+
+if __name__ != "kvpool.spec":  # this folder imported under another name (``import spec``)
+    try:
+        _real = _importlib.import_module("kvpool.spec")
+    except ImportError:  # no kvpool installed: this is the only copy, nothing to share
+        pass
+    else:  # serve kvpool.spec's modules under this name too: one ContractViolation class
+        for _info in _pkgutil.iter_modules(_real.__path__):
+            _module = _importlib.import_module(f"kvpool.spec.{_info.name}")
+            _sys.modules[f"{__name__}.{_info.name}"] = _module
+        _sys.modules[__name__] = _real
+
 from .contract import (
     Divergence,
     accept_alloc,
