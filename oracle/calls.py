@@ -25,7 +25,13 @@ from typing import Any
 import torch
 from kvpool.spec import AllocatorModel, ResizeConfig
 
-Args = Mapping[str, Any]
+from . import callforms as forms
+from .callforms import Args, as_list, capacity_context, tensor
+
+__all__ = [
+    "ALLOC_CALLS", "CACHE_CALLS", "CALLS", "FREE_CALLS", "MAX_HELD", "Args", "Call", "as_list",
+    "bind", "capacity_context", "clone_model", "map_slots", "tensor",
+]
 MAX_HELD = 64  # returned tensors re-checked after every step (the most recent ones)
 
 
@@ -49,51 +55,15 @@ class Call:
     from_model: Callable[[dict[str, Any]], dict[str, Any]] | None = None
 
 
-def tensor(values: Sequence[int], device: str) -> torch.Tensor:
-    """``values`` as an int64 tensor on ``device``."""
-    return torch.tensor(list(values), dtype=torch.int64, device=device)
-
-
-def as_list(value: Any) -> Any:
-    """A tensor (or sequence) as a list of ints; None stays None."""
-    if value is None:
-        return None
-    if isinstance(value, torch.Tensor):
-        return value.tolist()
-    return [int(v) for v in value]
-
-
-def _t(values: Any) -> str:
-    return f"t({values!r})"
-
-
-def _no_inputs(result: Any) -> tuple[Any, list[torch.Tensor]]:
-    return result, []
-
-
-def _slots_checks(args: Args, expect: Any, var: str) -> list[str]:
-    if expect is None:
-        return [f"assert {var} is None"]
-    return [f"assert {var} is not None and {var}.tolist() == {expect!r}"]
-
-
-def _free_target(name: str) -> Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]:
-    def run(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-        x = tensor(a["free_index"], device)
-        return getattr(alloc, name)(x), [x]
-
-    return run
-
-
-def _free_call(name: str, raise_clause: str) -> Call:
+def free_call(name: str, raise_clause: str) -> Call:
     """``free`` / ``free_full``: one tensor of slots."""
     return Call(
         name,
         "free",
         ("free_index",),
         spec=lambda m, a: getattr(m, name)(a["free_index"]),
-        target=_free_target(name),
-        source=lambda a, var: [f"x = {_t(a['free_index'])}", f"a.{name}(x)"],
+        target=forms.free_target(name),
+        source=lambda a, var: [f"x = {forms.tensor_source(a['free_index'])}", f"a.{name}(x)"],
         raise_clause=raise_clause,
         order_clause="FREE-5",
         reuse="x.fill_(0)  # the caller reuses its tensor",
@@ -101,111 +71,18 @@ def _free_call(name: str, raise_clause: str) -> Call:
     )
 
 
-def _plain_call(name: str, kind: str, raise_clause: str, order_clause: str) -> Call:
+def plain_call(name: str, kind: str, raise_clause: str, order_clause: str) -> Call:
     """A call without arguments."""
     return Call(
         name,
         kind,
         (),
         spec=lambda m, a: getattr(m, name)(),
-        target=lambda alloc, a, device: _no_inputs(getattr(alloc, name)()),
+        target=lambda alloc, a, device: forms.no_inputs(getattr(alloc, name)()),
         source=lambda a, var: [f"a.{name}()"],
         raise_clause=raise_clause,
         order_clause=order_clause,
     )
-
-
-def _extend_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    pre, seq = a["prefix_lens"], a["seq_lens"]
-    return _no_inputs(
-        alloc.alloc_extend(
-            tensor(pre, device),
-            tensor(pre, "cpu"),
-            tensor(seq, device),
-            tensor(seq, "cpu"),
-            tensor(a["last_loc"], device),
-            a["extend_num_tokens"],
-        )
-    )
-
-
-def _extend_source(a: Args, var: str) -> list[str]:
-    pre, seq = a["prefix_lens"], a["seq_lens"]
-    return [
-        f"{var} = a.alloc_extend({_t(pre)}, {_t(pre)}.cpu(), {_t(seq)}, {_t(seq)}.cpu(), "
-        f"{_t(a['last_loc'])}, {a['extend_num_tokens']})"
-    ]
-
-
-def _decode_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    seq = a["seq_lens"]
-    return _no_inputs(
-        alloc.alloc_decode(tensor(seq, device), tensor(seq, "cpu"), tensor(a["last_loc"], device))
-    )
-
-
-def _segment_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    x = tensor(a["free_index"], device)
-    return alloc.free_segment(x, start_pos=a["start_pos"]), [x]
-
-
-def _segments_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    segs = [(tensor(s, device), p) for s, p in a["segments"]]
-    return alloc.free_segments(segs), [x for x, _ in segs]
-
-
-def _segments_source(a: Args, var: str) -> list[str]:
-    segs = ", ".join(f"({_t(s)}, {p})" for s, p in a["segments"])
-    return [f"segs = [{segs}]", "a.free_segments(segs)"]
-
-
-def _cache_source(call: str, a: Args, var: str) -> list[str]:
-    head = f"cache = TinyTreeCache.for_torch(a, {a['entries']!r}, DEVICE)"
-    if call == "evict_to_free_tokens":
-        return [head, f"a.evict_to_free_tokens(cache, {a['num_tokens']})"]
-    context = "".join(f", {k}={v!r}" for k, v in capacity_context(a).items())
-    return [
-        head,
-        f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache"
-        f"{context})",
-    ]
-
-
-def capacity_context(a: Args) -> dict[str, Any]:
-    """SGLang 0.5.23's extra ``check_decode_capacity`` keywords when the step carries them."""
-    return {"requests": [], "spec_algorithm": None} if a.get("context") else {}
-
-
-def _evict_checks(a: Args, expect: Any, var: str) -> list[str]:
-    if expect is None:
-        return []
-    return [f"assert len(cache.entries) == {len(a['entries']) - expect}"]
-
-
-def _extend_defaults(a: dict[str, Any]) -> dict[str, Any]:
-    """The model's default ``extend_num_tokens``: ``sum(seq_lens) - sum(prefix_lens)``."""
-    if a.get("extend_num_tokens") is None:
-        a["extend_num_tokens"] = sum(a["seq_lens"]) - sum(a["prefix_lens"])
-    return a
-
-
-def _resize_from_model(a: dict[str, Any]) -> dict[str, Any]:
-    """The model takes a ``ResizeConfig``; the table its ``max_total_num_tokens``."""
-    config = a["max_total_num_tokens"]
-    if isinstance(config, ResizeConfig):
-        a["max_total_num_tokens"] = config.max_total_num_tokens
-    return a
-
-
-def _create_source(a: Args, var: str) -> list[str]:
-    return [
-        f"a = factory(size={a['size']}, page_size={a['page_size']}, "
-        f"need_sort={a['need_sort']}, device=DEVICE)"
-    ]
-
-
-def _performed_by_executor(*_: Any) -> Any:
-    raise TypeError("create is performed by the executor (it builds the model and the target)")
 
 
 _TABLE = [
@@ -213,9 +90,9 @@ _TABLE = [
         "create",
         "state",
         ("size", "page_size", "need_sort"),
-        spec=_performed_by_executor,
-        target=_performed_by_executor,
-        source=_create_source,
+        spec=forms.performed_by_executor,
+        target=forms.performed_by_executor,
+        source=forms.create_source,
         raise_clause="MODEL-1",
         order_clause="LIFE-1",
     ),
@@ -224,12 +101,12 @@ _TABLE = [
         "alloc",
         ("need_size",),
         spec=lambda m, a: m.alloc(a["need_size"]),
-        target=lambda alloc, a, device: _no_inputs(alloc.alloc(a["need_size"])),
+        target=lambda alloc, a, device: forms.no_inputs(alloc.alloc(a["need_size"])),
         source=lambda a, var: [f"{var} = a.alloc({a['need_size']})"],
         raise_clause="ALLOC-3",
         order_clause="SORT-2",
         result_clause="ALLOC-5",
-        checks=_slots_checks,
+        checks=forms.slots_checks,
     ),
     Call(
         "alloc_extend",
@@ -238,46 +115,43 @@ _TABLE = [
         spec=lambda m, a: m.alloc_extend(
             a["prefix_lens"], a["seq_lens"], a["last_loc"], a["extend_num_tokens"]
         ),
-        target=_extend_target,
-        source=_extend_source,
+        target=forms.extend_target,
+        source=forms.extend_source,
         raise_clause="EXTEND-6",
         order_clause="SORT-2",
         result_clause="EXTEND-7",
-        checks=_slots_checks,
+        checks=forms.slots_checks,
         slot_args=("last_loc",),
-        from_model=_extend_defaults,
+        from_model=forms.extend_defaults,
     ),
     Call(
         "alloc_decode",
         "alloc",
         ("seq_lens", "last_loc"),
         spec=lambda m, a: m.alloc_decode(a["seq_lens"], a["last_loc"]),
-        target=_decode_target,
-        source=lambda a, var: [
-            f"{var} = a.alloc_decode({_t(a['seq_lens'])}, {_t(a['seq_lens'])}.cpu(), "
-            f"{_t(a['last_loc'])})"
-        ],
+        target=forms.decode_target,
+        source=forms.decode_source,
         raise_clause="DECODE-6",
         order_clause="SORT-2",
         result_clause="DECODE-7",
-        checks=_slots_checks,
+        checks=forms.slots_checks,
         slot_args=("last_loc",),
     ),
-    _free_call("free", "FREE-4"),
-    _free_call("free_full", "FREE-7"),
+    free_call("free", "FREE-4"),
+    free_call("free_full", "FREE-7"),
     Call(
         "free_segment",
         "free",
         ("free_index", "start_pos"),
         spec=lambda m, a: m.free_segment(a["free_index"], start_pos=a["start_pos"]),
-        target=_segment_target,
+        target=forms.segment_target,
         source=lambda a, var: [
-            f"x = {_t(a['free_index'])}",
+            f"x = {forms.tensor_source(a['free_index'])}",
             f"a.free_segment(x, start_pos={a['start_pos']})",
         ],
         raise_clause="SEG-2",
         order_clause="FREE-5",
-        reuse="x.fill_(0)  # the caller reuses its tensor",
+        reuse="x.fill_(0)  # the caller reuses its forms.tensor",
         slot_args=("free_index",),
     ),
     Call(
@@ -285,23 +159,23 @@ _TABLE = [
         "free",
         ("segments",),
         spec=lambda m, a: m.free_segments([(s, p) for s, p in a["segments"]]),
-        target=_segments_target,
-        source=_segments_source,
+        target=forms.segments_target,
+        source=forms.segments_source,
         raise_clause="SEG-5",
         order_clause="FREE-5",
         reuse="for x, _ in segs: x.fill_(0)  # the caller reuses its tensors",
         slot_args=("segments",),
     ),
-    _plain_call("free_group_begin", "state", "GROUP-1", "LIFE-4"),
-    _plain_call("free_group_end", "state", "GROUP-4", "FREE-5"),
-    _plain_call("merge_and_sort_free", "state", "SORT-3", "SORT-3"),
-    _plain_call("clear", "state", "LIFE-1", "LIFE-1"),
+    plain_call("free_group_begin", "state", "GROUP-1", "LIFE-4"),
+    plain_call("free_group_end", "state", "GROUP-4", "FREE-5"),
+    plain_call("merge_and_sort_free", "state", "SORT-3", "SORT-3"),
+    plain_call("clear", "state", "LIFE-1", "LIFE-1"),
     Call(
         "resize",
         "state",
         ("max_total_num_tokens",),
         spec=lambda m, a: m.resize(ResizeConfig(a["max_total_num_tokens"])),
-        target=lambda alloc, a, device: _no_inputs(
+        target=lambda alloc, a, device: forms.no_inputs(
             alloc.resize(ResizeConfig(a["max_total_num_tokens"]))
         ),
         source=lambda a, var: [
@@ -309,18 +183,18 @@ _TABLE = [
         ],
         raise_clause="LIFE-2",
         order_clause="LIFE-1",
-        from_model=_resize_from_model,
+        from_model=forms.resize_from_model,
     ),
     Call(
         "translate_kv_indices_for_transfer",
         "state",
         ("kv_indices",),
         spec=lambda m, a: m.translate_kv_indices_for_transfer(a["kv_indices"]),
-        target=lambda alloc, a, device: _no_inputs(
-            alloc.translate_kv_indices_for_transfer(tensor(a["kv_indices"], device))
+        target=lambda alloc, a, device: forms.no_inputs(
+            alloc.translate_kv_indices_for_transfer(forms.tensor(a["kv_indices"], device))
         ),
         source=lambda a, var: [
-            f"{var} = a.translate_kv_indices_for_transfer({_t(a['kv_indices'])})"
+            f"{var} = a.translate_kv_indices_for_transfer({forms.tensor_source(a['kv_indices'])})"
         ],
         raise_clause="LIFE-3",
         order_clause="LIFE-4",
@@ -331,13 +205,13 @@ _TABLE = [
         "cache",
         ("tree_cache", "num_tokens"),
         spec=lambda m, a: m.evict_to_free_tokens(a["tree_cache"], a["num_tokens"]),
-        target=lambda alloc, a, device: _no_inputs(
+        target=lambda alloc, a, device: forms.no_inputs(
             alloc.evict_to_free_tokens(a["tree_cache"], a["num_tokens"])
         ),
-        source=lambda a, var: _cache_source("evict_to_free_tokens", a, var),
+        source=lambda a, var: forms.cache_source("evict_to_free_tokens", a, var),
         raise_clause="CAP-1",
         order_clause="LIFE-4",
-        checks=_evict_checks,
+        checks=forms.evict_checks,
         slot_args=("entries",),
     ),
     Call(
@@ -347,12 +221,12 @@ _TABLE = [
         spec=lambda m, a: m.check_decode_capacity(
             num_tokens=a["num_tokens"], tree_cache=a["tree_cache"]
         ),
-        target=lambda alloc, a, device: _no_inputs(
+        target=lambda alloc, a, device: forms.no_inputs(
             alloc.check_decode_capacity(
-                num_tokens=a["num_tokens"], tree_cache=a["tree_cache"], **capacity_context(a)
+                num_tokens=a["num_tokens"], tree_cache=a["tree_cache"], **forms.capacity_context(a)
             )
         ),
-        source=lambda a, var: _cache_source("check_decode_capacity", a, var),
+        source=lambda a, var: forms.cache_source("check_decode_capacity", a, var),
         raise_clause="CAP-2",
         order_clause="LIFE-4",
         result_clause="CAP-2",

@@ -91,7 +91,7 @@ class HybridModel:
         return self.swa.available_size()
 
     def available_size(self) -> int:
-        """``min(full, swa)``: a token needs a slot on both sides.
+        """``min(full, swa)``: a token needs a slot on both sides (``SWA-5``).
 
         post: __return__ == min(self.full.available_size(), self.swa.available_size())
         """

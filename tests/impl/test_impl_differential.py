@@ -3,8 +3,9 @@
 Reference order: every step's return, ``get_all_free_pages()`` order and ``available_size()``
 must be equal (every ``*-5`` / ``*-7`` clause, ``GROUP-4``, ``SORT-*``, ``SEG-5``), for token and
 paged allocators, ``need_sort`` on and off, checked and unchecked (the scheduler:
-``impl_scheduler.py``). Hypothesis drives it (shrinking failures to short traces); a seeded soak
-adds broad, uniform coverage. ci profile: about 10 s together.
+``impl_scheduler.py``; caller errors: the oracle, ``test_impl_oracle.py``). Hypothesis drives
+it (shrinking failures to short traces); a seeded soak adds broad, uniform coverage. ci
+profile: about 10 s together.
 """
 
 from __future__ import annotations

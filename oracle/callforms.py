@@ -1,0 +1,151 @@
+"""The pieces the call table (:mod:`kvpool.oracle.calls`) is built from, one per call form.
+
+Target invocations (tensors on the device, ``*_cpu`` host copies, SGLang's keywords), the Python
+source of the same calls for pytest repros and the asserts on their results, and the conversions
+from the spec model's signature to the table's arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from kvpool.spec import ResizeConfig
+
+Args = Mapping[str, Any]
+
+
+def tensor(values: Sequence[int], device: str) -> torch.Tensor:
+    """``values`` as an int64 tensor on ``device``."""
+    return torch.tensor(list(values), dtype=torch.int64, device=device)
+
+
+def as_list(value: Any) -> Any:
+    """A tensor (or sequence) as a list of ints; None stays None."""
+    if value is None:
+        return None
+    if isinstance(value, torch.Tensor):
+        return value.tolist()
+    return [int(v) for v in value]
+
+
+def tensor_source(values: Any) -> str:
+    """``values`` as repro source: ``t([...])`` (the repro defines ``t``)."""
+    return f"t({values!r})"
+
+
+def no_inputs(result: Any) -> tuple[Any, list[torch.Tensor]]:
+    return result, []
+
+
+def slots_checks(args: Args, expect: Any, var: str) -> list[str]:
+    if expect is None:
+        return [f"assert {var} is None"]
+    return [f"assert {var} is not None and {var}.tolist() == {expect!r}"]
+
+
+def free_target(name: str) -> Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]:
+    def run(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+        x = tensor(a["free_index"], device)
+        return getattr(alloc, name)(x), [x]
+
+    return run
+
+
+def extend_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    pre, seq = a["prefix_lens"], a["seq_lens"]
+    return no_inputs(
+        alloc.alloc_extend(
+            tensor(pre, device),
+            tensor(pre, "cpu"),
+            tensor(seq, device),
+            tensor(seq, "cpu"),
+            tensor(a["last_loc"], device),
+            a["extend_num_tokens"],
+        )
+    )
+
+
+def extend_source(a: Args, var: str) -> list[str]:
+    pre, seq = tensor_source(a["prefix_lens"]), tensor_source(a["seq_lens"])
+    return [
+        f"{var} = a.alloc_extend({pre}, {pre}.cpu(), {seq}, {seq}.cpu(), "
+        f"{tensor_source(a['last_loc'])}, {a['extend_num_tokens']})"
+    ]
+
+
+def decode_source(a: Args, var: str) -> list[str]:
+    seq = tensor_source(a["seq_lens"])
+    return [f"{var} = a.alloc_decode({seq}, {seq}.cpu(), {tensor_source(a['last_loc'])})"]
+
+
+def decode_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    seq = a["seq_lens"]
+    return no_inputs(
+        alloc.alloc_decode(tensor(seq, device), tensor(seq, "cpu"), tensor(a["last_loc"], device))
+    )
+
+
+def segment_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    x = tensor(a["free_index"], device)
+    return alloc.free_segment(x, start_pos=a["start_pos"]), [x]
+
+
+def segments_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    segs = [(tensor(s, device), p) for s, p in a["segments"]]
+    return alloc.free_segments(segs), [x for x, _ in segs]
+
+
+def segments_source(a: Args, var: str) -> list[str]:
+    segs = ", ".join(f"({tensor_source(s)}, {p})" for s, p in a["segments"])
+    return [f"segs = [{segs}]", "a.free_segments(segs)"]
+
+
+def cache_source(call: str, a: Args, var: str) -> list[str]:
+    head = f"cache = TinyTreeCache.for_torch(a, {a['entries']!r}, DEVICE)"
+    if call == "evict_to_free_tokens":
+        return [head, f"a.evict_to_free_tokens(cache, {a['num_tokens']})"]
+    context = "".join(f", {k}={v!r}" for k, v in capacity_context(a).items())
+    return [
+        head,
+        f"{var} = a.check_decode_capacity(num_tokens={a['num_tokens']}, tree_cache=cache"
+        f"{context})",
+    ]
+
+
+def capacity_context(a: Args) -> dict[str, Any]:
+    """SGLang 0.5.23's extra ``check_decode_capacity`` keywords when the step carries them."""
+    return {"requests": [], "spec_algorithm": None} if a.get("context") else {}
+
+
+def evict_checks(a: Args, expect: Any, var: str) -> list[str]:
+    if expect is None:
+        return []
+    return [f"assert len(cache.entries) == {len(a['entries']) - expect}"]
+
+
+def extend_defaults(a: dict[str, Any]) -> dict[str, Any]:
+    """The model's default ``extend_num_tokens``: ``sum(seq_lens) - sum(prefix_lens)``."""
+    if a.get("extend_num_tokens") is None:
+        a["extend_num_tokens"] = sum(a["seq_lens"]) - sum(a["prefix_lens"])
+    return a
+
+
+def resize_from_model(a: dict[str, Any]) -> dict[str, Any]:
+    """The model takes a ``ResizeConfig``; the table its ``max_total_num_tokens``."""
+    config = a["max_total_num_tokens"]
+    if isinstance(config, ResizeConfig):
+        a["max_total_num_tokens"] = config.max_total_num_tokens
+    return a
+
+
+def create_source(a: Args, var: str) -> list[str]:
+    return [
+        f"a = factory(size={a['size']}, page_size={a['page_size']}, "
+        f"need_sort={a['need_sort']}, device=DEVICE)"
+    ]
+
+
+def performed_by_executor(*_: Any) -> Any:
+    raise TypeError("create is performed by the executor (it builds the model and the target)")
