@@ -45,12 +45,12 @@ def test_check_extend_checks_requests_after_an_empty_prefix_EXTEND_3(clause: str
     (on a free page, or outside the pool) is still caught."""
     ps, owned = 4, {2}
     ok = rules.check_extend([0, 5], [3, 7], [-1, 8], page_size=ps, num_pages=4,
-                            status_of=_status(owned), clause=clause)
+                            status_of=_status(owned), clause_prefix=clause)
     assert ok == [1, 0]
     for bad_loc in (12, 100):  # page 3 is free; 100 is outside the pool
         err = _clause(lambda loc=bad_loc: rules.check_extend(  # type: ignore[misc]
             [0, 5], [3, 7], [-1, loc], page_size=ps, num_pages=4, status_of=_status(owned),
-            clause=clause))
+            clause_prefix=clause))
         assert err == f"{clause}-3"
 
 
