@@ -14,7 +14,7 @@ import pytest
 import torch
 from impl_adapter import make_impl, to_plain
 from kvpool.impl.backend import NumpyOps, TorchOps
-from kvpool.impl.freelist import PageRing, PageStack
+from kvpool.impl.freelist import PageRing, PageStack, Staging
 from kvpool.spec import AllocatorModel
 
 BACKENDS = [pytest.param(False, id="numpy"), pytest.param(True, id="torch")]
@@ -81,6 +81,23 @@ def test_ring_check_invariants_reports_counters_CAP_3(head: int, count: int,
     ring.head, ring.count = head, count
     problems = ring.check_invariants()
     assert problems == [] if healthy else problems and "ring counters broken" in problems[0]
+
+
+def test_ring_of_one_slot_check_invariants_CAP_3() -> None:
+    """Capacity 1: the head must be 0."""
+    ring = _ring(1, False)
+    assert ring.check_invariants() == []
+    ring.head = 1
+    assert ring.check_invariants()
+
+
+def test_new_staging_is_empty_and_healthy() -> None:
+    """Nothing is staged in a new Staging, for either free list."""
+    ops = NumpyOps(1, "cpu")
+    for free_list in (PageStack(4, "cpu", ops), _ring(4, False)):
+        staging = Staging(free_list, ops)
+        assert len(staging) == 0 and staging.contents().tolist() == []
+        assert staging.check_invariants() == []
 
 
 def test_ring_check_invariants_reports_a_wrong_capacity() -> None:
@@ -181,8 +198,10 @@ def test_need_sort_switched_off_while_pages_are_staged_SORT_1(backend: bool, pag
     alloc.free(torch.tensor(slots[4 * ps :]))
     model.free(slots[4 * ps :])
     alloc.need_sort = model.need_sort = False
-    alloc.free(torch.tensor(slots[: 2 * ps]))
-    model.free(slots[: 2 * ps])
+    for part in (slots[:ps], slots[ps : 2 * ps]):  # one page, then another
+        alloc.free(torch.tensor(part))
+        model.free(part)
+        assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
     alloc.check_invariants()
     assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
     assert alloc.available_size() == model.available_size() == 6 * ps
