@@ -25,8 +25,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--out", default="benchmarks/results", help="output folder")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--sizes", type=int, nargs="+", help="pool sizes in pages (overrides mode)")
-    p.add_argument("--workloads", nargs="+", default=["w1", "w2", "w3", "w4", "w5", "w6"],
-                   help="subset of w1..w6 (w6: SGLang's scheduler-side code, needs .[sglang])")
+    p.add_argument("--workloads", nargs="+", default=["w1", "w2", "w3", "w4", "w5", "w6", "w7"],
+                   help="subset of w1..w7 (w6: SGLang's scheduler-side code, needs .[sglang]; "
+                        "w7: the hybrid sliding-window allocator)")
     p.add_argument("--skip", nargs="*", default=[], choices=["kvpool", "sglang", "vllm"],
                    help="implementations to leave out")
     p.add_argument("--trace-steps", type=int, help="steps of the W5 trace (default 10000)")

@@ -17,6 +17,7 @@ import torch
 
 from benchmarks import memory, report, targets
 from benchmarks.adapters import VllmPools
+from benchmarks.hybrid import w7_hybrid
 from benchmarks.peers import load_peers
 from benchmarks.sglang_serving import w6_sglang_serving
 from benchmarks.timing import Settings, measure_interleaved
@@ -25,7 +26,7 @@ from benchmarks.workloads import Case, Config, w1_alloc_free, w2_decode, w3_exte
 
 WORKLOADS: dict[str, Callable[[Config], Iterator[Case]]] = {
     "w1": w1_alloc_free, "w2": w2_decode, "w3": w3_extend, "w4": w4_free_row, "w5": w5_trace,
-    "w6": w6_sglang_serving,
+    "w6": w6_sglang_serving, "w7": w7_hybrid,
 }
 MALLOC_KEYS = ("MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 

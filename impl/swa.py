@@ -252,6 +252,11 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SglangSurface):
         if self.page_size == 1:
             self._release_swa_page_ids(self._pairs.take(free_index))
             return
+        if self.free_group is None:
+            pages = self._pairs.take_peer_pages(free_index)
+            if pages is not None:  # CPU: the sorted distinct pages, as the paged free() takes
+                self.swa_attn_allocator.free_page_ids(pages)
+                return
         peers = self._pairs.take(self._pairs.expand_to_full_pages(free_index))
         if self.free_group is not None:
             self.swa_free_group.append(peers)

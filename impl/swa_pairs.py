@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from kvpool.spec.window import RELEASED
 
@@ -59,6 +60,20 @@ class PairTable:
         else:
             self.mapping.index_fill_(0, full.to(torch.int64), RELEASED)
         return values
+
+    def take_peer_pages(self, slots: torch.Tensor) -> torch.Tensor | None:
+        """CPU fast path of ``free_swa`` at page size > 1: the sorted distinct SWA pages of the
+        full pages ``slots`` touch, their pairs released (``window.peer_pages`` of the
+        expansion). Each full page is expanded once (SGLang expands every slot: k * ps entries;
+        here distinct pages * ps). None on CUDA (a dedup would sync; the caller expands)."""
+        if self._np is None:
+            return None
+        ps = self.page_size
+        pages = np.unique(slots.numpy() // ps)
+        expanded = (pages[:, None] * ps + np.arange(ps)).reshape(-1)
+        peers = self._np[expanded]
+        self._np[expanded] = RELEASED
+        return torch.from_numpy(np.unique(peers[peers > 0] // ps))
 
     def expand_to_full_pages(self, slots: torch.Tensor) -> torch.Tensor:
         """Every slot of the full pages of ``slots``, duplicates kept (``window.full_page_slots``,
