@@ -350,9 +350,7 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SglangSurface):
                 reps = free_index[::ps]
             else:
                 reps = free_index[torch.tensor(rep_offsets(n, start_pos, ps))]
-            pages = self._pairs.gather(reps) // ps
-            self._pairs.take(self._pairs.expand_to_full_pages(reps))
-            self._release_swa_page_ids(pages)
+            self._release_swa_page_ids(self._pairs.take_rep_pages(reps))
 
     def _check_swa_release(self, free_index: torch.Tensor, call: str) -> None:
         slots = host_list(free_index)

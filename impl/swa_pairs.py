@@ -75,6 +75,19 @@ class PairTable:
         self._np[expanded] = RELEASED
         return torch.from_numpy(np.unique(peers[peers > 0] // ps))
 
+    def take_rep_pages(self, reps: torch.Tensor) -> torch.Tensor:
+        """``free_swa_segment``: the SWA page of each full-page representative, in order, and
+        the pairs of those full pages released (numpy on the CPU). O(pages * page_size)."""
+        ps = self.page_size
+        if self._np is None:
+            pages = self.gather(reps) // ps
+            self.take(self.expand_to_full_pages(reps))
+            return pages
+        rep = reps.numpy()
+        pages = self._np[rep] // ps
+        self._np[(rep // ps * ps)[:, None] + np.arange(ps)] = RELEASED
+        return torch.from_numpy(pages)
+
     def expand_to_full_pages(self, slots: torch.Tensor) -> torch.Tensor:
         """Every slot of the full pages of ``slots``, duplicates kept (``window.full_page_slots``,
         vectorised; ``SWA-10``). O(k * page_size)."""
