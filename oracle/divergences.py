@@ -96,6 +96,21 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         ("INV-4", "INV-1", "LIFE-1"),
     ),
     KnownDivergence(
+        "SGL-SWA-UNCHECKED",
+        "sglang-swa",
+        "SWA-11",
+        ("checked", False),
+        "Hybrid caller errors are accepted silently (the expect() checks run only under "
+        "SGLANG_INVARIANT_CHECK): at page size 1 a second free_swa of a slot releases the "
+        "padding slot 0 into the SWA pool (free list [..., 1, 0], available_size() == size "
+        "while a slot is held); free_swa_segment of a page whose peer is gone releases SWA "
+        "page 0 (B13, the fix PR #38519 is not in 0.5.23); free_full of a live pair frees the "
+        "full page and strands its SWA page (SWA-12); translating a freed slot answers 0.",
+        "sglang/srt/mem_cache/allocator/swa.py@0.5.23 _free_swa_pages_none_cuda, free_full "
+        "(_SWA_PEER_MAPPED / _SWA_PEER_RELEASED); SPEC.md §14 bug B13",
+        ("SWA-12", "SWA-16", "SWA-8", "ERR-1"),
+    ),
+    KnownDivergence(
         "SGL-SWA-DECODE-LEAK",
         "sglang-swa",
         "SWA-9",
