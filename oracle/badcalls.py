@@ -165,8 +165,12 @@ BAD_CALLS: dict[str, BadCall] = {
         _fixed(
             (
                 "alloc_extend",
-                {"prefix_lens": [0, 0], "seq_lens": [1], "last_loc": [-1, -1],
-                 "extend_num_tokens": 1},
+                {
+                    "prefix_lens": [0, 0],
+                    "seq_lens": [1],
+                    "last_loc": [-1, -1],
+                    "extend_num_tokens": 1,
+                },
             )
         ),
     ),
@@ -174,8 +178,12 @@ BAD_CALLS: dict[str, BadCall] = {
         _extend,
         lambda s, data: (
             "alloc_extend",
-            {"prefix_lens": [0], "seq_lens": [s.ps], "last_loc": [-1],
-             "extend_num_tokens": s.ps + 1},
+            {
+                "prefix_lens": [0],
+                "seq_lens": [s.ps],
+                "last_loc": [-1],
+                "extend_num_tokens": s.ps + 1,
+            },
         ),
     ),
     "prefix_after_seq": BadCall(_extend_with_reqs, _prefix_after_seq),

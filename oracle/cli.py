@@ -3,20 +3,23 @@ hybrid sliding-window oracle (``hybrid``, :mod:`kvpool.oracle.hybrid_cli`).
 
 Every run starts with the capabilities in force per target (``Capabilities.in_force``) and the
 inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
-configuration conformant and at least one call ran; 1 a divergence, a target that crashed, or a
-run that executed no call; 2 a usage error (``kvpool.oracle.plan.UsageError``, argparse).
+configuration conformant and at least one call ran; 1 a divergence, a target that crashed, a
+run that executed no call, or a coverage gap under ``--require-coverage``; 2 a usage error
+(``kvpool.oracle.plan.UsageError``, argparse).
 """
 
 from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import re
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from . import coverage
 from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Result, run_config, run_for
 from .targets import Config, Target
 
@@ -59,7 +62,8 @@ def _positive(kind: type) -> Any:
 EXIT_CODES = """\
 exit status:
   0  every configuration conformant (and at least one call ran)
-  1  a divergence, a target that crashed, or a run that executed no call
+  1  a divergence, a target that crashed, a run that executed no call, or
+     (with --require-coverage) an event the capabilities allow never reached
   2  a usage error (bad option, target that cannot be imported or built,
      undeclared page size, unavailable device)"""
 
@@ -122,6 +126,15 @@ def _run_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
     p.add_argument("--steps", type=_positive(int), default=DEFAULT_STEPS, help="calls per example")
     p.add_argument(
+        "--require-coverage",
+        action="store_true",
+        help="fail when an event the target's capabilities allow was never reached "
+        "(see the coverage table)",
+    )
+    p.add_argument(
+        "--json", default=None, metavar="PATH", help="write the run report (results, coverage)"
+    )
+    p.add_argument(
         "--trace-dir",
         default="kvpool-traces",
         help="where failing traces are written as JSON",
@@ -161,7 +174,67 @@ def run_main(argv: list[str]) -> int:
         for config in p.configs:
             results.append(_run_one(p.target, config, args))
     _summary(results, time.perf_counter() - start)
-    return 0 if results and all(r.ok for r in results) else 1
+    targets = [p.target for p in planned for _ in p.configs]
+    found = _coverage(results, targets, args)
+    if args.json:
+        write_report(Path(args.json), results, targets, found)
+    gaps = any(tc.missing() for tc in found)
+    failed = not all(r.ok for r in results) or (args.require_coverage and gaps)
+    return 1 if failed or not results else 0
+
+
+def _coverage(
+    results: list[Result], targets: list[Target], args: argparse.Namespace
+) -> list[coverage.TargetCoverage]:
+    """Print the coverage table and the gate's verdict; return the coverage per target."""
+    per_target: dict[str, coverage.TargetCoverage] = {}
+    for r, t in zip(results, targets):
+        needed = coverage.required(t.caps, r.config.page_size, r.config.need_sort)
+        tc = per_target.setdefault(r.target, coverage.TargetCoverage(r.target, []))
+        tc.columns.append((_short(r), r.coverage, needed))
+    found = list(per_target.values())
+    print("\ncoverage (events reached; - = cannot be reached, 0! = the gate's misses)")
+    for r in results:
+        print(f"  {_short(r):6s} = {r.target} {r.config.label()}")
+    print(coverage.table(found))
+    for tc in found:
+        if tc.missing() and args.require_coverage:
+            print(f"  coverage gate: {tc.target}: never reached {', '.join(tc.missing())}")
+    if args.require_coverage and not any(tc.missing() for tc in found):
+        print("  coverage gate: every reachable event reached")
+    return found
+
+
+def _short(r: Result) -> str:
+    kind = "tok" if r.target.endswith("token") else "pg"
+    return f"{kind}{r.config.page_size}{'s' if r.config.need_sort else ''}"
+
+
+def write_report(
+    path: Path, results: list[Result], targets: list[Target], found: list[coverage.TargetCoverage]
+) -> None:
+    """The run as JSON: per configuration its result, counts and coverage; per target the
+    events the coverage gate found missing."""
+    rows = [
+        {
+            "target": r.target,
+            "capabilities": t.caps.describe(),
+            "page_size": r.config.page_size,
+            "need_sort": r.config.need_sort,
+            "order": r.config.order,
+            "status": r.status(),
+            "examples": r.examples,
+            "calls": r.calls,
+            "seconds": round(r.seconds, 3),
+            "clause": r.failure.clause if r.failure else None,
+            "error": r.error,
+            "coverage": dict(sorted(r.coverage.items())),
+        }
+        for r, t in zip(results, targets)
+    ]
+    gate = {tc.target: tc.missing() for tc in found}
+    report = {"kvpool_run": 1, "configurations": rows, "coverage_missing": gate}
+    path.write_text(json.dumps(report, indent=1))
 
 
 def trace_path(trace_dir: str | Path, target: str, config: Config) -> Path:

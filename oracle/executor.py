@@ -28,8 +28,9 @@ from kvpool.spec.contract import (
 
 from .attribution import attribute
 from .calls import ALLOC_CALLS, CALLS, MAX_HELD, Call, as_list, clone_model
+from .coverage import Before, events_of, snapshot
 from .hints import hint_for
-from .pagemap import owners_from_steps, render, spec_line, target_line
+from .pagemap import owners_from_steps, render, spec_line, status_line, target_line
 from .report import Failure, OracleError, OracleFailure, record_failure
 from .repro import error_type_names, failure_asserts
 from .targets import Config, Target
@@ -67,6 +68,7 @@ class Executor:
         self.held: list[tuple[int, torch.Tensor, torch.Tensor]] = []
         self.num_calls = 0
         self.failed = False
+        self.events: Counter[str] = Counter()  # coverage events reached (kvpool.oracle.coverage)
         self._alias_step: int | None = None  # the step whose held result changed (ALIAS-1)
 
     def owners(self) -> dict[int, str]:
@@ -99,7 +101,8 @@ class Executor:
             )
         except Exception as err:
             raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
-        self._checked(step, len(self.trace.steps) - 1, "", lambda: self._post(step))
+        self._checked(step, len(self.trace.steps) - 1, lambda: "", lambda: self._post(step))
+        self.events.update(events_of(step, snapshot(self.model), self.model, None))
 
     def call(self, name: str, *, clobber: bool = False, **args: Any) -> Any:
         """Perform a valid call on both sides, compare, check; returns the target's result."""
@@ -107,21 +110,25 @@ class Executor:
             args.setdefault("context", self.num_calls % 2 == 0)  # SGLang's keywords, every other
         step = TraceStep(name, args, clobber=clobber)
         self.trace.steps.append(step)
-        before = spec_line(self.model, self.owners()) if self.model else ""
+        assert self.model is not None
+        state = snapshot(self.model)
+        before = self._before_line(state)
 
         def run() -> Any:
             result = self._valid(step)
             self._post(step)
             return result
 
-        return self._checked(step, len(self.trace.steps) - 1, before, run)
+        result = self._checked(step, len(self.trace.steps) - 1, before, run)
+        self.events.update(events_of(step, state, self.model, result))
+        return result
 
     def call_bad(self, name: str, **args: Any) -> str:
         """Perform a call the spec rejects; the target must reject it alike. Returns the clause."""
         step = TraceStep(name, args)
         self.trace.steps.append(step)
         assert self.model is not None
-        before = spec_line(self.model, self.owners())
+        before = self._before_line(snapshot(self.model))
         try:
             CALLS[name].spec(self.model, step.args)
         except ContractViolation as err:
@@ -132,7 +139,16 @@ class Executor:
         self._checked(step, len(self.trace.steps) - 1, before, lambda: self._bad(step, message))
         return str(step.raises)
 
-    def _checked(self, step: TraceStep, index: int, before: str, run: Callable[[], Any]) -> Any:
+    def _before_line(self, state: Before) -> Callable[[], str]:
+        """The page map before the call just appended to the trace, drawn only if it fails."""
+        steps = len(self.trace.steps) - 1
+        return lambda: status_line(
+            state.status, owners_from_steps(self.trace.steps[:steps], self.page_size)
+        )
+
+    def _checked(
+        self, step: TraceStep, index: int, before: Callable[[], str], run: Callable[[], Any]
+    ) -> Any:
         try:
             result = run()
         except Divergence as d:
@@ -362,7 +378,7 @@ class Executor:
         self._check_held()
 
     # -- failure -------------------------------------------------------------------------------
-    def _fail(self, clause: str, detail: str, index: int, before: str) -> None:
+    def _fail(self, clause: str, detail: str, index: int, before: Callable[[], str]) -> None:
         trace = self.trace
         trace.clause, trace.detail, trace.failing_step = clause, detail, index
         trace.final_asserts = failure_asserts(trace, index, alias_step=self._alias_step)
@@ -376,7 +392,7 @@ class Executor:
             clause=clause,
             detail=detail,
             trace=trace,
-            before=render(f"before step {index}", before),
+            before=render(f"before step {index}", before()),
             after=render(f"after step {index}", after_spec, after_target),
             hint=hint_for(clause, detail, trace, self.caps),
         )

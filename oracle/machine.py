@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from collections import Counter
 from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
@@ -23,7 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from .badcalls import applicable_kinds, make_bad_call
 from .executor import Executor
 from .report import OracleFailure
-from .scheduler import Scheduler
+from .scheduler import POOL_PAGES, Request, Scheduler
 from .targets import Config, Target
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -48,6 +49,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     target: ClassVar[Target]
     config: ClassVar[Config]
     stats: ClassVar[dict[str, int]]
+    coverage: ClassVar[Counter[str]]  # coverage events of every example (kvpool.oracle.coverage)
 
     def __init__(self) -> None:
         super().__init__()
@@ -57,11 +59,15 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         self.broken = False
 
     # -- lifecycle -------------------------------------------------------------------------------
-    @initialize(num_pages=st.integers(8, 24), ragged=st.booleans())
+    @initialize(num_pages=POOL_PAGES, ragged=st.booleans(), data=st.data())
     @guarded
-    def create(self, num_pages: int, ragged: bool) -> None:
+    def create(self, num_pages: int, ragged: bool, data: st.DataObject) -> None:
+        """A fresh pool; a large one half the time already serving a batch of 9-64 requests
+        (warm start: big decode batches within a few steps)."""
         self.ex.create(num_pages * self.ps + (self.ps - 1 if ragged else 0))
         self.ready = True
+        if num_pages >= 64 and data.draw(st.booleans()):
+            self.admit(data, data.draw(st.integers(9, 64)))
 
     @precondition(lambda self: self.ready and self.maintenance_calls())
     @rule(data=st.data())
@@ -70,7 +76,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         """``merge_and_sort_free``, ``clear`` or ``resize`` (rarer: they reset the scheduler)."""
         call = data.draw(st.sampled_from(self.maintenance_calls()))
         if call == "resize":
-            num_pages, ragged = data.draw(st.integers(8, 24)), data.draw(st.booleans())
+            num_pages, ragged = data.draw(POOL_PAGES), data.draw(st.booleans())
             tokens = num_pages * self.ps + (self.ps - 1 if ragged else 0)
             self.ex.call("resize", max_total_num_tokens=tokens)
         else:
@@ -83,24 +89,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @rule(data=st.data())
     @guarded
     def new_requests(self, data: st.DataObject) -> None:
-        bs = data.draw(st.integers(1, 3))
-        seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
-        self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
-        if self.uses_extend():
-            bs = len(seqs)
-            out = self.ex.call(
-                "alloc_extend",
-                prefix_lens=[0] * bs,
-                seq_lens=seqs,
-                last_loc=[-1] * bs,
-                extend_num_tokens=sum(seqs),
-            )
-        elif not self.caps.paged:
-            out = self.ex.call("alloc", need_size=sum(seqs))
-        else:
-            return
-        if out is not None:
-            self.add_rows(self.split(out, seqs))
+        self.admit(data, self.batch_size(data))
 
     @precondition(
         lambda self: self.ready and self.reqs and (self.uses_extend() or not self.caps.paged)
@@ -108,10 +97,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @rule(data=st.data())
     @guarded
     def extend_requests(self, data: st.DataObject) -> None:
-        rids = data.draw(
-            st.lists(st.sampled_from(sorted(self.reqs)), min_size=1, max_size=3, unique=True)
-        )
-        reqs = [self.reqs[r] for r in rids]
+        reqs = self.pick_requests(data)
         chunks = [self.draw_num_tokens(data, low=0, share=len(reqs)) for _ in reqs]
         if self.uses_extend():
             pre = [len(r.row) for r in reqs]
@@ -140,10 +126,17 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @rule(data=st.data())
     @guarded
     def decode(self, data: st.DataObject) -> None:
-        rids = data.draw(
-            st.lists(st.sampled_from(sorted(self.reqs)), min_size=1, max_size=4, unique=True)
-        )
-        reqs = [self.reqs[r] for r in rids]
+        """One decode step of a batch, or a burst of steps that crosses a page boundary."""
+        reqs = self.pick_requests(data)
+        first = len(reqs[0].row)
+        to_cross = self.ps - first % self.ps + 1  # steps until the first request opens a page
+        steps = data.draw(st.one_of(st.just(1), st.integers(2, 4), st.just(to_cross)))
+        for _ in range(steps):
+            if not self.decode_step(data, reqs):
+                break
+
+    def decode_step(self, data: st.DataObject, reqs: list[Request]) -> bool:
+        """One ``alloc_decode`` (token: ``alloc``) for ``reqs``; False when it returned None."""
         self.make_room(data, len(reqs), check=True)
         if self.caps.paged:
             out = self.ex.call(
@@ -153,23 +146,38 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             )
         else:
             out = self.ex.call("alloc", need_size=len(reqs))
-        if out is not None:
-            for req, slot in zip(reqs, out):
-                req.row.append(slot)
+        if out is None:
+            return False
+        for req, slot in zip(reqs, out):
+            req.row.append(slot)
+        return True
 
     @precondition(lambda self: self.ready)
     @rule(data=st.data())
     @guarded
     def raw_alloc(self, data: st.DataObject) -> None:
         avail_pages = self.model.available_size() // self.ps
+        # other requests taking memory: leave exactly 0-2 pages free, or run short by one
+        near = [1, avail_pages - 2, avail_pages - 1, avail_pages, avail_pages + 1]
         n = data.draw(
-            st.one_of(
-                st.sampled_from([1, avail_pages, avail_pages + 1]), st.integers(0, avail_pages + 1)
-            )
+            st.one_of(st.sampled_from([max(0, v) for v in near]), st.integers(0, avail_pages + 1))
         )
         out = self.ex.call("alloc", need_size=n * self.ps)
         if out:
             self.raw.append(out)
+
+    @precondition(lambda self: self.ready and (self.reqs or self.uses_extend()))
+    @rule(data=st.data(), left=st.integers(0, 2))
+    @guarded
+    def under_pressure(self, data: st.DataObject, left: int) -> None:
+        """Other requests take the free list down to ``left`` pages (staged pages stay), then
+        a batch that needs more arrives: a shortage with pages still free, or a merge first."""
+        self.squeeze(left)
+        decode = bool(self.reqs) and data.draw(st.booleans())
+        if decode:
+            self.decode_step(data, self.page_openers() or self.pick_requests(data))
+        else:
+            self.new_requests(data)
 
     # -- release -----------------------------------------------------------------------------------
     @precondition(lambda self: self.ready and self.reqs)
@@ -177,8 +185,8 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @guarded
     def finish(self, data: st.DataObject) -> None:
         req = self.reqs[data.draw(st.sampled_from(sorted(self.reqs)))]
-        modes = ["free"] + (["segments"] if self.caps.segments != "none" else [])
-        modes += ["cache"] if self.caps.capacity_hooks else []
+        modes = ["free", "pieces"] + (["segments"] if self.caps.segments != "none" else [])
+        modes += ["cache", "cache"] if self.caps.capacity_hooks else []
         mode = data.draw(st.sampled_from(modes))
         live = req.live()
         if mode == "cache":
@@ -189,6 +197,9 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
                 segments=self.segments(data, req, req.start, len(req.row)),
                 clobber=self.group_open,
             )
+        elif mode == "pieces":
+            for piece in self.pieces(data, live, req.start):  # maybe with an empty free
+                self.ex.call("free", free_index=piece, clobber=self.group_open)
         else:
             if not self.caps.paged:
                 live = list(data.draw(st.permutations(live)))
@@ -257,8 +268,11 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         self.ex.call("free_group_begin")
         if self.caps.checked and data.draw(st.booleans()):
             self.ex.call_bad("free_group_begin")  # groups do not nest (GROUP-1)
-        for _ in range(data.draw(st.integers(1, min(3, len(self.reqs))))):
+            self.ex.events["bad.nested_group"] += 1
+        for _ in range(data.draw(st.integers(1, min(4, len(self.reqs))))):
             self.finish(data)
+        if self.caps.checked and data.draw(st.booleans()):
+            self.bad_call(data)  # bad input while frees are deferred (e.g. a deferred page again)
         for _ in range(times):
             self.ex.call("free_group_end")
 
@@ -275,15 +289,23 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     def merge(self) -> None:
         self.ex.call("merge_and_sort_free")
 
-    @precondition(lambda self: self.ready and self.caps.capacity_hooks and self.cache)
-    @rule(data=st.data(), check=st.booleans())
+    @precondition(
+        lambda self: self.ready and self.caps.capacity_hooks and (self.cache or self.reqs)
+    )
+    @rule(data=st.data(), check=st.booleans(), retire=st.integers(0, 2))
     @guarded
-    def capacity(self, data: st.DataObject, check: bool) -> None:
+    def capacity(self, data: st.DataObject, check: bool, retire: int) -> None:
+        """Finished requests go to the tree cache (``retire`` of them), then the scheduler asks
+        for room: short by nothing, by one token or page, by the whole cache, or by more."""
+        for rid in sorted(self.reqs)[:retire]:
+            self.cache.append(self.reqs.pop(rid).live())
+        if not self.cache:
+            return
         cached = sum(len(e) for e in self.cache)
         avail = self.model.available_size()
-        n = data.draw(
-            st.sampled_from(sorted({0, avail, avail + 1, avail + self.ps, avail + cached}))
-        )
+        over = avail + cached * self.ps + 1  # more than evicting everything can free
+        options = [0, avail, avail + 1, avail + self.ps, avail + cached, over]
+        n = data.draw(st.sampled_from(options))
         name = "check_decode_capacity" if check else "evict_to_free_tokens"
         evicted = self.ex.call(name, entries=[list(e) for e in self.cache], num_tokens=n)
         del self.cache[:evicted]
@@ -293,8 +315,12 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @rule(data=st.data())
     @guarded
     def bad_call(self, data: st.DataObject) -> None:
-        name, args = make_bad_call(self, data, data.draw(st.sampled_from(applicable_kinds(self))))
-        self.ex.call_bad(name, **args)
+        """One to three bad calls (cheap: each is rejected and changes nothing)."""
+        for _ in range(data.draw(st.integers(1, 3))):
+            kind = data.draw(st.sampled_from(applicable_kinds(self)))
+            name, args = make_bad_call(self, data, kind)
+            self.ex.call_bad(name, **args)
+            self.ex.events[f"bad.{kind}"] += 1
 
     # -- teardown: release everything, every page must be free again ----------------------------
     def teardown(self) -> None:
@@ -306,6 +332,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             stats = type(self).stats
             stats["calls"] += self.ex.num_calls
             count_example(stats, sys.exc_info()[1], failed=self.ex.failed)
+            type(self).coverage.update(self.ex.events)
 
 
 def count_example(stats: dict[str, int], in_flight: BaseException | None, *, failed: bool) -> None:
@@ -326,12 +353,12 @@ def count_example(stats: dict[str, int], in_flight: BaseException | None, *, fai
 def machine_for(target: Target, config: Config) -> type[OracleMachine]:
     """A machine class bound to one target configuration."""
     name = (
-        f"Oracle_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}"
-        f"_{config.order}"
+        f"Oracle_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}_{config.order}"
     )
     attrs = {
         "target": target,
         "config": config,
         "stats": {"examples": 0, "calls": 0, "failed": 0},
+        "coverage": Counter(),
     }
     return type(name, (OracleMachine,), attrs)

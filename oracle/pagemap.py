@@ -41,11 +41,12 @@ def owners_from_steps(steps: Sequence[Any], page_size: int) -> dict[int, str]:
 
 def spec_line(model: AllocatorModel, owners: Mapping[int, str]) -> str:
     """The spec's view: status of pages ``1..num_pages``, owners filled in."""
-    chars = []
-    for page in range(1, model.num_pages + 1):
-        status = model.status_of(page)
-        chars.append(_STATUS_CHAR.get(status) or owners.get(page, "o"))
-    return "".join(chars)
+    return status_line([model.status_of(p) for p in range(model.num_pages + 1)], owners)
+
+
+def status_line(status: Sequence[str], owners: Mapping[int, str]) -> str:
+    """``spec_line`` from page statuses indexed by page (index 0, the padding page, skipped)."""
+    return "".join(_STATUS_CHAR.get(s) or owners.get(p, "o") for p, s in enumerate(status) if p)
 
 
 def target_line(num_pages: int, target_free: Sequence[int]) -> str:

@@ -68,9 +68,12 @@ PLACEHOLDER_NAMES: frozenset[str] = frozenset(
 # tied to a CUDA torch (its ops do not load beside a CPU torch).
 RUNTIME_PLACEHOLDER_NAMES: frozenset[str] = frozenset({"torchvision"})
 RUNTIME_MODULES = (
-    "sglang.srt.mem_cache.memory_pool", "sglang.srt.mem_cache.radix_cache",
-    "sglang.srt.mem_cache.common", "sglang.srt.mem_cache.allocation",
-    "sglang.srt.managers.schedule_batch", "sglang.srt.mem_cache.kv_cache_configurator",
+    "sglang.srt.mem_cache.memory_pool",
+    "sglang.srt.mem_cache.radix_cache",
+    "sglang.srt.mem_cache.common",
+    "sglang.srt.mem_cache.allocation",
+    "sglang.srt.managers.schedule_batch",
+    "sglang.srt.mem_cache.kv_cache_configurator",
 )
 
 _lock = threading.Lock()
@@ -298,5 +301,6 @@ def load_sglang_runtime() -> dict[str, types.ModuleType]:
             except Exception as exc:
                 raise PeerUnavailable(
                     f"cannot import {name} ({type(exc).__name__}: {exc}); install SGLang's CPU "
-                    'runtime dependencies with pip install -e ".[sglang]"') from exc
+                    'runtime dependencies with pip install -e ".[sglang]"'
+                ) from exc
     return modules

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import time
 import traceback
+from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
@@ -26,7 +27,7 @@ from .targets import Config, Target, configs_for
 __all__ = ["Config", "Result", "Target", "configs_for", "run_config", "run_for"]
 
 DEFAULT_EXAMPLES = 150
-DEFAULT_STEPS = 30
+DEFAULT_STEPS = 20
 DEFAULT_SHRINK_SECONDS = 10.0
 
 
@@ -58,6 +59,7 @@ class Result:
     seconds_to_failure: float | None = None  # until the first failing example, before shrinking
     failure: Failure | None = None
     error: str | None = None
+    coverage: Counter[str] = field(default_factory=Counter)  # events reached (.coverage)
 
     @property
     def ok(self) -> bool:
@@ -122,6 +124,7 @@ def run_config(
     if result.failure is not None and first is not None:
         result.seconds_to_failure = first - start
     result.examples, result.calls = cls.stats["examples"], cls.stats["calls"]
+    result.coverage = Counter(cls.coverage)
     return result
 
 
@@ -144,6 +147,7 @@ def run_for(
         )
         total.examples += r.examples
         total.calls += r.calls
+        total.coverage.update(r.coverage)
         total.failure, total.error = r.failure, r.error
         round_seed += 1
         if not r.ok:

@@ -18,6 +18,10 @@ from .capabilities import Capabilities
 from .executor import Executor
 from .report import OracleError
 
+# Pool sizes in pages: small pools (shortages) and large ones (batches of dozens of requests).
+POOL_PAGES = st.one_of(st.integers(8, 24), st.integers(64, 256))
+_KIND_OF_2, _KIND_OF_3, _KIND_OF_4 = st.integers(0, 1), st.integers(0, 2), st.integers(0, 3)
+
 
 @dataclass
 class Request:
@@ -58,17 +62,91 @@ class Scheduler:
         return self.model.free_group is not None
 
     def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
-        """Draw a token count: small and near page boundaries, or near this call's share of the
-        free capacity (so that shortages and merges happen often)."""
+        """Draw a token count: small and near page boundaries, a few pages, many pages, near
+        this call's fair share of the free capacity, or just around it (so that shortages,
+        partial shortages and merges happen often)."""
         ps = self.ps
         room = self.model.available_size() // max(1, share)
-        small = sorted({max(low, v) for v in (1, ps - 1, ps, ps + 1, 2 * ps)})
-        tight = sorted({max(low, v) for v in (room, room - ps + 1, room + 1, room + ps)})
-        return data.draw(
-            st.one_of(
-                st.sampled_from(small), st.integers(low, max(low, 3 * ps)), st.sampled_from(tight)
+        if share > 8:  # a large batch: mostly within the fair share, so most batches fit
+            kind = data.draw(_KIND_OF_2)
+            values = [1, ps - 1, ps] if kind == 0 else []
+            span = (low, max(low, room))
+        else:
+            kind = data.draw(_KIND_OF_4)
+            values = {
+                0: [1, ps - 1, ps, ps + 1, 2 * ps],
+                2: [room, room - ps + 1, room + 1, room + ps],
+            }.get(kind, [])
+            span = (low, max(low, 3 * ps)) if kind == 1 else (3 * ps + 1, 10 * ps)
+        if values:
+            return max(low, values[data.draw(st.integers(0, len(values) - 1))])
+        return data.draw(st.integers(*span))
+
+    @staticmethod
+    def batch_size(data: st.DataObject, limit: int = 64) -> int:
+        """Draw a batch size in ``[1, limit]`` as a scheduler produces them: a third each of
+        1-3, 4-8 and 9-64 requests."""
+        lo, hi = ((1, 3), (4, 8), (9, 64))[data.draw(_KIND_OF_3)]
+        bs = data.draw(st.integers(lo, hi))
+        return max(1, min(bs, limit))
+
+    def admit(self, data: st.DataObject, batch_size: int) -> None:
+        """New requests arrive (``alloc_extend`` from an empty prefix; token targets: one
+        ``alloc``); the batch is capped at one request per available page (admission)."""
+        bs = max(1, min(batch_size, self.model.available_size() // self.ps))
+        seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
+        self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
+        if self.uses_extend():
+            out = self.ex.call(
+                "alloc_extend",
+                prefix_lens=[0] * bs,
+                seq_lens=seqs,
+                last_loc=[-1] * bs,
+                extend_num_tokens=sum(seqs),
             )
-        )
+        elif not self.caps.paged:
+            out = self.ex.call("alloc", need_size=sum(seqs))
+        else:
+            return
+        if out is not None:
+            self.add_rows(self.split(out, seqs))
+
+    def pick_requests(self, data: st.DataObject) -> list[Request]:
+        """A batch of distinct live requests: all running ones (a scheduler's decode batch) or
+        a window of the request ids (wrapping)."""
+        rids = sorted(self.reqs)
+        bs = len(rids) if data.draw(st.booleans()) else self.batch_size(data, len(rids))
+        k = data.draw(st.integers(0, len(rids) - 1))
+        return [self.reqs[r] for r in (rids[k:] + rids[:k])[:bs]]
+
+    def pieces(self, data: st.DataObject, slots: list[int], start: int) -> list[list[int]]:
+        """``slots`` (positions from ``start``) cut into consecutive pieces for separate
+        ``free()`` calls. Inside an open group (or in a token allocator) a cut may fall
+        mid-page, so one page is named by several calls (``GROUP-6``); outside a group a paged
+        allocator is cut at page boundaries only, since each free releases whole pages."""
+        n = len(slots)
+        if self.group_open or not self.caps.paged:
+            cuts = list(range(1, n))
+        else:
+            cuts = [k for k in range(1, n) if (start + k) % self.ps == 0]
+        chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=3, unique=True)) if cuts else []
+        bounds = [0, *sorted(chosen), n]
+        out = [slots[a:b] for a, b in itertools.pairwise(bounds)]
+        if data.draw(st.booleans()):  # an empty free is a no-op (FREE-6), also inside a group
+            out.insert(data.draw(st.integers(0, len(out))), [])
+        return out
+
+    def squeeze(self, left_pages: int) -> None:
+        """Take raw pages until only ``left_pages`` remain in the free list (staged stay)."""
+        n = len(self.model.free_pages) - left_pages
+        if n > 0:
+            out = self.ex.call("alloc", need_size=n * self.ps)
+            if out:
+                self.raw.append(out)
+
+    def page_openers(self) -> list[Request]:
+        """Live requests whose next decode step opens a new page (``DECODE-4``)."""
+        return [r for r in self.reqs.values() if len(r.row) % self.ps == 0]
 
     def make_room(self, data: st.DataObject, num_tokens: int, *, check: bool) -> None:
         """Like SGLang's scheduler: evict from the tree cache before allocating (``CAP-*``)."""
@@ -104,7 +182,13 @@ class Scheduler:
             cuts = list(range(start + 1, end))
         else:
             cuts = [p for p in range(start + 1, end) if p % self.ps == 0]
-        chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=2, unique=True)) if cuts else []
+        mids = [p for p in cuts if p % self.ps == self.ps // 2]  # mid-page cuts (shared mode)
+        chosen: list[int] = []
+        if cuts:
+            pick = st.sampled_from(cuts)
+            if mids:
+                pick = st.one_of(pick, st.sampled_from(mids))
+            chosen = data.draw(st.lists(pick, max_size=2, unique=True))
         bounds = [start, *sorted(chosen), end]
         segs: list[list[Any]] = [[req.row[a:b], a] for a, b in itertools.pairwise(bounds)]
         if data.draw(st.booleans()):
@@ -113,7 +197,7 @@ class Scheduler:
         return segs
 
     def maintenance_calls(self) -> list[str]:
-        calls = ["merge_and_sort_free"] * 2 if self.caps.merge else []
+        calls = ["merge_and_sort_free"] if self.caps.merge else []
         return calls + ["clear"] * self.caps.clear + ["resize"] * self.caps.resize
 
     def window_reqs(self) -> list[int]:

@@ -121,9 +121,9 @@ def kvpool_paged_unchecked(
 
 kvpool_token.kvpool_capabilities = TOKEN  # type: ignore[attr-defined]
 kvpool_token_unchecked.kvpool_capabilities = TOKEN.replace(checked=False)  # type: ignore[attr-defined]
-kvpool_paged.kvpool_capabilities = PAGED.replace(page_sizes=(1, 4, 16))  # type: ignore[attr-defined]
+kvpool_paged.kvpool_capabilities = PAGED.replace(page_sizes=(1, 4, 32))  # type: ignore[attr-defined]
 kvpool_paged_unchecked.kvpool_capabilities = PAGED.replace(  # type: ignore[attr-defined]
-    page_sizes=(1, 4, 16), checked=False
+    page_sizes=(1, 4, 32), checked=False
 )
 
 

@@ -17,12 +17,12 @@ from broken_allocators import BROKEN, Broken
 from broken_impl import BROKEN_IMPL
 from kvpool.oracle.capabilities import capabilities_of
 from kvpool.oracle.replay import replay
-from kvpool.oracle.runner import run_config
+from kvpool.oracle.runner import DEFAULT_STEPS, run_config
 from kvpool.oracle.targets import Config, Target
 from kvpool.oracle.trace import Trace
 
 BUDGET_EXAMPLES = 200
-STEPS = 30
+STEPS = DEFAULT_STEPS
 SHRINK_SECONDS = 3.0
 MAX_TRACE_CALLS = 8
 

@@ -115,14 +115,22 @@ def test_map_slots_renames_exactly_the_slot_arguments(name: str) -> None:
 
 def test_bind_reads_the_model_signature() -> None:
     assert bind("alloc_extend", ([0, 2], [3, 4], [-1, 5])) == {
-        "prefix_lens": [0, 2], "seq_lens": [3, 4], "last_loc": [-1, 5], "extend_num_tokens": 5,
+        "prefix_lens": [0, 2],
+        "seq_lens": [3, 4],
+        "last_loc": [-1, 5],
+        "extend_num_tokens": 5,
     }
     assert bind("free_segment", ([4, 5],), {"start_pos": 2}) == {
-        "free_index": [4, 5], "start_pos": 2,
+        "free_index": [4, 5],
+        "start_pos": 2,
     }
-    assert bind("resize", (ResizeConfig(24),)) == bind("resize", (24,)) == {
-        "max_total_num_tokens": 24,
-    }
+    assert (
+        bind("resize", (ResizeConfig(24),))
+        == bind("resize", (24,))
+        == {
+            "max_total_num_tokens": 24,
+        }
+    )
 
 
 def test_every_clause_of_the_table_is_defined_in_spec_md() -> None:

@@ -1,0 +1,329 @@
+"""Coverage: the named events a run reached, and which of them a target's capabilities allow.
+
+Every call the executor performs is classified after it ran (:func:`events_of`), from its
+arguments, its result and the spec's state just before it (:class:`Before`): shortage kinds,
+batch-size buckets, page crossings, merges, group contents, segment trims, lifecycle calls and
+the bad-input kinds sent. ``EVENTS`` is the one table: name -> (clause family, when a
+configuration can reach it, what it means). A run prints the counts; ``--require-coverage``
+fails a configuration in which an event its capabilities allow stayed at zero.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kvpool.spec import AllocatorModel
+from kvpool.spec.layout import decode_needs_page, num_new_pages
+from kvpool.spec.segments import trim_boundary
+
+from .capabilities import Capabilities
+from .trace import TraceStep
+
+BATCH_BUCKETS = ((1, 1), (2, 8), (9, 32), (33, 64))
+Needs = Callable[[Capabilities, int, bool], bool]  # (caps, page_size, need_sort) -> reachable
+
+
+@dataclass(frozen=True)
+class Event:
+    """One named situation: the clause family it exercises and when a target can reach it."""
+
+    name: str
+    clause: str
+    needs: Needs
+    doc: str
+
+
+def _always(c: Capabilities, ps: int, ns: bool) -> bool:
+    return True
+
+
+def _paged(c: Capabilities, ps: int, ns: bool) -> bool:
+    return c.paged and ps > 1
+
+
+def _extend(c: Capabilities, ps: int, ns: bool) -> bool:
+    return c.paged and c.extend
+
+
+def _decode(c: Capabilities, ps: int, ns: bool) -> bool:
+    return c.paged and c.extend and (ps > 1 or c.decode_ps1)
+
+
+def _sorted(c: Capabilities, ps: int, ns: bool) -> bool:
+    return ns
+
+
+def _both(*preds: Needs) -> Needs:
+    return lambda c, ps, ns: all(p(c, ps, ns) for p in preds)
+
+
+def _cap(name: str) -> Needs:
+    return lambda c, ps, ns: bool(getattr(c, name))
+
+
+_groups, _segs = _cap("groups"), (lambda c, ps, ns: c.segments != "none")
+_shared = lambda c, ps, ns: c.segments == "shared" and ps > 1  # noqa: E731
+_checked = _cap("checked")
+
+
+def _table() -> dict[str, Event]:
+    rows: list[tuple[str, str, Needs, str]] = [
+        ("alloc.ok", "ALLOC-4", _always, "alloc handed out whole pages"),
+        ("alloc.zero", "ALLOC-2", _always, "alloc(0) returned []"),
+        ("alloc.short_empty", "ALLOC-3", _always, "alloc short with no page free or staged"),
+        ("alloc.short_partial", "ALLOC-3", _always, "alloc short while some pages are free"),
+        ("extend.ok", "EXTEND-4", _extend, "alloc_extend succeeded"),
+        ("extend.short_empty", "EXTEND-6", _extend, "alloc_extend short, nothing free"),
+        ("extend.short_partial", "EXTEND-6", _extend, "alloc_extend short, some pages free"),
+        ("extend.part1", "EXTEND-5", _both(_extend, _paged), "a request continued a partial page"),
+        ("extend.part3", "EXTEND-5", _both(_extend, _paged), "a request ended mid-page"),
+        ("extend.many_pages", "EXTEND-4", _extend, "a request took >= 3 new pages"),
+        ("decode.ok", "DECODE-5", _decode, "alloc_decode succeeded"),
+        ("decode.short_empty", "DECODE-6", _decode, "alloc_decode short, nothing free"),
+        ("decode.short_partial", "DECODE-6", _decode, "alloc_decode short, some pages free"),
+        ("decode.page_open", "DECODE-4", _decode, "a decode opened a new page"),
+        ("decode.page_continue", "DECODE-5", _both(_decode, _paged), "a decode continued a page"),
+        ("merge.alloc", "ALLOC-5", _sorted, "alloc merged the staged pages first"),
+        ("merge.extend", "EXTEND-7", _both(_sorted, _extend), "alloc_extend merged first"),
+        ("merge.decode", "DECODE-7", _both(_sorted, _decode), "alloc_decode merged first"),
+        ("merge.explicit", "SORT-3", _both(_sorted, _cap("merge")), "merge_and_sort_free merged"),
+        ("free.many_pages", "FREE-4", _always, "a free released >= 2 pages"),
+        ("free.unordered", "FREE-5", lambda c, ps, ns: not c.paged, "a token free, not ascending"),
+        ("free.empty", "FREE-6", _always, "an empty free"),
+        ("free.staged", "SORT-1", _sorted, "a free staged its pages"),
+        (
+            "group.page_in_pieces",
+            "GROUP-6",
+            _both(_groups, _paged),
+            "a page named by several free() calls of one group",
+        ),
+        ("group.segments", "GROUP-4", _both(_groups, _segs), "a segment free deferred by a group"),
+        ("group.end_many", "GROUP-4", _groups, "a group end released >= 2 pages"),
+        ("group.end_idle", "GROUP-2", _groups, "free_group_end with no open group"),
+        ("group.alloc_inside", "GROUP-5", _groups, "an allocation inside an open group"),
+        ("seg.trim", "SEG-5", _shared, "a segment head trimmed on a shared boundary page"),
+        ("seg.inside", "SEG-5", _shared, "a segment wholly inside the previous one's last page"),
+        ("seg.empty", "SEG-6", _segs, "an empty segment skipped"),
+        (
+            "seg.mid_span",
+            "SEG-2",
+            _both(_segs, _shared),
+            "a segment starting and ending mid-page across >= 3 pages",
+        ),
+        ("seg.single", "SEG-2", _segs, "free_segment released pages"),
+        ("life.clear", "LIFE-1", _cap("clear"), "clear() mid-run"),
+        ("life.clear_staged", "LIFE-1", _both(_sorted, _cap("clear")), "clear() with pages staged"),
+        ("life.resize", "LIFE-2", _cap("resize"), "resize() mid-run"),
+        ("life.ragged", "MODEL-1", _paged, "a pool whose size is not a multiple of the page"),
+        ("cap.evict", "CAP-1", _cap("capacity_hooks"), "the tree cache was asked to evict"),
+        ("cap.check_false", "CAP-2", _cap("capacity_hooks"), "check_decode_capacity said no"),
+    ]
+    for lo, hi in BATCH_BUCKETS:
+        rows.append((f"extend.bs_{lo}_{hi}", "EXTEND-4", _extend, f"alloc_extend of {lo}-{hi}"))
+        rows.append((f"decode.bs_{lo}_{hi}", "DECODE-4", _decode, f"alloc_decode of {lo}-{hi}"))
+    for kind, needs in BAD_NEEDS.items():
+        rows.append((f"bad.{kind}", "ERR-1", _both(_checked, needs), f"bad input: {kind}"))
+    return {name: Event(name, clause, needs, doc) for name, clause, needs, doc in rows}
+
+
+# Bad-input kinds (``kvpool.oracle.badcalls``) and when a target can be sent them.
+BAD_NEEDS: dict[str, Needs] = {
+    "double_free": _always,
+    "double_free_in_call": lambda c, ps, ns: not c.paged,
+    "free_deferred_segment": lambda c, ps, ns: c.groups and c.segments != "none",
+    "page_zero": _always,
+    "out_of_range": _always,
+    "unaligned_alloc": lambda c, ps, ns: ps > 1,
+    "negative_alloc": _always,
+    "broken_last_loc": _extend,
+    "broken_decode_last_loc": _decode,
+    "nested_group": _groups,
+    "overlapping_segments": _segs,
+    "mismatched_lengths": _extend,
+    "wrong_extend_num_tokens": _extend,
+    "prefix_after_seq": _extend,
+    "decode_empty_seq": _extend,
+}
+EVENTS = _table()
+
+
+@dataclass(frozen=True)
+class Before:
+    """What the classification needs of the spec's state just before a call."""
+
+    num_free: int
+    num_staged: int
+    group_open: bool
+    status: tuple[str, ...]
+
+
+def snapshot(model: AllocatorModel) -> Before:
+    """The :class:`Before` of ``model`` (its page statuses copied)."""
+    return Before(
+        len(model.free_pages), len(model.staged), model.group is not None, tuple(model._status)
+    )
+
+
+def _bucket(prefix: str, bs: int) -> str | None:
+    for lo, hi in BATCH_BUCKETS:
+        if lo <= bs <= hi:
+            return f"{prefix}.bs_{lo}_{hi}"
+    return None
+
+
+def _shortage(prefix: str, before: Before) -> str:
+    return f"{prefix}.short_{'partial' if before.num_free + before.num_staged else 'empty'}"
+
+
+def _alloc_events(step: TraceStep, before: Before, ps: int, result: Any) -> Iterable[str | None]:
+    a, c = step.args, step.call
+    name = {"alloc": "alloc", "alloc_extend": "extend", "alloc_decode": "decode"}[c]
+    if c != "alloc":
+        yield _bucket(name, len(a["seq_lens"]))
+    if result is None:
+        yield _shortage(name, before)
+        return
+    if c == "alloc":
+        yield "alloc.zero" if a["need_size"] == 0 else "alloc.ok"
+        needed = a["need_size"] // ps
+    elif c == "alloc_extend":
+        yield "extend.ok"
+        pairs = list(zip(a["prefix_lens"], a["seq_lens"]))
+        news = [num_new_pages(p, s, ps) for p, s in pairs]
+        needed = sum(news)
+        if any(p % ps and s > p for p, s in pairs):
+            yield "extend.part1"
+        if any(s % ps and n for (p, s), n in zip(pairs, news)):
+            yield "extend.part3"
+        if any(n >= 3 for n in news):
+            yield "extend.many_pages"
+    else:
+        yield "decode.ok"
+        opens = [decode_needs_page(s, ps) for s in a["seq_lens"]]
+        needed = sum(opens)
+        yield "decode.page_open" if any(opens) else None
+        yield "decode.page_continue" if not all(opens) else None
+    if before.num_staged and needed > before.num_free:
+        yield f"merge.{name}"
+    if before.group_open:
+        yield "group.alloc_inside"
+
+
+def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | None]:
+    a, c = step.args, step.call
+    if c in ("free", "free_full"):
+        slots = a["free_index"]
+        pages = {s // ps for s in slots}
+        yield "free.empty" if not slots else None
+        yield "free.many_pages" if len(pages) >= 2 else None
+        yield "free.unordered" if slots != sorted(slots) else None
+        if before.group_open and any(before.status[p] == "deferred" for p in pages):
+            yield "group.page_in_pieces"
+        return
+    segs = [(a["free_index"], a["start_pos"])] if c == "free_segment" else a["segments"]
+    if c == "free_segment" and segs[0][0]:
+        yield "seg.single"
+    if before.group_open and any(idx for idx, _ in segs):
+        yield "group.segments"
+    prev_end: int | None = None
+    for idx, start in segs:
+        n = len(idx)
+        if not n:
+            yield "seg.empty"
+            continue
+        trim = trim_boundary(start, n, prev_end, ps)
+        yield "seg.trim" if 0 < trim < n else None
+        yield "seg.inside" if trim == n else None
+        end = start + n
+        if start % ps and end % ps and (end - 1) // ps - start // ps >= 2:
+            yield "seg.mid_span"
+        prev_end = end
+
+
+def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: Any) -> list[str]:
+    """The events one successful call reached (``model`` is the spec's state after it)."""
+    ps, c = model.page_size, step.call
+    found: list[str | None] = []
+    if c in ("alloc", "alloc_extend", "alloc_decode"):
+        found += _alloc_events(step, before, ps, result)
+    elif c in ("free", "free_full", "free_segment", "free_segments"):
+        found += _free_events(step, before, ps)
+        if model.need_sort and not before.group_open and len(model.staged) > before.num_staged:
+            found.append("free.staged")
+    elif c == "free_group_end":
+        if not before.group_open:
+            found.append("group.end_idle")
+        elif len(model.free_pages) + len(model.staged) - before.num_free - before.num_staged >= 2:
+            found.append("group.end_many")
+    elif c == "merge_and_sort_free" and before.num_staged:
+        found.append("merge.explicit")
+    elif c == "clear":
+        found.append("life.clear")
+        found.append("life.clear_staged" if before.num_staged else None)
+    elif c == "resize":
+        found.append("life.resize")
+    elif c == "create" and step.args["size"] % ps:
+        found.append("life.ragged")
+    elif c in ("evict_to_free_tokens", "check_decode_capacity"):
+        found.append("cap.evict" if result else None)  # result: cache entries evicted
+        found.append("cap.check_false" if step.expect is False else None)
+    return [e for e in found if e is not None]
+
+
+def required(caps: Capabilities, page_size: int, need_sort: bool) -> list[str]:
+    """The events one configuration can reach."""
+    return [e.name for e in EVENTS.values() if e.needs(caps, page_size, need_sort)]
+
+
+@dataclass
+class TargetCoverage:
+    """The events of every configuration of one target, and what the gate asks of them.
+
+    The gate (``--require-coverage``) asks for every event that some configuration of the
+    target can reach, summed over its configurations: each event must be reached at least once
+    somewhere in the target's matrix.
+    """
+
+    target: str
+    columns: list[tuple[str, Counter[str], list[str]]]  # (label, counts, required) per config
+
+    def total(self) -> Counter[str]:
+        out: Counter[str] = Counter()
+        for _, counts, _ in self.columns:
+            out.update(counts)
+        return out
+
+    def required(self) -> list[str]:
+        needed = {name for _, _, names in self.columns for name in names}
+        return [name for name in EVENTS if name in needed]
+
+    def missing(self) -> list[str]:
+        """Events some configuration can reach that no configuration reached."""
+        total = self.total()
+        return [name for name in self.required() if not total.get(name)]
+
+
+def table(targets: list[TargetCoverage]) -> str:
+    """The coverage table: one row per event, one column per configuration and one total per
+    target. A cell is the count, ``-`` where the configuration cannot reach the event, ``0``
+    where it can but did not, and ``0!`` in a total the gate fails on."""
+    cols: list[tuple[str, Counter[str], set[str], bool]] = []
+    for tc in targets:
+        cols += [(label, counts, set(names), False) for label, counts, names in tc.columns]
+        cols.append(
+            (f"{tc.columns[0][0].rstrip('0123456789s')}:all", tc.total(), set(tc.required()), True)
+        )
+    width = max(7, *(len(c[0]) for c in cols))
+    head = f"  {'event':27s} {'clause':9s} " + " ".join(f"{c[0]:>{width}s}" for c in cols)
+    lines = [head]
+    for event in EVENTS.values():
+        cells = []
+        for _, counts, needed, is_total in cols:
+            n = counts.get(event.name, 0)
+            cell = str(n) if n else ("-" if event.name not in needed else "0!" if is_total else "0")
+            cells.append(f"{cell:>{width}s}")
+        lines.append(f"  {event.name:27s} {event.clause:9s} " + " ".join(cells))
+    return "\n".join(lines)
