@@ -261,7 +261,7 @@ class Executor:
         if more > 0 and self.order == "contract":
             model_cache.evict_entries(more)
         elif more != 0:
-            step.expect = spec_answer()
+            step.expect, step.evicted = spec_answer(), model_cache.num_evicted
             raise Divergence(
                 "CAP-1",
                 f"evicted {target_cache.num_evicted} cache entries for {num_tokens} tokens, "

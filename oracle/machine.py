@@ -292,7 +292,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @precondition(
         lambda self: self.ready and self.caps.capacity_hooks and (self.cache or self.reqs)
     )
-    @rule(data=st.data(), check=st.booleans(), retire=st.integers(0, 2))
+    @rule(data=st.data(), check=st.booleans(), retire=st.integers(0, 3))
     @guarded
     def capacity(self, data: st.DataObject, check: bool, retire: int) -> None:
         """Finished requests go to the tree cache (``retire`` of them), then the scheduler asks
@@ -304,7 +304,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         cached = sum(len(e) for e in self.cache)
         avail = self.model.available_size()
         over = avail + cached * self.ps + 1  # more than evicting everything can free
-        options = [0, avail, avail + 1, avail + self.ps, avail + cached, over]
+        options = [0, avail, avail + 1, avail + 1, avail + self.ps, avail + cached, over]
         n = data.draw(st.sampled_from(options))
         name = "check_decode_capacity" if check else "evict_to_free_tokens"
         evicted = self.ex.call(name, entries=[list(e) for e in self.cache], num_tokens=n)

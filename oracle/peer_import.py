@@ -304,3 +304,69 @@ def load_sglang_runtime() -> dict[str, types.ModuleType]:
                     'runtime dependencies with pip install -e ".[sglang]"'
                 ) from exc
     return modules
+
+
+VLLM_PLACEHOLDERS = (
+    "vllm.config",
+    "vllm.v1.request",
+    "vllm.v1.utils",
+    "vllm.multimodal",
+    "vllm.v1.metrics.stats",
+)
+
+
+class _VllmPlaceholderFinder(importlib.abc.MetaPathFinder):
+    """Answers for ``VLLM_PLACEHOLDERS`` and their submodules with placeholder packages."""
+
+    loader = PlaceholderLoader()
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None = None,
+        target: types.ModuleType | None = None,
+    ) -> importlib.machinery.ModuleSpec | None:
+        for name in VLLM_PLACEHOLDERS:
+            if fullname == name or fullname.startswith(name + "."):
+                return importlib.machinery.ModuleSpec(fullname, self.loader, is_package=True)
+        return None
+
+
+def load_vllm_block_pool() -> Any:
+    """Return vLLM's ``BlockPool`` class (``reference/baseline-on-cpu.md`` section 3.3).
+
+    A meta-path finder inserted first answers with placeholder modules for the vLLM-internal
+    modules that drag in transformers / fastapi / openai (``VLLM_PLACEHOLDERS`` and everything
+    below them); ``BlockPool``'s allocation paths never call them. Shared by the benchmarks and
+    the oracle's vLLM adapter (``kvpool.oracle.adapters``).
+
+    Raises:
+        PeerUnavailable: vllm is not installed or ``block_pool`` fails to import.
+    """
+    import sys
+
+    import torch  # noqa: F401  -- real torch first
+
+    if importlib.util.find_spec("vllm") is None:
+        raise PeerUnavailable("vllm is not installed (benchmarks/install_peers.sh)")
+    if not any(isinstance(f, _VllmPlaceholderFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, _VllmPlaceholderFinder())
+    # vllm/__init__ imports torch._inductor, which breaks on SGLang's placeholder ``triton``:
+    # hide SGLang's placeholder modules and finder while vLLM imports, then put them back.
+    hidden = {k: m for k, m in sys.modules.items() if isinstance(m, PlaceholderModule)}
+    finders = [f for f in sys.meta_path if type(f).__name__ == "_PlaceholderFinder"]
+    for name in hidden:
+        del sys.modules[name]
+    for finder in finders:
+        sys.meta_path.remove(finder)
+    try:
+        module = importlib.import_module("vllm.v1.core.block_pool")
+    except Exception as exc:
+        raise PeerUnavailable(
+            f"cannot import vllm.v1.core.block_pool ({type(exc).__name__}: {exc})"
+        ) from exc
+    finally:
+        sys.meta_path.extend(finders)
+        for name, placeholder in hidden.items():
+            sys.modules.setdefault(name, placeholder)
+    return module.BlockPool

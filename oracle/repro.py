@@ -53,7 +53,10 @@ def failure_asserts(trace: Trace, index: int, *, alias_step: int | None = None) 
     if call.kind == "cache":
         if call.name == "evict_to_free_tokens" and not exact:  # at least the spec's evictions
             return [f"assert len(cache.entries) <= {len(step.args['entries']) - step.expect}"]
-        return call.checks(step.args, step.expect, var)
+        lines = call.checks(step.args, step.expect, var)
+        if clause == "CAP-1" and step.evicted is not None and call.name != "evict_to_free_tokens":
+            lines.append(f"assert len(cache.entries) == {len(step.args['entries']) - step.evicted}")
+        return lines
     if exact:
         return call.checks(step.args, step.expect, var)
     step.available_after = step.census_after = step.free_after = None

@@ -184,7 +184,11 @@ class Scheduler:
             cuts = [p for p in range(start + 1, end) if p % self.ps == 0]
         mids = [p for p in cuts if p % self.ps == self.ps // 2]  # mid-page cuts (shared mode)
         chosen: list[int] = []
-        if cuts:
+        far = [m for m in mids if m - mids[0] > 2 * self.ps]
+        spans = bool(far) and data.draw(st.booleans())
+        if spans:  # a middle segment from mid-page to mid-page
+            chosen = [mids[0], far[data.draw(st.integers(0, len(far) - 1))]]  # across >= 3 pages
+        elif cuts:
             pick = st.sampled_from(cuts)
             if mids:
                 pick = st.one_of(pick, st.sampled_from(mids))

@@ -29,6 +29,7 @@ class TraceStep:
     raises: str | None = None
     clobber: bool = False  # the caller overwrote its input tensor(s) right after the call
     raised: str | None = None  # what the target raised on this valid call ("Type: message")
+    evicted: int | None = None  # the spec's cache evictions where a CAP-1 repro checks them
     available_after: int | None = None
     census_after: list[int] | None = None  # sorted multiset of get_all_free_pages()
     free_after: list[int] | None = None  # exact get_all_free_pages() (reference order only)

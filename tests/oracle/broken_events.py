@@ -1,0 +1,282 @@
+"""Broken allocators whose bug shows only in one coverage event class (``kvpool.oracle.coverage``).
+
+Each is correct (the spec-backed adapter of ``spec_torch.py``) except in the situation one event
+names: large batches, a shortage with pages still free, a page freed in pieces inside a group,
+a segment that starts and ends mid-page across several pages, a merge under decode pressure, a
+ragged pool, an empty free, a capacity check that must say no, ... ``EVENT_BROKEN`` pairs each
+with its event, the configuration that can reach it and the clauses a report may name; the
+default CLI run must catch every one (``test_oracle_broken_events.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from broken_allocators import Broken, factory_of
+from kvpool.oracle.capabilities import PAGED, TOKEN
+from kvpool.spec.segments import trim_boundary
+from spec_torch import SpecTorchAllocator
+
+
+def _lens(t: Any) -> list[int]:
+    return [int(v) for v in t.tolist()]
+
+
+class BigExtendBatchReusesPage(SpecTorchAllocator):
+    """extend.bs_9_32: a batch of more than 8 requests leaves its last new page in the free list
+    (a second code path for large batches forgets to pop it)."""
+
+    def alloc_extend(
+        self,
+        prefix_lens: Any,
+        prefix_lens_cpu: Any,
+        seq_lens: Any,
+        seq_lens_cpu: Any,
+        last_loc: Any,
+        extend_num_tokens: int,
+    ) -> Any:
+        before = list(self.model.free_pages)
+        out = super().alloc_extend(
+            prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens
+        )
+        taken = [p for p in before if p not in self.model.free_pages]
+        if out is not None and len(_lens(seq_lens_cpu)) > 8 and taken:
+            self.model.free_pages.insert(0, taken[-1])
+        return out
+
+
+class BigDecodeBatchTruncated(SpecTorchAllocator):
+    """decode.bs_33_64: a decode batch of more than 32 requests handles 32 lanes; the rest get
+    ``last_loc + 1`` even when they open a new page."""
+
+    def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
+        out = super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+        if out is not None and out.numel() > 32:
+            out[32:] = last_loc[32:] + 1
+        return out
+
+
+class AllocPartialWhenShort(SpecTorchAllocator):
+    """alloc.short_partial: when short while some pages are free, ``alloc`` hands out what is
+    free instead of returning None."""
+
+    def alloc(self, need_size: int) -> Any:
+        m, ps = self.model, self.page_size
+        have = len(m.free_pages) + len(m.staged)
+        if need_size > 0 and need_size % ps == 0 and 0 < have < need_size // ps:
+            return super().alloc(have * ps)
+        return super().alloc(need_size)
+
+
+class DecodeShortConsumesFree(SpecTorchAllocator):
+    """decode.short_partial: a decode short of pages takes the free ones, then returns None."""
+
+    def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
+        out = super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+        if out is None:
+            self.model._take(len(self.model.free_pages))
+        return out
+
+
+class GroupPiecesReleasedTwice(SpecTorchAllocator):
+    """group.page_in_pieces: ``free_group_end`` releases each deferred ``free()`` on its own, so
+    a page named by two calls of the group is released twice."""
+
+    def free_group_end(self) -> None:
+        m = self.model
+        pending = m.group or []
+        super().free_group_end()
+        seen: set[int] = set()
+        for chunk in pending:
+            pages = {s // self.page_size for s in chunk}
+            again = sorted(p for p in pages & seen if m.status_of(p) == "free")
+            m.free_pages = again + m.free_pages
+            seen |= pages
+
+
+class MidPageSegmentSkipsMiddle(SpecTorchAllocator):
+    """seg.mid_span: a segment that starts and ends mid-page is taken to touch two pages only
+    (its first and last): the pages between leak."""
+
+    def free_segments(self, segments: Any) -> None:
+        ps, prev_end = self.page_size, None
+        fixed: list[tuple[Any, int]] = []
+        for idx, start in segments:
+            slots = self._in(idx)
+            n, end = len(slots), start + len(slots)
+            s0 = start + (trim_boundary(start, n, prev_end, ps) if n else 0)
+            if n and s0 < end and start % ps and end % ps and (end - 1) // ps - s0 // ps >= 2:
+                first, last = slots[s0 - start], slots[-1]  # the pages between are forgotten
+                fixed += [(torch.tensor([first]), s0), (torch.tensor([last]), end - 1)]
+            else:
+                fixed.append((idx, start))
+            prev_end = end if n else prev_end
+        super().free_segments(fixed)
+
+
+class DecodeNoMergeWhenShort(SpecTorchAllocator):
+    """merge.decode: ``alloc_decode`` returns None when the free list alone is short, without
+    merging the staged pages first."""
+
+    def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
+        ps = self.page_size
+        opens = sum(1 for s in _lens(seq_lens_cpu) if (s - 1) % ps == 0)
+        if self.model.staged and opens > len(self.model.free_pages):
+            return None
+        return super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+
+
+class RaggedPoolExtraPage(SpecTorchAllocator):
+    """life.ragged: a pool whose size is not a page multiple counts the partial last page."""
+
+    def __init__(
+        self, size: int, page_size: int, need_sort: bool, device: str = "cpu", *, paged: bool = True
+    ) -> None:
+        ragged = size % page_size != 0
+        super().__init__(
+            size + (page_size - size % page_size if ragged else 0),
+            page_size,
+            need_sort,
+            device,
+            paged=paged,
+        )
+
+
+class EmptyFreeRaises(SpecTorchAllocator):
+    """free.empty: ``free`` of an empty tensor reads its first slot (IndexError)."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        int(free_index[0])
+        super().free(free_index)
+
+
+class CapacityAlwaysYes(SpecTorchAllocator):
+    """cap.check_false: ``check_decode_capacity`` evicts but always answers True."""
+
+    def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any, **context: Any) -> bool:
+        super().check_decode_capacity(num_tokens=num_tokens, tree_cache=tree_cache, **context)
+        return True
+
+
+class TokenFreeSorted(SpecTorchAllocator):
+    """free.unordered: a token allocator sorts the slots of a ``free`` before appending them."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(torch.sort(free_index).values)
+
+
+class DeferredSegmentsReleasedEarly(SpecTorchAllocator):
+    """group.segments: a segment free inside an open group is released at once, not deferred."""
+
+    def free_segments(self, segments: Any) -> None:
+        m = self.model
+        group = m.group
+        if group is not None and self.page_size > 1:
+            m.group = None
+            try:
+                super().free_segments(segments)
+            finally:
+                m.group = group
+            return
+        super().free_segments(segments)
+
+
+class LongExtendPagesReversed(SpecTorchAllocator):
+    """extend.many_pages: a request taking three or more new pages gets them in reverse order
+    (valid slots, but not the reference order)."""
+
+    def alloc_extend(
+        self,
+        prefix_lens: Any,
+        prefix_lens_cpu: Any,
+        seq_lens: Any,
+        seq_lens_cpu: Any,
+        last_loc: Any,
+        extend_num_tokens: int,
+    ) -> Any:
+        out = super().alloc_extend(
+            prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens
+        )
+        ps, k = self.page_size, 0
+        if out is None:
+            return out
+        for pre, seq in zip(_lens(prefix_lens_cpu), _lens(seq_lens_cpu)):
+            first = -(-pre // ps) * ps  # the first position on a new page
+            whole = (seq - first) // ps
+            if whole >= 3:
+                lo = k + first - pre
+                pages = out[lo : lo + whole * ps].reshape(whole, ps)
+                out[lo : lo + whole * ps] = pages.flip(0).reshape(-1)
+            k += seq - pre
+        return out
+
+
+EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
+    (
+        "extend.bs_9_32",
+        Broken(
+            BigExtendBatchReusesPage,
+            ("INV-1", "INV-2", "INV-4", "EXTEND-4"),
+            module="broken_events",
+        ),
+    ),
+    (
+        "decode.bs_33_64",
+        Broken(
+            BigDecodeBatchTruncated,
+            ("DECODE-5", "DECODE-4", "DECODE-7", "INV-1", "INV-4"),
+            page_size=1,
+            module="broken_events",
+        ),
+    ),
+    ("alloc.short_partial", Broken(AllocPartialWhenShort, ("ALLOC-3",), module="broken_events")),
+    (
+        "decode.short_partial",
+        Broken(DecodeShortConsumesFree, ("INV-4", "INV-1", "DECODE-6"), module="broken_events"),
+    ),
+    (
+        "group.page_in_pieces",
+        Broken(GroupPiecesReleasedTwice, ("INV-2", "INV-4", "GROUP-6"), module="broken_events"),
+    ),
+    (
+        "seg.mid_span",
+        Broken(
+            MidPageSegmentSkipsMiddle,
+            ("INV-1", "INV-4", "SEG-2", "SEG-5"),
+            page_size=32,
+            module="broken_events",
+        ),
+    ),
+    (
+        "merge.decode",
+        Broken(
+            DecodeNoMergeWhenShort, ("DECODE-6", "DECODE-7"), need_sort=True, module="broken_events"
+        ),
+    ),
+    (
+        "life.ragged",
+        Broken(RaggedPoolExtraPage, ("INV-4", "INV-1", "INV-3", "MODEL-1"), module="broken_events"),
+    ),
+    ("free.empty", Broken(EmptyFreeRaises, ("FREE-4", "FREE-6"), module="broken_events")),
+    ("cap.check_false", Broken(CapacityAlwaysYes, ("CAP-2",), page_size=1, module="broken_events")),
+    (
+        "free.unordered",
+        Broken(
+            TokenFreeSorted, ("FREE-5", "ALLOC-5"), page_size=1, token=True, module="broken_events"
+        ),
+    ),
+    (
+        "group.segments",
+        Broken(
+            DeferredSegmentsReleasedEarly, ("GROUP-5", "INV-4", "INV-1"), module="broken_events"
+        ),
+    ),
+    (
+        "extend.many_pages",
+        Broken(LongExtendPagesReversed, ("EXTEND-7", "EXTEND-5"), module="broken_events"),
+    ),
+)
+
+for _event, _b in EVENT_BROKEN:  # importable factories, e.g. broken_events:capacityalwaysyes
+    globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

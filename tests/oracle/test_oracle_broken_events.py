@@ -1,0 +1,52 @@
+"""The tester tested per coverage event: the default run catches each event's broken allocator.
+
+Each allocator of ``broken_events.py`` breaks only in the situation one coverage event names.
+It is run exactly as ``python -m kvpool.oracle TARGET`` runs a configuration (the default
+examples, steps and shrink budget; the run stops at the first failure) and must be caught
+within 60 s with a trace of at most 8 calls, naming one of the clauses listed for it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from broken_events import EVENT_BROKEN
+from kvpool.oracle import coverage
+from kvpool.oracle.capabilities import capabilities_of
+from kvpool.oracle.runner import run_config
+from kvpool.oracle.targets import Config, Target
+
+MAX_SECONDS_TO_CATCH = 60.0
+MAX_TRACE_CALLS = 8
+
+
+@pytest.mark.parametrize(("event", "broken"), EVENT_BROKEN, ids=[e for e, _ in EVENT_BROKEN])
+def test_oracle_default_run_catches_the_event_bug(event: str, broken: object) -> None:
+    """The event is one the configuration can reach, and the default run finds the bug."""
+    from broken_allocators import Broken
+
+    assert isinstance(broken, Broken)
+    caps = capabilities_of(broken.factory)
+    assert event in coverage.required(caps, broken.page_size, broken.need_sort)
+    target = Target(broken.factory, caps, broken.path)
+    result = run_config(target, Config(broken.page_size, broken.need_sort, "cpu", broken.order))
+    assert result.error is None, result.error
+    failure = result.failure
+    assert failure is not None, f"{broken.cls.__name__} not caught by the default run"
+    assert failure.clause in broken.clauses, failure.report()
+    assert result.seconds_to_failure is not None
+    assert result.seconds_to_failure <= MAX_SECONDS_TO_CATCH
+    assert failure.trace.num_calls() <= MAX_TRACE_CALLS, failure.report()
+
+
+def test_every_event_class_of_the_issue_list_has_a_broken_allocator() -> None:
+    """Large batches, partial shortages, pages freed in pieces, mid-page segments: each has one."""
+    named = {e for e, _ in EVENT_BROKEN}
+    wanted = {
+        "extend.bs_9_32",
+        "decode.bs_33_64",
+        "alloc.short_partial",
+        "decode.short_partial",
+        "group.page_in_pieces",
+        "seg.mid_span",
+    }
+    assert wanted <= named <= set(coverage.EVENTS)
