@@ -70,6 +70,10 @@ class Capabilities:
             Always stored as a tuple of classes.
         resize: ``resize(config)``; ``clear``: ``clear()``; ``merge``: ``merge_and_sort_free()``.
         capacity_hooks: ``evict_to_free_tokens`` / ``check_decode_capacity``.
+        ownership: the allocator keeps no reference to tensors it hands out or is given: after
+            every other call the harness writes into the result and into
+            ``get_all_free_pages()``'s result (``ALIAS-3``), and after every free into its
+            inputs (``ALIAS-2``), and the allocator's answers must not change.
         capacity_context: ``check_decode_capacity`` accepts SGLang 0.5.23's extra keywords
             ``requests=`` / ``spec_algorithm=`` (sent in some calls).
         divergences: ids of ``kvpool.oracle.divergences.REGISTRY`` entries that explain what is
@@ -92,6 +96,7 @@ class Capabilities:
     merge: bool = True
     capacity_hooks: bool = True
     capacity_context: bool = True
+    ownership: bool = True
     divergences: tuple[str, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 

@@ -18,7 +18,7 @@ class KnownDivergence:
     """One recorded difference between a real allocator and the seed contract."""
 
     id: str
-    target: str  # "sglang-token", "sglang-paged", "sglang-swa" or "sglang" (all three)
+    target: str  # "sglang-token", "sglang-paged", "sglang-swa", "sglang" (all three) or "vllm"
     clause: str
     excludes: tuple[str, Any]  # (Capabilities field, value that switches the rule off)
     reason: str
@@ -146,6 +146,43 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "pools (SGL-SEG-DISJOINT).",
         "sglang/srt/mem_cache/allocator/swa.py@0.5.23 _free_swa_pages; base.py _page_disjoint",
         ("ERR-1", "SWA-14"),
+    ),
+    KnownDivergence(
+        "SGL-CENSUS-ALIAS",
+        "sglang-token",
+        "ALIAS-3",
+        ("ownership", False),
+        "BaseTokenToKVPoolAllocator.get_all_free_pages() returns self.free_pages itself when "
+        "nothing is staged, so a caller that writes into the census it received rewrites the "
+        "token free list (the next alloc hands out the written values): found by the ownership "
+        "probe, which writes -1 into every census it reads. The paged class builds a new tensor "
+        "(torch.cat) and keeps the rule. The probes of the token target are switched off "
+        "together (inputs included; one capability).",
+        "sglang/srt/mem_cache/allocator/base.py@0.5.23 get_all_free_pages",
+    ),
+    KnownDivergence(
+        "VLLM-UNCHECKED",
+        "vllm",
+        "ERR-1",
+        ("checked", False),
+        "BlockPool validates nothing a caller passes: free_blocks of a block that is already "
+        "free drops its ref_cnt below zero and leaves the queue as it is, the null block (page 0) "
+        "is skipped silently; only get_new_blocks raises (ValueError) when too few are free, "
+        "which the adapter turns into None after asking get_num_free_blocks, as vLLM's "
+        "scheduler does. No ContractViolation exists in vLLM.",
+        "vllm/v1/core/block_pool.py@0.33.0 BlockPool.free_blocks, get_new_blocks; "
+        "oracle/adapters.py",
+    ),
+    KnownDivergence(
+        "VLLM-ORDER",
+        "vllm",
+        "FREE-5",
+        ("reference_order", False),
+        "Not a contract difference: free_blocks prepends the released blocks in the order "
+        "given (LIFO reuse, eviction order chosen by the caller), where SGLang prepends the "
+        "sorted distinct pages; any order is conformant (contract order).",
+        "vllm/v1/core/block_pool.py@0.33.0 free_blocks (free_block_queue.prepend_n)",
+        ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4"),
     ),
 )
 

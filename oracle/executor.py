@@ -183,8 +183,15 @@ class Executor:
                 self._spec_accepts(pre, step)
             raise
         if step.clobber:
+            seen = self._census() if self.caps.ownership and inputs else None
             for x in inputs:
                 x.fill_(0)
+            if seen is not None and self._census() != seen:
+                raise Divergence(
+                    "ALIAS-2",
+                    f"writing into the tensor(s) passed to {step.call} changed the allocator: "
+                    f"free {seen[0]} -> {self._census()[0]}",
+                )
         if call.kind != "alloc":
             return None
         got = as_list(got_obj)
@@ -199,9 +206,24 @@ class Executor:
         else:
             self._accept(model, step, got)
         if isinstance(got_obj, torch.Tensor):
-            self.held.append((len(self.trace.steps) - 1, got_obj, got_obj.clone()))
-            del self.held[:-MAX_HELD]
+            if self._probes(step):  # the caller owns it: write garbage (ALIAS-3)
+                seen = self._census()
+                got_obj.fill_(-1)
+                if self._census() != seen:
+                    raise Divergence(
+                        "ALIAS-3",
+                        f"writing into the result of {step.call} changed the allocator: free "
+                        f"{seen[0]} -> {self._census()[0]}",
+                    )
+            else:  # the allocator must not change it later (ALIAS-1)
+                self.held.append((len(self.trace.steps) - 1, got_obj, got_obj.clone()))
+                del self.held[:-MAX_HELD]
         return got
+
+    def _probes(self, step: TraceStep) -> bool:
+        """Whether the caller writes into this call's result and census (every other step)."""
+        step.probe = self.caps.ownership and len(self.trace.steps) % 2 == 1
+        return step.probe
 
     @staticmethod
     def _spec_accepts(model: AllocatorModel, step: TraceStep) -> None:
@@ -291,10 +313,25 @@ class Executor:
         free = self.target.get_all_free_pages()
         return (as_list(free) if free is not None else []), int(self.target.available_size())
 
+    def _probe_census(self, step: TraceStep, free: list[int], available: int) -> None:
+        """Write garbage into ``get_all_free_pages()``'s result; the census must not change."""
+        census = self.target.get_all_free_pages()
+        if isinstance(census, torch.Tensor):
+            census.fill_(-1)
+        again = self._census()
+        if again != (free, available):
+            raise Divergence(
+                "ALIAS-3",
+                f"writing into the result of get_all_free_pages() changed the allocator: free "
+                f"{free} -> {again[0]}, available {available} -> {again[1]}",
+            )
+
     def _post(self, step: TraceStep) -> None:
         model = self.model
         assert model is not None
         free, available = self._census()
+        if step.probe or (step.call not in ALLOC_CALLS and self._probes(step)):
+            self._probe_census(step, free, available)
         step.available_after = model.available_size()
         step.census_after = sorted(model.get_all_free_pages())
         if self.order == "exact":

@@ -195,15 +195,17 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             self.ex.call(
                 "free_segments",
                 segments=self.segments(data, req, req.start, len(req.row)),
-                clobber=self.group_open,
+                clobber=self.caps.ownership or self.group_open,
             )
         elif mode == "pieces":
             for piece in self.pieces(data, live, req.start):  # maybe with an empty free
-                self.ex.call("free", free_index=piece, clobber=self.group_open)
+                self.ex.call(
+                    "free", free_index=piece, clobber=self.caps.ownership or self.group_open
+                )
         else:
             if not self.caps.paged:
                 live = list(data.draw(st.permutations(live)))
-            self.ex.call("free", free_index=live, clobber=self.group_open)
+            self.ex.call("free", free_index=live, clobber=self.caps.ownership or self.group_open)
         del self.reqs[req.rid]
 
     @precondition(lambda self: self.ready and self.caps.segments != "none" and self.window_reqs())
@@ -218,7 +220,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         self.ex.call(
             "free_segments",
             segments=self.segments(data, req, req.start, new_start),
-            clobber=self.group_open,
+            clobber=self.caps.ownership or self.group_open,
         )
         req.start = new_start
 
@@ -230,9 +232,14 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         cut = data.draw(st.sampled_from(range(req.start + self.ps, len(req.row), self.ps)))
         tail = req.row[cut:]
         if self.caps.segments != "none" and data.draw(st.booleans()):
-            self.ex.call("free_segment", free_index=tail, start_pos=cut, clobber=self.group_open)
+            self.ex.call(
+                "free_segment",
+                free_index=tail,
+                start_pos=cut,
+                clobber=self.caps.ownership or self.group_open,
+            )
         else:
-            self.ex.call("free", free_index=tail, clobber=self.group_open)
+            self.ex.call("free", free_index=tail, clobber=self.caps.ownership or self.group_open)
         del req.row[cut:]
 
     @precondition(lambda self: self.ready and self.raw)
@@ -247,7 +254,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         slots = block[lo * ps : hi * ps]
         if not self.caps.paged:
             slots = list(data.draw(st.permutations(slots)))
-        self.ex.call("free", free_index=slots, clobber=self.group_open)
+        self.ex.call("free", free_index=slots, clobber=self.caps.ownership or self.group_open)
         rest = block[: lo * ps] + block[hi * ps :]
         self.raw[i : i + 1] = [rest] if rest else []
 

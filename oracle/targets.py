@@ -26,6 +26,7 @@ ALIASES = {
         "kvpool.oracle.targets:kvpool_paged_unchecked",
     ],
     "sglang": ["kvpool.oracle.targets:sglang_token", "kvpool.oracle.targets:sglang_paged"],
+    "vllm": ["kvpool.oracle.targets:vllm_block_pool"],
 }
 DEFAULT_TARGET = "kvpool"
 
@@ -156,6 +157,30 @@ sglang_paged.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-de
     PAGED.replace(page_sizes=(1, 4, 16)), "sglang-paged"
 )
 sglang_token.kvpool_probe = sglang_paged.kvpool_probe = _sglang  # type: ignore[attr-defined]
+
+
+# -- vLLM 0.33.0 (through kvpool.oracle.adapters) ---------------------------------------------
+def vllm_block_pool(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    """vLLM 0.33.0's ``BlockPool`` through ``kvpool.oracle.adapters.VllmBlockPoolAllocator``."""
+    from .adapters import VllmBlockPoolAllocator
+
+    return VllmBlockPoolAllocator(size, page_size, device)
+
+
+def _vllm() -> Any:
+    from .peer_import import load_vllm_block_pool
+
+    return load_vllm_block_pool()
+
+
+def _vllm_base() -> Capabilities:
+    from .adapters import VLLM_BASE
+
+    return VLLM_BASE
+
+
+vllm_block_pool.kvpool_capabilities = declared_by_registry(_vllm_base(), "vllm")  # type: ignore[attr-defined]
+vllm_block_pool.kvpool_probe = _vllm  # type: ignore[attr-defined]
 
 
 # -- resolution ----------------------------------------------------------------------------------

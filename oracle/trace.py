@@ -29,6 +29,7 @@ class TraceStep:
     raises: str | None = None
     clobber: bool = False  # the caller overwrote its input tensor(s) right after the call
     raised: str | None = None  # what the target raised on this valid call ("Type: message")
+    probe: bool = False  # the caller then wrote into the result and the census (ALIAS-3)
     evicted: int | None = None  # the spec's cache evictions where a CAP-1 repro checks them
     available_after: int | None = None
     census_after: list[int] | None = None  # sorted multiset of get_all_free_pages()
@@ -124,6 +125,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
             continue
         body += calls
         body += result_asserts(step, var) if i < fail else trace.final_asserts
+        body += probe_lines(step, var)
     last = trace.steps[fail] if trace.steps else None
     if last is not None and last.available_after is not None:
         body.append(f"assert a.available_size() == {last.available_after}")
@@ -134,3 +136,12 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
     slot = body.index("{imports}")
     body[slot : slot + 1] = sorted(imports)
     return f"def {name}():\n" + "\n".join(("    " + line) if line else "" for line in body) + "\n"
+
+
+def probe_lines(step: TraceStep, var: str) -> list[str]:
+    """The caller's writes after a probed call: garbage into the tensor it got back and into
+    ``get_all_free_pages()``'s result (``ALIAS-3``: the allocator must not see them)."""
+    if not step.probe:
+        return []
+    lines = [f"{var}.fill_(-1)  # ALIAS-3: the caller owns this result"] if step.expect else []
+    return [*lines, "a.get_all_free_pages().fill_(-1)  # ALIAS-3: and this census"]

@@ -50,7 +50,8 @@ class AllocatorModel:
     distinct pages and segment frees prepend their pages in row order (a LIFO stack); with
     ``need_sort`` all frees are staged (``SORT-1``) and merged (sorted with the free list) only
     when an allocation runs short. Every list a method returns is new; no later call mutates it
-    (``ALIAS-1``).
+    (``ALIAS-1``); inputs are copied, never read after a call (``ALIAS-2``); what the caller does
+    to a returned list, the census included, changes nothing here (``ALIAS-3``).
 
     inv: sorted(self.free_pages + self.staged + self.owned_pages()) == list(range(1, self.num_pages + 1))
     inv: not self.verify_byte_accounting()

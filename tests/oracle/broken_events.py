@@ -212,6 +212,70 @@ class LongExtendPagesReversed(SpecTorchAllocator):
         return out
 
 
+class CensusCached(SpecTorchAllocator):
+    """ALIAS-3: ``get_all_free_pages()`` hands out one cached tensor, rebuilt only after a
+    change, and answers later census reads from it (a write by the caller sticks)."""
+
+    _cached: torch.Tensor | None = None
+    _version: tuple[int, ...] = ()
+
+    def get_all_free_pages(self) -> torch.Tensor:
+        version = (len(self.model.free_pages), len(self.model.staged), *self.model.free_pages[:1])
+        if self._cached is None or version != self._version:
+            self._cached, self._version = super().get_all_free_pages(), version
+        return self._cached
+
+
+class FreeReadsInputLater(SpecTorchAllocator):
+    """ALIAS-2: a paged ``free`` outside a group keeps the caller's tensor and releases its pages
+    only at the next allocation, counting them as available from the tensor meanwhile."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._pending: list[torch.Tensor] = []
+
+    def _pending_pages(self) -> list[int]:
+        return sorted({int(s) // self.page_size for x in self._pending for s in x.tolist()})
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for x in pending:
+            super().free(x)
+
+    def free(self, free_index: torch.Tensor) -> None:
+        if self.model.group is None and self.page_size > 1 and free_index.numel():
+            self.model.free_pages_of(self._in(free_index))  # still rejects bad input
+            self._pending.append(free_index)
+            return
+        self._flush()
+        super().free(free_index)
+
+    def available_size(self) -> int:
+        return super().available_size() + len(self._pending_pages()) * self.page_size
+
+    def get_all_free_pages(self) -> torch.Tensor:
+        return torch.cat(
+            (torch.tensor(self._pending_pages(), dtype=torch.int64), super().get_all_free_pages())
+        )
+
+    def alloc(self, need_size: int) -> Any:
+        self._flush()
+        return super().alloc(need_size)
+
+    def alloc_extend(self, *args: Any) -> Any:
+        self._flush()
+        return super().alloc_extend(*args)
+
+    def alloc_decode(self, *args: Any) -> Any:
+        self._flush()
+        return super().alloc_decode(*args)
+
+
+OWNERSHIP_BROKEN: tuple[Broken, ...] = (
+    Broken(CensusCached, ("ALIAS-3",), module="broken_events", order="contract"),
+    Broken(FreeReadsInputLater, ("ALIAS-2",), module="broken_events", order="contract"),
+)
+
 EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
     (
         "extend.bs_9_32",
@@ -278,5 +342,5 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
     ),
 )
 
-for _event, _b in EVENT_BROKEN:  # importable factories, e.g. broken_events:capacityalwaysyes
+for _b in (*(b for _, b in EVENT_BROKEN), *OWNERSHIP_BROKEN):  # importable factories
     globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

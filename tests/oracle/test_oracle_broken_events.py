@@ -9,7 +9,7 @@ within 60 s with a trace of at most 8 calls, naming one of the clauses listed fo
 from __future__ import annotations
 
 import pytest
-from broken_events import EVENT_BROKEN
+from broken_events import EVENT_BROKEN, OWNERSHIP_BROKEN
 from kvpool.oracle import coverage
 from kvpool.oracle.capabilities import capabilities_of
 from kvpool.oracle.runner import run_config
@@ -50,3 +50,25 @@ def test_every_event_class_of_the_issue_list_has_a_broken_allocator() -> None:
         "seg.mid_span",
     }
     assert wanted <= named <= set(coverage.EVENTS)
+
+
+@pytest.mark.parametrize("broken", OWNERSHIP_BROKEN, ids=[b.cls.__name__ for b in OWNERSHIP_BROKEN])
+def test_oracle_ownership_probes_catch_kept_tensors(broken: object) -> None:
+    """ALIAS-3: a census tensor the allocator keeps; ALIAS-2: an input it reads later."""
+    from broken_allocators import Broken
+
+    assert isinstance(broken, Broken)
+    target = Target(broken.factory, capabilities_of(broken.factory), broken.path)
+    result = run_config(target, Config(broken.page_size, broken.need_sort, "cpu", broken.order))
+    assert result.failure is not None, f"{broken.cls.__name__} not caught"
+    assert result.failure.clause in broken.clauses, result.failure.report()
+    assert result.failure.trace.num_calls() <= MAX_TRACE_CALLS, result.failure.report()
+    if "ALIAS-3" not in broken.clauses:
+        return
+    off = target.caps.replace(ownership=False)  # only the census probe finds a cached census
+    quiet = run_config(
+        Target(broken.factory, off, broken.path),
+        Config(broken.page_size, broken.need_sort, "cpu", broken.order),
+        max_examples=40,
+    )
+    assert quiet.ok, quiet.failure.report() if quiet.failure else quiet.error
