@@ -3,8 +3,9 @@
 A factory is called as ``factory(size=..., page_size=..., need_sort=..., device=...)`` and
 returns an allocator with SGLang's methods; ``factory.kvpool_capabilities`` declares what it
 supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked),
-``kvpool-unchecked`` (the same in production mode, no bad input sent)
-and ``sglang`` (the real SGLang 0.5.23 allocators, capabilities from the divergence registry).
+``kvpool-unchecked`` (the same in production mode, no bad input sent), ``sglang`` (the real
+SGLang 0.5.23 allocators, capabilities from the divergence registry) and ``vllm`` (vLLM 0.33.0's
+``BlockPool`` through ``kvpool.oracle.adapters``).
 A :class:`Target` is a resolved factory; a :class:`Config` is one cell of its configuration matrix
 (``configs_for``). Resolving a target loads neither torch nor Hypothesis.
 """
