@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
 import re
 import sys
 import time
@@ -58,6 +59,8 @@ def _positive(kind: type) -> Any:
 
     return parse
 
+
+SOAK_MINUTES = 2.5  # per configuration under KVPOOL_PROFILE=soak (8 for kvpool: 20 minutes)
 
 EXIT_CODES = """\
 exit status:
@@ -121,7 +124,11 @@ def _run_parser() -> argparse.ArgumentParser:
         help=f"examples per configuration (default {DEFAULT_EXAMPLES})",
     )
     budget.add_argument(
-        "--minutes", type=_positive(float), default=None, help="time budget per configuration"
+        "--minutes",
+        type=_positive(float),
+        default=None,
+        help="time budget per configuration (rounds of fresh seeds until it is spent); "
+        f"KVPOOL_PROFILE=soak sets {SOAK_MINUTES} (a soak: about 10^6 calls in the kvpool matrix)",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
     p.add_argument("--steps", type=_positive(int), default=DEFAULT_STEPS, help="calls per example")
@@ -151,6 +158,9 @@ def _fail_usage(message: str, trace: str = "") -> int:
 
 def run_main(argv: list[str]) -> int:
     args = _run_parser().parse_args(argv)
+    soak = os.environ.get("KVPOOL_PROFILE") == "soak" and "--examples" not in argv
+    if args.minutes is None and soak:
+        args.minutes = SOAK_MINUTES
     from .plan import UsageError, plan
 
     try:

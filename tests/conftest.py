@@ -21,4 +21,7 @@ settings.register_profile(
 settings.register_profile(
     "thorough", max_examples=2000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+settings.register_profile(  # KVPOOL_PROFILE=soak: also makes python -m kvpool.oracle soak
+    "soak", max_examples=5000, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 settings.load_profile(os.environ.get("KVPOOL_PROFILE", "dev"))
