@@ -290,7 +290,6 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
         Broken(
             BigDecodeBatchTruncated,
             ("DECODE-5", "DECODE-4", "DECODE-7", "INV-1", "INV-4"),
-            page_size=1,
             module="broken_events",
         ),
     ),
