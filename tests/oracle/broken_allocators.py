@@ -395,9 +395,9 @@ BROKEN = (
     Broken(DeferredNotCopied, ("INV-1", "INV-4", "INV-2")),
     Broken(UnalignedFloored, ("ALLOC-1",)),
     Broken(NoMergeBeforeNone, ("ALLOC-3", "SORT-2"), need_sort=True),
-    Broken(BoundaryTwice, ("SEG-5",)),
-    Broken(BoundaryNever, ("SEG-5",)),
-    Broken(PagedFreeNoDedup, ("FREE-4",)),
+    Broken(BoundaryTwice, ("SEG-5", "INV-2", "INV-4")),  # INV-*: shown at a group's end
+    Broken(BoundaryNever, ("SEG-5", "INV-1", "INV-4")),
+    Broken(PagedFreeNoDedup, ("FREE-4", "INV-4", "INV-2")),  # INV-*: a free by a cache eviction
     Broken(SlotTwice, ("INV-1", "INV-4", "ALLOC-4")),
     Broken(LeakOnFree, ("FREE-4",)),
     Broken(AvailableOffByOnePage, ("INV-4",)),

@@ -58,8 +58,9 @@ class GroupDoubleRelease(SWATokenToKVPoolAllocator):
 class DecodeLeaksFullSide(SWATokenToKVPoolAllocator):
     """B14: ``alloc_decode`` allocates the full side before checking the SWA side."""
 
-    def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
-                     last_loc: torch.Tensor) -> torch.Tensor | None:
+    def alloc_decode(
+        self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor
+    ) -> torch.Tensor | None:
         swa_last_loc = self._pairs.gather(last_loc)
         full = self.full_attn_allocator.alloc_decode(seq_lens, seq_lens_cpu, last_loc)
         swa = self.swa_attn_allocator.alloc_decode(seq_lens, seq_lens_cpu, swa_last_loc)
@@ -108,10 +109,12 @@ class BrokenHybrid:
     def factory(self) -> Any:
         cls = self.cls
 
-        def make(*, size: int, size_swa: int, page_size: int, need_sort: bool,
-                 device: str = "cpu") -> Any:
-            return cls(size, size_swa, page_size, torch.float16, device, None, need_sort,
-                       checked=True)
+        def make(
+            *, size: int, size_swa: int, page_size: int, need_sort: bool, device: str = "cpu"
+        ) -> Any:
+            return cls(
+                size, size_swa, page_size, torch.float16, device, None, need_sort, checked=True
+            )
 
         make.__qualname__ = make.__name__ = cls.__name__
         make.kvpool_hybrid_capabilities = self.caps()  # type: ignore[attr-defined]

@@ -19,9 +19,21 @@ def test_kvpool_swa_conforms_and_reaches_every_event_SWA_10_SWA_11() -> None:
     shortages, groups, segment finishes and bad input (SWA-8/11/12/16) all happen."""
     result = run_hybrid("kvpool-swa", max_examples=EXAMPLES)
     assert result.ok, result.failure.report() if result.failure else result.summary()
-    for event in ("arrive", "short", "decode", "extend", "slide-aligned", "slide-unaligned",
-                  "finish-free", "finish-segments", "finish-segments-shared", "group",
-                  "bad:SWA-11", "bad:SWA-12", "bad:SWA-16"):
+    for event in (
+        "arrive",
+        "short",
+        "decode",
+        "extend",
+        "slide-aligned",
+        "slide-unaligned",
+        "finish-free",
+        "finish-segments",
+        "finish-segments-shared",
+        "group",
+        "bad:SWA-11",
+        "bad:SWA-12",
+        "bad:SWA-16",
+    ):
         assert result.events.get(event, 0) > 0, (event, result.summary())
 
 
