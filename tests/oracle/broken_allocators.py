@@ -306,7 +306,7 @@ class PageZeroAccepted(SpecTorchAllocator):
     """Checked mode: a free naming the padding page 0 is silently ignored instead of rejected."""
 
     def free(self, free_index: torch.Tensor) -> None:
-        slots = [s for s in self._in(free_index) if s >= self.page_size]
+        slots = [s for s in self._in(free_index) if not 0 <= s < self.page_size]
         super().free(torch.tensor(slots, dtype=torch.int64))
 
 

@@ -127,7 +127,9 @@ class ImplMergeUnsorted(PagedTokenToKVPoolAllocator):
     def merge_and_sort_free(self) -> None:
         if len(self._staged) == 0:
             return
-        self._free.load(torch.cat((self._free.contents(), self._staged.contents())))
+        merged = torch.cat((self._free.contents(), self._staged.contents()))
+        self._free.replace_front(len(self._free), merged)
+        self._free_sorted = False
         self._staged.reset()
         if self._table is not None:
             self._table.merged()
