@@ -163,7 +163,7 @@ class Before:
 def snapshot(model: AllocatorModel) -> Before:
     """The :class:`Before` of ``model`` (its page statuses copied)."""
     return Before(
-        len(model.free_pages), len(model.staged), model.group is not None, tuple(model._status)
+        len(model.free_pages), len(model.staged), model.free_group is not None, tuple(model._status)
     )
 
 

@@ -85,7 +85,7 @@ class GroupPiecesReleasedTwice(SpecTorchAllocator):
 
     def free_group_end(self) -> None:
         m = self.model
-        pending = m.group or []
+        pending = m.free_group or []
         super().free_group_end()
         seen: set[int] = set()
         for chunk in pending:
@@ -171,13 +171,13 @@ class DeferredSegmentsReleasedEarly(SpecTorchAllocator):
 
     def free_segments(self, segments: Any) -> None:
         m = self.model
-        group = m.group
+        group = m.free_group
         if group is not None and self.page_size > 1:
-            m.group = None
+            m.free_group = None
             try:
                 super().free_segments(segments)
             finally:
-                m.group = group
+                m.free_group = group
             return
         super().free_segments(segments)
 
@@ -243,7 +243,7 @@ class FreeReadsInputLater(SpecTorchAllocator):
             super().free(x)
 
     def free(self, free_index: torch.Tensor) -> None:
-        if self.model.group is None and self.page_size > 1 and free_index.numel():
+        if self.model.free_group is None and self.page_size > 1 and free_index.numel():
             self.model.free_pages_of(self._in(free_index))  # still rejects bad input
             self._pending.append(free_index)
             return
