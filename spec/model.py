@@ -109,7 +109,8 @@ class AllocatorModel:
         return (len(self.free_pages) + len(self.staged)) * self.page_size
 
     def get_all_free_pages(self) -> list[int]:
-        """The free list followed by the staged pages, in order (``LIFE-4``).
+        """The free list followed by the staged pages, in order (``LIFE-4``); a new list, so
+        what the caller writes into it changes nothing here (``ALIAS-3``).
 
         post: __return__ == self.free_pages + self.staged
         """
@@ -230,7 +231,8 @@ class AllocatorModel:
                                 group_open=self.free_group is not None)
 
     def free(self, free_index: Sequence[int]) -> None:
-        """Release the pages of ``free_index``, or defer them inside a free group (``FREE-*``).
+        """Release the pages of ``free_index``, or defer them inside a free group (``FREE-*``);
+        ``free_index`` is read during the call only (``ALIAS-2``).
 
         Empty input is a no-op (``FREE-6``). Paged: whole pages, deduplicated and sorted
         (``FREE-4``); token: the slots in order. Inside a group the input is copied and held

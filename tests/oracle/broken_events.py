@@ -2,8 +2,7 @@
 
 Each is correct (the spec-backed adapter of ``spec_torch.py``) except in the situation one event
 names: large batches, a shortage with pages still free, a page freed in pieces inside a group,
-a segment that starts and ends mid-page across several pages, a merge under decode pressure, a
-ragged pool, an empty free, a capacity check that must say no, ... ``EVENT_BROKEN`` pairs each
+a merge under decode pressure, a ragged pool, an empty free, ... ``EVENT_BROKEN`` pairs each
 with its event, the configuration that can reach it and the clauses a report may name; the
 default CLI run must catch every one (``test_oracle_broken_events.py``).
 """
@@ -15,7 +14,6 @@ from typing import Any
 import torch
 from broken_allocators import Broken, factory_of
 from kvpool.oracle.capabilities import PAGED, TOKEN
-from kvpool.spec.segments import trim_boundary
 from spec_torch import SpecTorchAllocator
 
 
@@ -95,26 +93,6 @@ class GroupPiecesReleasedTwice(SpecTorchAllocator):
             seen |= pages
 
 
-class MidPageSegmentSkipsMiddle(SpecTorchAllocator):
-    """seg.mid_span: a segment that starts and ends mid-page is taken to touch two pages only
-    (its first and last): the pages between leak."""
-
-    def free_segments(self, segments: Any) -> None:
-        ps, prev_end = self.page_size, None
-        fixed: list[tuple[Any, int]] = []
-        for idx, start in segments:
-            slots = self._in(idx)
-            n, end = len(slots), start + len(slots)
-            s0 = start + (trim_boundary(start, n, prev_end, ps) if n else 0)
-            if n and s0 < end and start % ps and end % ps and (end - 1) // ps - s0 // ps >= 2:
-                first, last = slots[s0 - start], slots[-1]  # the pages between are forgotten
-                fixed += [(torch.tensor([first]), s0), (torch.tensor([last]), end - 1)]
-            else:
-                fixed.append((idx, start))
-            prev_end = end if n else prev_end
-        super().free_segments(fixed)
-
-
 class DecodeNoMergeWhenShort(SpecTorchAllocator):
     """merge.decode: ``alloc_decode`` returns None when the free list alone is short, without
     merging the staged pages first."""
@@ -149,14 +127,6 @@ class EmptyFreeRaises(SpecTorchAllocator):
     def free(self, free_index: torch.Tensor) -> None:
         int(free_index[0])
         super().free(free_index)
-
-
-class CapacityAlwaysYes(SpecTorchAllocator):
-    """cap.check_false: ``check_decode_capacity`` evicts but always answers True."""
-
-    def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any, **context: Any) -> bool:
-        super().check_decode_capacity(num_tokens=num_tokens, tree_cache=tree_cache, **context)
-        return True
 
 
 class TokenFreeSorted(SpecTorchAllocator):
@@ -244,7 +214,7 @@ class FreeReadsInputLater(SpecTorchAllocator):
 
     def free(self, free_index: torch.Tensor) -> None:
         if self.model.free_group is None and self.page_size > 1 and free_index.numel():
-            self.model.free_pages_of(self._in(free_index))  # still rejects bad input
+            self.model.pages_freed_by(self._in(free_index))  # still rejects bad input
             self._pending.append(free_index)
             return
         self._flush()
@@ -303,15 +273,6 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
         Broken(GroupPiecesReleasedTwice, ("INV-2", "INV-4", "GROUP-6"), module="broken_events"),
     ),
     (
-        "seg.mid_span",
-        Broken(
-            MidPageSegmentSkipsMiddle,
-            ("INV-1", "INV-4", "SEG-2", "SEG-5"),
-            page_size=32,
-            module="broken_events",
-        ),
-    ),
-    (
         "merge.decode",
         Broken(
             DecodeNoMergeWhenShort, ("DECODE-6", "DECODE-7"), need_sort=True, module="broken_events"
@@ -322,7 +283,6 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
         Broken(RaggedPoolExtraPage, ("INV-4", "INV-1", "INV-3", "MODEL-1"), module="broken_events"),
     ),
     ("free.empty", Broken(EmptyFreeRaises, ("FREE-4", "FREE-6"), module="broken_events")),
-    ("cap.check_false", Broken(CapacityAlwaysYes, ("CAP-2",), page_size=1, module="broken_events")),
     (
         "free.unordered",
         Broken(

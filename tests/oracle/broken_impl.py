@@ -170,7 +170,7 @@ BROKEN_IMPL = (
         module="broken_impl",
         correct=CORRECT,
     ),
-    Broken(ImplSegmentsOneByOne, ("SEG-5",), module="broken_impl", correct=CORRECT),
+    Broken(ImplSegmentsOneByOne, ("SEG-5", "SEG-4"), module="broken_impl", correct=CORRECT),
     Broken(ImplAvailableOffByOnePage, ("INV-4",), module="broken_impl", correct=CORRECT),
     Broken(ImplViewMutatedLater, ("ALIAS-1",), module="broken_impl", correct=CORRECT),
     Broken(

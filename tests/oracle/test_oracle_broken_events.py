@@ -39,7 +39,7 @@ def test_oracle_default_run_catches_the_event_bug(event: str, broken: object) ->
 
 
 def test_every_event_class_of_the_issue_list_has_a_broken_allocator() -> None:
-    """Large batches, partial shortages, pages freed in pieces, mid-page segments: each has one."""
+    """Large batches, partial shortages, pages freed in pieces: each has one."""
     named = {e for e, _ in EVENT_BROKEN}
     wanted = {
         "extend.bs_9_32",
@@ -47,7 +47,6 @@ def test_every_event_class_of_the_issue_list_has_a_broken_allocator() -> None:
         "alloc.short_partial",
         "decode.short_partial",
         "group.page_in_pieces",
-        "seg.mid_span",
     }
     assert wanted <= named <= set(coverage.EVENTS)
 
