@@ -11,6 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from kvpool.spec import ContractViolation, rules
+from kvpool.spec.segments import next_trim
 
 
 def _status(owned: set[int]) -> Callable[[int], str]:
@@ -98,3 +99,11 @@ def test_check_segments_rejects_slots_off_their_in_page_offset_SEG_1(
     status = _status({1, 2, 3})
     assert _clause(lambda: rules.check_segments(
         [(free_index, start_pos)], page_size=4, num_pages=4, status_of=status)) == "SEG-1"
+
+
+@pytest.mark.parametrize("prev_end", [None, 3, 6])
+def test_next_trim_empty_segment_drops_nothing_SEG_6(prev_end: int | None) -> None:
+    """An empty segment: nothing to drop, ``prev_end`` unchanged; a non-empty one after it is
+    trimmed against the segment before."""
+    assert next_trim(6, 0, prev_end, 4) == (0, prev_end)
+    assert next_trim(6, 3, prev_end, 4) == (2 if prev_end == 6 else 0, 9)
