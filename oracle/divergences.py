@@ -18,7 +18,9 @@ class KnownDivergence:
     """One recorded difference between a real allocator and the seed contract."""
 
     id: str
-    target: str  # "sglang-token", "sglang-paged", "sglang-swa", "sglang" (all three) or "vllm"
+    # "sglang-token", "sglang-paged", "sglang-swa", "sglang" (all three), "vllm",
+    # "kvcached-token", "kvcached-paged" or "kvcached" (both)
+    target: str
     clause: str
     excludes: tuple[str, Any]  # (Capabilities field, value that switches the rule off)
     reason: str
@@ -29,7 +31,8 @@ class KnownDivergence:
         return (self.clause, *self.reported)
 
     def applies_to(self, target: str) -> bool:
-        return self.target == target or (self.target == "sglang" and target.startswith("sglang-"))
+        family = self.target in ("sglang", "kvcached") and target.startswith(f"{self.target}-")
+        return self.target == target or family
 
 
 REGISTRY: tuple[KnownDivergence, ...] = (
@@ -182,6 +185,33 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "given (LIFO reuse, eviction order chosen by the caller), where SGLang prepends the "
         "sorted distinct pages; any order is conformant (contract order).",
         "vllm/v1/core/block_pool.py@0.33.0 free_blocks (free_block_queue.prepend_n)",
+        ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4"),
+    ),
+    KnownDivergence(
+        "KVC-UNCHECKED",
+        "kvcached",
+        "ERR-1",
+        ("checked", False),
+        "Caller errors are not rejected: alloc(-n) is taken as a request for nothing (the "
+        "manager's 'available_size() < need_size' test passes and its loop never runs) and "
+        "returns an empty tensor; frees are passed to KVCacheManager.free, which checks nothing "
+        "unless KVCACHED_SANITY_CHECK is set (a page it does not know is logged and skipped). "
+        "No ContractViolation exists in kvcached.",
+        "kvcached/kv_cache_manager.py@0.1.6 KVCacheManager._alloc, free (SANITY_CHECK); "
+        "kvcached/integration/sglang/patches.py@0.1.6 alloc",
+    ),
+    KnownDivergence(
+        "KVC-ORDER",
+        "kvcached-paged",
+        "FREE-5",
+        ("reference_order", False),
+        "Not a contract difference: KVCacheManager hands out blocks best-fit from its mapped "
+        "pages, then from the front of the physical free-page list, and free() returns emptied "
+        "pages to its back (FIFO reuse), where SGLang prepends sorted pages; any order is "
+        "conformant (contract order). The token class (one block per physical page here) "
+        "hands out and takes back in SGLang's exact order.",
+        "kvcached/kv_cache_manager.py@0.1.6 _alloc, _pick_avail_page, free; "
+        "csrc/page_allocator.cpp@0.1.6 PageAllocator::alloc_page, free_pages",
         ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4"),
     ),
 )

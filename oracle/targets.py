@@ -5,7 +5,9 @@ returns an allocator with SGLang's methods; ``factory.kvpool_capabilities`` decl
 supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked),
 ``kvpool-unchecked`` (the same in production mode, no bad input sent), ``sglang`` (the real
 SGLang 0.5.23 allocators, capabilities from the divergence registry) and ``vllm`` (vLLM 0.33.0's
-``BlockPool`` through ``kvpool.oracle.adapters``).
+``BlockPool`` through ``kvpool.oracle.adapters``), ``kvcached-token`` / ``kvcached-paged``
+(kvcached 0.1.6's Elastic allocators over its ``KVCacheManager``, placeholder page mapping:
+``kvpool.oracle.kvcached_import``).
 A :class:`Target` is a resolved factory; a :class:`Config` is one cell of its configuration matrix
 (``configs_for``). Resolving a target loads neither torch nor Hypothesis.
 """
@@ -28,6 +30,8 @@ ALIASES = {
     ],
     "sglang": ["kvpool.oracle.targets:sglang_token", "kvpool.oracle.targets:sglang_paged"],
     "vllm": ["kvpool.oracle.targets:vllm_block_pool"],
+    "kvcached-token": ["kvpool.oracle.targets:kvcached_token"],
+    "kvcached-paged": ["kvpool.oracle.targets:kvcached_paged"],
 }
 DEFAULT_TARGET = "kvpool"
 
@@ -182,6 +186,56 @@ def _vllm_base() -> Capabilities:
 
 vllm_block_pool.kvpool_capabilities = declared_by_registry(_vllm_base(), "vllm")  # type: ignore[attr-defined]
 vllm_block_pool.kvpool_probe = _vllm  # type: ignore[attr-defined]
+
+
+# -- kvcached 0.1.6 (through kvpool.oracle.kvcached_import) ----------------------------------
+def _kvcached() -> Any:
+    from .kvcached_import import load_kvcached_allocators
+
+    return load_kvcached_allocators()
+
+
+def _kvcache(size: int, page_size: int) -> Any:
+    from types import SimpleNamespace
+
+    from .kvcached_import import new_manager
+
+    return SimpleNamespace(kvcached_allocator=new_manager(size, page_size))
+
+
+def kvcached_token(*, size: int, page_size: int = 1, need_sort: bool, device: str = "cpu") -> Any:
+    """kvcached 0.1.6 ``ElasticTokenToKVPoolAllocator`` over a fresh ``KVCacheManager``."""
+    return _kvcached().token(size, _dtype(), device, _kvcache(size, 1), need_sort)
+
+
+def kvcached_paged(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    """kvcached 0.1.6 ``ElasticPagedTokenToKVPoolAllocator`` over a fresh ``KVCacheManager``."""
+    kvcache = _kvcache(size, page_size)
+    return _kvcached().paged(size, page_size, _dtype(), device, kvcache, need_sort)
+
+
+# What the Elastic classes have: alloc / free / counts, free groups and segment frees (SGLang's
+# base class), clear. Not declared: alloc_extend / alloc_decode (Triton kernels, GPU only),
+# merge_and_sort_free (a no-op in the paged class), resize(config) (the base class's; kvcached
+# resizes through KVCacheManager.resize), the capacity hooks (the base class's, which need
+# pydantic: see SGL-HOOKS-IMPORT), need_sort (kvcached keeps its own free lists).
+KVCACHED_BASE = {
+    "kvcached-token": TOKEN.replace(
+        need_sort=(False,), merge=False, resize=False, capacity_hooks=False,
+        capacity_context=False,
+    ),
+    "kvcached-paged": PAGED.replace(
+        page_sizes=(1, 4, 16), need_sort=(False,), extend=False, merge=False, resize=False,
+        capacity_hooks=False, capacity_context=False,
+    ),
+}
+kvcached_token.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    KVCACHED_BASE["kvcached-token"], "kvcached-token"
+)
+kvcached_paged.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    KVCACHED_BASE["kvcached-paged"], "kvcached-paged"
+)
+kvcached_token.kvpool_probe = kvcached_paged.kvpool_probe = _kvcached  # type: ignore[attr-defined]
 
 
 # -- resolution ----------------------------------------------------------------------------------

@@ -1,6 +1,9 @@
-"""The real SGLang 0.5.23 allocators and vLLM 0.33.0's BlockPool through the oracle (``peers``).
+"""Real peers through the oracle (``peers``): SGLang 0.5.23's allocators, vLLM 0.33.0's
+BlockPool and kvcached 0.1.6's Elastic allocators.
 
-vLLM's ``BlockPool`` runs through its adapter (``kvpool.oracle.adapters``). Each peer must
+vLLM's ``BlockPool`` runs through its adapter (``kvpool.oracle.adapters``); kvcached through
+``kvpool.oracle.kvcached_import`` (its source from ``KVPOOL_KVCACHED_SRC``: the tests skip
+without it; CI downloads the sdist). Each peer must
 conform to every rule its capability declaration keeps; the declaration is derived from the
 divergence registry (``kvpool.oracle.divergences``). Each registry entry is checked the
 other way too: switching its rule back on makes the oracle report a divergence with the
@@ -14,7 +17,14 @@ from kvpool.oracle.adapters import VLLM_BASE
 from kvpool.oracle.capabilities import PAGED, TOKEN
 from kvpool.oracle.divergences import REGISTRY, KnownDivergence, divergences_for
 from kvpool.oracle.runner import run_config
-from kvpool.oracle.targets import Config, TargetError, configs_for, load_target, probe
+from kvpool.oracle.targets import (
+    KVCACHED_BASE,
+    Config,
+    TargetError,
+    configs_for,
+    load_target,
+    probe,
+)
 
 pytestmark = pytest.mark.peers
 
@@ -22,11 +32,19 @@ TARGETS = {
     "sglang-token": "kvpool.oracle.targets:sglang_token",
     "sglang-paged": "kvpool.oracle.targets:sglang_paged",
     "vllm": "kvpool.oracle.targets:vllm_block_pool",
+    "kvcached-token": "kvpool.oracle.targets:kvcached_token",
+    "kvcached-paged": "kvpool.oracle.targets:kvcached_paged",
 }
+# Targets with a divergence no capability can switch off (test_oracle_kvcached_token_shortage).
+NOT_CONFORMANT = {"kvcached-token"}
 FULL = {
     "sglang-token": TOKEN,
     "sglang-paged": PAGED.replace(page_sizes=(1, 4, 16)),
     "vllm": VLLM_BASE.replace(checked=True, reference_order=True),
+    **{
+        name: base.replace(checked=True, reference_order=True)
+        for name, base in KVCACHED_BASE.items()
+    },
 }
 EXAMPLES = 40
 
@@ -40,7 +58,7 @@ def _loaded(name: str):  # type: ignore[no-untyped-def]
     return target
 
 
-@pytest.mark.parametrize("name", sorted(TARGETS))
+@pytest.mark.parametrize("name", sorted(set(TARGETS) - NOT_CONFORMANT))
 def test_oracle_peer_conforms_to_declared_rules(name: str) -> None:
     """Everything the registry does not exclude conforms (SGLang: in its exact order)."""
     target = _loaded(name)
@@ -88,3 +106,17 @@ def test_oracle_registry_entry_is_a_real_divergence(name: str, div: KnownDiverge
         assert "accepted the call" in found.detail or "instead of ContractViolation" in found.detail
     else:
         assert found.clause in clauses, found.report()
+
+
+def test_oracle_kvcached_token_shortage() -> None:
+    """kvcached 0.1.6's ElasticTokenToKVPoolAllocator.alloc wraps the manager's None (not
+    enough free blocks) in torch.tensor and raises TypeError instead of returning None: the
+    oracle reports ALLOC-3 on the first shortage. No capability excludes shortages, so the
+    token target is not declared conformant (patches.py@0.1.6 ElasticTokenToKVPoolAllocator.alloc).
+    """
+    target = _loaded("kvcached-token")
+    (config,) = configs_for(target.caps)
+    result = run_config(target, config, max_examples=EXAMPLES, shrink_seconds=2)
+    assert result.failure is not None
+    assert result.failure.clause == "ALLOC-3", result.failure.report()
+    assert "TypeError" in result.failure.detail
