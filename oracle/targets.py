@@ -214,19 +214,21 @@ def kvcached_paged(*, size: int, page_size: int, need_sort: bool, device: str = 
     return _kvcached().paged(size, page_size, _dtype(), device, kvcache, need_sort)
 
 
-# What the Elastic classes have: alloc / free / counts, free groups and segment frees (SGLang's
-# base class), clear. Not declared: alloc_extend / alloc_decode (Triton kernels, GPU only),
-# merge_and_sort_free (a no-op in the paged class), resize(config) (the base class's; kvcached
-# resizes through KVCacheManager.resize), the capacity hooks (the base class's, which need
-# pydantic: see SGL-HOOKS-IMPORT), need_sort (kvcached keeps its own free lists).
+# What the Elastic classes have: alloc / free / counts, free groups (SGLang's base class), clear.
+# Not declared: alloc_extend / alloc_decode (Triton kernels, GPU only); segment frees (SGLang's
+# base class has them, but the oracle frees segments of rows that alloc_extend builds, which is
+# off: undeclared rather than declared and never run); merge_and_sort_free (a no-op in the paged
+# class); resize(config) (the base class's; kvcached resizes through KVCacheManager.resize); the
+# capacity hooks (the base class's, which need pydantic: see SGL-HOOKS-IMPORT); need_sort
+# (kvcached keeps its own free lists).
 KVCACHED_BASE = {
     "kvcached-token": TOKEN.replace(
-        need_sort=(False,), merge=False, resize=False, capacity_hooks=False,
+        need_sort=(False,), segments="none", merge=False, resize=False, capacity_hooks=False,
         capacity_context=False,
     ),
     "kvcached-paged": PAGED.replace(
-        page_sizes=(1, 4, 16), need_sort=(False,), extend=False, merge=False, resize=False,
-        capacity_hooks=False, capacity_context=False,
+        page_sizes=(1, 4, 16), need_sort=(False,), extend=False, segments="none", merge=False,
+        resize=False, capacity_hooks=False, capacity_context=False,
     ),
 }
 kvcached_token.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
