@@ -143,5 +143,8 @@ def probe_lines(step: TraceStep, var: str) -> list[str]:
     ``get_all_free_pages()``'s result (``ALIAS-3``: the allocator must not see them)."""
     if not step.probe:
         return []
-    lines = [f"{var}.fill_(-1)  # ALIAS-3: the caller owns this result"] if step.expect else []
+    # Only an allocation that handed out slots binds a tensor to ``var``; a capacity hook's
+    # answer (a bool or an eviction count) is no tensor to write into.
+    got_slots = CALLS[step.call].kind == "alloc" and isinstance(step.expect, list) and step.expect
+    lines = [f"{var}.fill_(-1)  # ALIAS-3: the caller owns this result"] if got_slots else []
     return [*lines, "a.get_all_free_pages().fill_(-1)  # ALIAS-3: and this census"]

@@ -153,3 +153,32 @@ def test_oracle_capacity_hook_gets_sglangs_keywords() -> None:
     assert failure.hint and "capacity_context=false" in failure.hint
     assert _repro_outcome(failure.pytest_source()) is not None
     _passes("protocol_allocators:nocontext_declared", EXACT)
+
+
+def test_oracle_repro_probes_only_results_that_are_tensors() -> None:
+    """A probed step whose call hands back no slots (a capacity hook's count or answer) writes
+    into the census only: the repro never names an unbound result variable (ALIAS-3)."""
+    from kvpool.oracle.trace import TraceStep, to_pytest
+
+    steps = [
+        TraceStep("create", {"size": 32, "page_size": 4, "need_sort": False}),
+        TraceStep("alloc", {"need_size": 4}, expect=[4, 5, 6, 7], probe=True),
+        TraceStep(
+            "evict_to_free_tokens",
+            {"entries": [[4, 5, 6, 7]], "num_tokens": 29},
+            expect=1,
+            probe=True,
+        ),
+        TraceStep(
+            "check_decode_capacity",
+            {"entries": [], "num_tokens": 1},
+            expect=True,
+            probe=True,
+        ),
+    ]
+    trace = Trace("spec_torch:spec_paged", 4, False, "cpu", "exact", steps=steps)
+    source = to_pytest(trace, "spec_torch:spec_paged")
+    assert "r1.fill_(-1)" in source, source
+    assert "r2.fill_(-1)" not in source and "r3.fill_(-1)" not in source, source
+    assert source.count("a.get_all_free_pages().fill_(-1)") == 3, source
+    assert _repro_outcome(source) is None, source
