@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 SEGMENT_MODES = ("shared", "disjoint", "none")
+ERROR_FIELDS = ("checked", "shortage_raises")  # fields holding exception types
 ErrorTypes = tuple[type[BaseException], ...]
 
 
@@ -68,6 +69,11 @@ class Capabilities:
             unchanged (``ERR-1``); ``True`` means ``kvpool.spec.ContractViolation`` (its clause
             must then match the spec's), ``False`` / ``()`` = unchecked, no bad input is sent.
             Always stored as a tuple of classes.
+        shortage_raises: exception types an allocation raises on a shortage instead of
+            returning None (``ALLOC-3`` / ``EXTEND-6`` / ``DECODE-6`` relaxed): such a raise is
+            taken as the None only where the spec's answer is None, and the oracle still
+            requires that nothing was handed out and the state is the spec's; ``()`` (the
+            default): a shortage returns None. Stored like ``checked``.
         resize: ``resize(config)``; ``clear``: ``clear()``; ``merge``: ``merge_and_sort_free()``.
         capacity_hooks: ``evict_to_free_tokens`` / ``check_decode_capacity``.
         ownership: the allocator keeps no reference to tensors it hands out or is given: after
@@ -91,6 +97,7 @@ class Capabilities:
     segments: str = "shared"
     reference_order: bool = True
     checked: Any = True
+    shortage_raises: Any = ()
     resize: bool = True
     clear: bool = True
     merge: bool = True
@@ -102,6 +109,7 @@ class Capabilities:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checked", error_types(self.checked))
+        object.__setattr__(self, "shortage_raises", error_types(self.shortage_raises))
         if self.segments not in SEGMENT_MODES:
             raise ValueError(f"segments must be one of {SEGMENT_MODES}, got {self.segments!r}")
         if not self.page_sizes or any(ps < 1 for ps in self.page_sizes):
@@ -130,7 +138,7 @@ class Capabilities:
     def value_text(self, name: str) -> str:
         """A field's value in the ``--declare`` syntax."""
         value = getattr(self, name)
-        if name == "checked":
+        if name in ERROR_FIELDS:
             if not value:
                 return "false"
             if value == (_contract_violation(),):
@@ -209,7 +217,7 @@ def parse_declaration(text: str, base: Capabilities, source: str = "option") -> 
         key, value = key.strip(), value.strip()
         if not sep or key not in names or key == "divergences":
             raise ValueError(f"unknown capability {item!r} (fields: {', '.join(names[:-1])})")
-        if key == "checked":
+        if key in ERROR_FIELDS:
             low = value.lower()
             changes[key] = (
                 _parse_bool(key, value)

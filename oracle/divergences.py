@@ -201,6 +201,21 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "kvcached/integration/sglang/patches.py@0.1.6 alloc",
     ),
     KnownDivergence(
+        "KVC-SHORT-RAISES",
+        "kvcached-token",
+        "ALLOC-3",
+        ("shortage_raises", (TypeError,)),
+        "A shortage raises TypeError instead of returning None: KVCacheManager.alloc answers "
+        "None when fewer blocks are free than asked, and ElasticTokenToKVPoolAllocator.alloc "
+        "passes that None to torch.tensor (minimal trace: create(size=8), alloc(9)). Nothing "
+        "is taken before the raise, so the declaration takes the TypeError for the None and "
+        "still requires the state to be unchanged. The paged class tests for None first.",
+        "kvcached/integration/sglang/patches.py@0.1.6 lines 378-380 "
+        "(ElasticTokenToKVPoolAllocator.alloc: torch.tensor(self.kvcached_allocator.alloc("
+        "need_size))); kvcached/kv_cache_manager.py@0.1.6 lines 446-450 (_alloc returns None); "
+        "the paged class's alloc, patches.py lines 492-496, returns None",
+    ),
+    KnownDivergence(
         "KVC-ORDER",
         "kvcached-paged",
         "FREE-5",

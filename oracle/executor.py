@@ -62,6 +62,7 @@ class Executor:
             config.device,
             config.order,
             error_types=error_type_names(target.caps.error_types),
+            shortage_types=error_type_names(target.caps.shortage_raises),
         )
         self.model: AllocatorModel | None = None
         self.target: Any = None
@@ -176,7 +177,10 @@ class Executor:
             step.expect = expected  # the spec's result, asserted by a repro even if this raises
         try:
             got_obj, inputs = self._guard(
-                step, call, lambda: call.target(self.target, step.args, self.device)
+                step,
+                call,
+                lambda: call.target(self.target, step.args, self.device),
+                shortage=lambda: self._spec_short(pre, step, expected),
             )
         except Divergence:
             if expected is None and call.kind == "alloc":  # contract order: not checked yet
@@ -298,12 +302,30 @@ class Executor:
             )
         return model_cache.num_evicted
 
-    def _guard(self, step: TraceStep, call: Call, fn: Callable[[], Any]) -> Any:
+    def _spec_short(self, pre: AllocatorModel, step: TraceStep, expected: Any) -> bool:
+        """Whether the spec answers the allocation ``step`` with None (a shortage), on ``pre``."""
+        if self.order == "exact":
+            return expected is None
+        self._spec_accepts(pre, step)
+        return CALLS[step.call].spec(clone_model(pre), step.args) is None
+
+    def _guard(
+        self,
+        step: TraceStep,
+        call: Call,
+        fn: Callable[[], Any],
+        shortage: Callable[[], bool] | None = None,
+    ) -> Any:
         """``fn()``; a raise on this valid call is recorded on ``step`` and breaks the call's
-        ``raise_clause``."""
+        ``raise_clause``, except an allocation's raise of a declared ``shortage_raises`` type
+        where the spec's answer is None (``shortage()``): that is the None (no result, no
+        inputs), and the checks after the call still require the spec's state."""
         try:
             return fn()
         except Exception as err:
+            if shortage is not None and isinstance(err, self.caps.shortage_raises) and shortage():
+                step.short_raised = error_type_names((type(err),))[0]
+                return None, []
             step.raised = f"{type(err).__name__}: {err}"
             raise Divergence(
                 call.raise_clause, f"{call.name} raised {step.raised} on a valid call"

@@ -70,9 +70,8 @@ def error_type_names(types: tuple[type[BaseException], ...]) -> list[str]:
     return [f"{t.__module__}.{t.__qualname__}" for t in types]
 
 
-def raises_block(trace: Trace, step: TraceStep, calls: list[str]) -> tuple[list[str], set[str]]:
-    """The lines running a rejected call under ``pytest.raises``, and the imports they need."""
-    names = trace.error_types or [CONTRACT_VIOLATION]
+def _exception_exprs(names: list[str]) -> tuple[list[str], set[str]]:
+    """Source expressions for exception classes given by dotted name, and their imports."""
     imports, exprs = set(), []
     for name in names:
         module, _, cls = name.rpartition(".")
@@ -83,6 +82,22 @@ def raises_block(trace: Trace, step: TraceStep, calls: list[str]) -> tuple[list[
         else:
             imports.add(f"from {module} import {cls}")
             exprs.append(cls)
+    return exprs, imports
+
+
+def shortage_block(names: list[str], calls: list[str], var: str) -> tuple[list[str], set[str]]:
+    """An allocation of a target that declares ``shortage_raises`` (``names``) where the spec's
+    answer is None: a raise of those types binds ``var`` to None (the result it stands for)."""
+    exprs, imports = _exception_exprs(names)
+    head = exprs[0] if len(exprs) == 1 else f"({', '.join(exprs)})"
+    lines = ["try:", *("    " + line for line in calls)]
+    lines += [f"except {head}:  # the target's form of None (a shortage)", f"    {var} = None"]
+    return lines, imports
+
+
+def raises_block(trace: Trace, step: TraceStep, calls: list[str]) -> tuple[list[str], set[str]]:
+    """The lines running a rejected call under ``pytest.raises``, and the imports they need."""
+    exprs, imports = _exception_exprs(trace.error_types or [CONTRACT_VIOLATION])
     if exprs == ["ContractViolation"]:
         check = f"assert err.value.clause == {step.raises!r}"
     else:  # the target's own types: a ContractViolation among them must still name the clause

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from .calls import CALLS
-from .repro import raises_block
+from .repro import raises_block, shortage_block
 
 TRACE_FORMAT = 1
 
@@ -29,6 +29,7 @@ class TraceStep:
     raises: str | None = None
     clobber: bool = False  # the caller overwrote its input tensor(s) right after the call
     raised: str | None = None  # what the target raised on this valid call ("Type: message")
+    short_raised: str | None = None  # the declared type it raised for a None (shortage_raises)
     probe: bool = False  # the caller then wrote into the result and the census (ALIAS-3)
     evicted: int | None = None  # the spec's cache evictions where a CAP-1 repro checks them
     available_after: int | None = None
@@ -51,6 +52,7 @@ class Trace:
     failing_step: int | None = None
     final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
     error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
+    shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -123,7 +125,13 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
             body += lines
             imports |= needed
             continue
-        body += calls
+        short = step.short_raised is not None or (i == fail and step.expect is None)
+        if short and trace.shortage_types and CALLS[step.call].kind == "alloc":
+            lines, needed = shortage_block(trace.shortage_types, calls, var)
+            body += lines
+            imports |= needed
+        else:
+            body += calls
         body += result_asserts(step, var) if i < fail else trace.final_asserts
         body += probe_lines(step, var)
     last = trace.steps[fail] if trace.steps else None

@@ -16,10 +16,13 @@ import pytest
 from kvpool.oracle.adapters import VLLM_BASE
 from kvpool.oracle.capabilities import PAGED, TOKEN
 from kvpool.oracle.divergences import REGISTRY, KnownDivergence, divergences_for
+from kvpool.oracle.executor import Executor
+from kvpool.oracle.report import OracleFailure
 from kvpool.oracle.runner import run_config
 from kvpool.oracle.targets import (
     KVCACHED_BASE,
     Config,
+    Target,
     TargetError,
     configs_for,
     load_target,
@@ -35,8 +38,6 @@ TARGETS = {
     "kvcached-token": "kvpool.oracle.targets:kvcached_token",
     "kvcached-paged": "kvpool.oracle.targets:kvcached_paged",
 }
-# Targets with a divergence no capability can switch off (test_oracle_kvcached_token_shortage).
-NOT_CONFORMANT = {"kvcached-token"}
 FULL = {
     "sglang-token": TOKEN,
     "sglang-paged": PAGED.replace(page_sizes=(1, 4, 16)),
@@ -58,7 +59,7 @@ def _loaded(name: str):  # type: ignore[no-untyped-def]
     return target
 
 
-@pytest.mark.parametrize("name", sorted(set(TARGETS) - NOT_CONFORMANT))
+@pytest.mark.parametrize("name", sorted(TARGETS))
 def test_oracle_peer_conforms_to_declared_rules(name: str) -> None:
     """Everything the registry does not exclude conforms (SGLang: in its exact order)."""
     target = _loaded(name)
@@ -108,15 +109,22 @@ def test_oracle_registry_entry_is_a_real_divergence(name: str, div: KnownDiverge
         assert found.clause in clauses, found.report()
 
 
-def test_oracle_kvcached_token_shortage() -> None:
-    """kvcached 0.1.6's ElasticTokenToKVPoolAllocator.alloc wraps the manager's None (not
-    enough free blocks) in torch.tensor and raises TypeError instead of returning None: the
-    oracle reports ALLOC-3 on the first shortage. No capability excludes shortages, so the
-    token target is not declared conformant (patches.py@0.1.6 ElasticTokenToKVPoolAllocator.alloc).
-    """
+def test_oracle_kvcached_token_shortage_raises_type_error() -> None:
+    """KVC-SHORT-RAISES on its minimal trace, create(size=8), alloc(9): under the declaration
+    the TypeError stands for the None (and the state must be the spec's); without it the same
+    call is an ALLOC-3 divergence naming the TypeError (patches.py@0.1.6 lines 378-380)."""
     target = _loaded("kvcached-token")
+    assert target.caps.shortage_raises == (TypeError,)
     (config,) = configs_for(target.caps)
-    result = run_config(target, config, max_examples=EXAMPLES, shrink_seconds=2)
-    assert result.failure is not None
-    assert result.failure.clause == "ALLOC-3", result.failure.report()
-    assert "TypeError" in result.failure.detail
+    ex = Executor(target, config)
+    ex.create(8)
+    assert ex.call("alloc", need_size=9) is None
+    assert ex.trace.steps[-1].short_raised == "builtins.TypeError"
+    assert ex.call("alloc", need_size=8) is not None  # nothing was taken by the shortage
+    undeclared = Target(target.factory, target.caps.replace(shortage_raises=()), target.path)
+    ex = Executor(undeclared, config)
+    ex.create(8)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=9)
+    assert err.value.failure.clause == "ALLOC-3"
+    assert "TypeError" in err.value.failure.detail
