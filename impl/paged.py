@@ -68,7 +68,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         return self._ops.distinct_pages(free_index)
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
-        """Free exactly these pages, in the given order, no dedup (SGLang's ``free_page_ids``).
+        """Free exactly these pages, in the given order, no dedup (``FREE-8``, SGLang's).
 
         Released like a segment's pages (prepended in order; inside a group after the ``free()``
         inputs). Checked mode: every page owned and named once (``FREE-1..3``).

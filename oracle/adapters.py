@@ -120,6 +120,7 @@ VLLM_BASE = PAGED.replace(
     need_sort=(False,),
     groups=False,
     segments="none",
+    page_ids=False,
     clear=False,
     resize=False,
     merge=False,

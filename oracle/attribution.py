@@ -19,6 +19,7 @@ RELEASE_CLAUSE = {
     "free_full": "FREE-4",
     "free_segment": "SEG-2",
     "free_segments": "SEG-5",
+    "free_page_ids": "FREE-8",
 }
 
 
@@ -29,7 +30,9 @@ def _segments(call: str, args: Mapping[str, Any]) -> list[tuple[Sequence[int], i
 
 
 def touched_pages(call: str, args: Mapping[str, Any], page_size: int) -> set[int]:
-    """The pages a free call's slots lie on."""
+    """The pages a free call's slots lie on (``free_page_ids``: the pages it names)."""
+    if call == "free_page_ids":
+        return {int(p) for p in args["page_ids"]}
     return {int(s) // page_size for idx, _ in _segments(call, args) for s in idx}
 
 

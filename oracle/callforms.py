@@ -53,6 +53,11 @@ def free_target(name: str) -> Callable[[Any, Args, str], tuple[Any, list[torch.T
     return run
 
 
+def page_ids_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
+    x = tensor(a["page_ids"], device)
+    return alloc.free_page_ids(x), [x]
+
+
 def extend_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
     pre, seq = a["prefix_lens"], a["seq_lens"]
     return no_inputs(

@@ -140,6 +140,21 @@ _TABLE = [
     free_call("free", "FREE-4"),
     free_call("free_full", "FREE-7"),
     Call(
+        "free_page_ids",
+        "free",
+        ("page_ids",),
+        spec=lambda m, a: m.free_page_ids(a["page_ids"]),
+        target=forms.page_ids_target,
+        source=lambda a, var: [
+            f"x = {forms.tensor_source(a['page_ids'])}",
+            "a.free_page_ids(x)",
+        ],
+        raise_clause="FREE-8",
+        order_clause="FREE-5",
+        reuse="x.fill_(0)  # the caller reuses its tensor",
+        slot_args=("page_ids",),
+    ),
+    Call(
         "free_segment",
         "free",
         ("free_index", "start_pos"),
@@ -252,11 +267,14 @@ def bind(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None =
     return call.from_model(bound) if call.from_model else bound
 
 
-def map_slots(args: Args, names: Sequence[str], slot: Callable[[int], int]) -> dict[str, Any]:
+def map_slots(
+    args: Args, names: Sequence[str], slot: Callable[[int], int], page_size: int = 1
+) -> dict[str, Any]:
     """``args`` with every slot in the arguments ``names`` passed through ``slot``.
 
     Slot arguments are lists of slots (``free_index``, ``last_loc``, ``kv_indices``), lists of
-    ``[slots, start_pos]`` (``segments``) or lists of slot lists (``entries``).
+    ``[slots, start_pos]`` (``segments``), lists of slot lists (``entries``) or page ids
+    (``page_ids``: page ``p`` follows its first slot ``p * page_size``).
     """
     out = dict(args)
     for name in names:
@@ -267,6 +285,8 @@ def map_slots(args: Args, names: Sequence[str], slot: Callable[[int], int]) -> d
             out[name] = [[[slot(s) for s in idx], start] for idx, start in value]
         elif name == "entries":
             out[name] = [[slot(s) for s in e] for e in value]
+        elif name == "page_ids":
+            out[name] = [slot(p * page_size) // page_size for p in value]
         else:
             out[name] = [slot(s) for s in value]
     return out

@@ -74,6 +74,8 @@ class Capabilities:
             taken as the None only where the spec's answer is None, and the oracle still
             requires that nothing was handed out and the state is the spec's; ``()`` (the
             default): a shortage returns None. Stored like ``checked``.
+        page_ids: ``free_page_ids(page_ids)`` (SGLang's; ``FREE-8``): the oracle frees whole
+            pages of rows by page id, and its ownership probe writes into the tensor passed.
         resize: ``resize(config)``; ``clear``: ``clear()``; ``merge``: ``merge_and_sort_free()``.
         capacity_hooks: ``evict_to_free_tokens`` / ``check_decode_capacity``.
         ownership: the allocator keeps no reference to tensors it hands out or is given: after
@@ -98,6 +100,7 @@ class Capabilities:
     reference_order: bool = True
     checked: Any = True
     shortage_raises: Any = ()
+    page_ids: bool = True
     resize: bool = True
     clear: bool = True
     merge: bool = True

@@ -19,6 +19,7 @@ from kvpool.spec import AllocatorModel
 from kvpool.spec.layout import decode_needs_page, num_new_pages
 from kvpool.spec.segments import trim_boundary
 
+from .calls import FREE_CALLS
 from .capabilities import Capabilities
 from .trace import TraceStep
 
@@ -94,6 +95,13 @@ def _table() -> dict[str, Event]:
         ("free.unordered", "FREE-5", lambda c, ps, ns: not c.paged, "a token free, not ascending"),
         ("free.empty", "FREE-6", _always, "an empty free"),
         ("free.staged", "SORT-1", _sorted, "a free staged its pages"),
+        ("free.page_ids", "FREE-8", _cap("page_ids"), "free_page_ids released >= 2 pages"),
+        (
+            "group.page_ids",
+            "GROUP-4",
+            _both(_groups, _cap("page_ids")),
+            "a free_page_ids deferred by a group",
+        ),
         (
             "group.page_in_pieces",
             "GROUP-6",
@@ -223,6 +231,10 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         if before.group_open and any(before.status[p] == "deferred" for p in pages):
             yield "group.page_in_pieces"
         return
+    if c == "free_page_ids":
+        yield "free.page_ids" if len(a["page_ids"]) >= 2 else None
+        yield "group.page_ids" if before.group_open and a["page_ids"] else None
+        return
     segs = [(a["free_index"], a["start_pos"])] if c == "free_segment" else a["segments"]
     if c == "free_segment" and segs[0][0]:
         yield "seg.single"
@@ -249,7 +261,7 @@ def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: An
     found: list[str | None] = []
     if c in ("alloc", "alloc_extend", "alloc_decode"):
         found += _alloc_events(step, before, ps, result)
-    elif c in ("free", "free_full", "free_segment", "free_segments"):
+    elif c in FREE_CALLS:
         found += _free_events(step, before, ps)
         if model.need_sort and not before.group_open and len(model.staged) > before.num_staged:
             found.append("free.staged")

@@ -164,6 +164,21 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 get_all_free_pages",
     ),
     KnownDivergence(
+        "SGL-PAGE-IDS-ALIAS",
+        "sglang-paged",
+        "ALIAS-2",
+        ("page_ids", False),
+        "PagedTokenToKVPoolAllocator.free_page_ids under need_sort stages the caller's tensor "
+        "itself (staged_pages.extend((page_ids,))), so a caller that reuses its tensor after "
+        "the call rewrites the staged pages (the next merge hands out what it wrote, e.g. "
+        "page 0): found by the ownership probe, which writes 0 into every tensor passed to a "
+        "free. Without need_sort the pages are copied by torch.cat, inside a group by "
+        "_copy_for_free_group. free_page_ids is switched off for the paged target (one "
+        "capability); free / free_segments keep their probes.",
+        "sglang/srt/mem_cache/allocator/paged.py@0.5.23 free_page_ids, _release_page_ids "
+        "(lines 359-380)",
+    ),
+    KnownDivergence(
         "VLLM-UNCHECKED",
         "vllm",
         "ERR-1",

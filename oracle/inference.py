@@ -25,6 +25,7 @@ METHOD_RULES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
     ("decode_ps1", False, ("alloc_decode",)),
     ("groups", False, ("free_group_begin", "free_group_end")),
     ("segments", "none", ("free_segment", "free_segments")),
+    ("page_ids", False, ("free_page_ids",)),
     ("merge", False, ("merge_and_sort_free",)),
     ("need_sort", (False,), ("merge_and_sort_free",)),
     ("clear", False, ("clear",)),

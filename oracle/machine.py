@@ -186,11 +186,14 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     def finish(self, data: st.DataObject) -> None:
         req = self.reqs[data.draw(st.sampled_from(sorted(self.reqs)))]
         modes = ["free", "pieces"] + (["segments"] if self.caps.segments != "none" else [])
+        modes += ["page_ids"] if self.caps.page_ids else []
         modes += ["cache", "cache"] if self.caps.capacity_hooks else []
         mode = data.draw(st.sampled_from(modes))
         live = req.live()
         if mode == "cache":
             self.cache.append(live)
+        elif mode == "page_ids":
+            self.free_page_ids(data, live)
         elif mode == "segments":
             self.ex.call(
                 "free_segments",
@@ -231,7 +234,9 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         req = self.reqs[data.draw(st.sampled_from(self.rollback_reqs()))]
         cut = data.draw(st.sampled_from(range(req.start + self.ps, len(req.row), self.ps)))
         tail = req.row[cut:]
-        if self.caps.segments != "none" and data.draw(st.booleans()):
+        if self.caps.page_ids and data.draw(st.booleans()):
+            self.free_page_ids(data, tail)
+        elif self.caps.segments != "none" and data.draw(st.booleans()):
             self.ex.call(
                 "free_segment",
                 free_index=tail,

@@ -37,7 +37,12 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
                 ex.create(step.args["size"])
                 continue
             args = (
-                map_slots(step.args, CALLS[step.call].slot_args, lambda s: slots.get(s, s))
+                map_slots(
+                    step.args,
+                    CALLS[step.call].slot_args,
+                    lambda s: slots.get(s, s),
+                    trace.page_size,
+                )
                 if slots
                 else step.args
             )

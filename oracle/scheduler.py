@@ -136,6 +136,15 @@ class Scheduler:
             out.insert(data.draw(st.integers(0, len(out))), [])
         return out
 
+    def free_page_ids(self, data: st.DataObject, slots: list[int]) -> None:
+        """Release the whole pages ``slots`` lie on by page id (``FREE-8``): in row order or
+        permuted (any order is legal); the caller then overwrites its tensor (``ALIAS-2``)."""
+        pages = list(dict.fromkeys(s // self.ps for s in slots))
+        if data.draw(st.booleans()):
+            pages = list(data.draw(st.permutations(pages)))
+        clobber = self.caps.ownership or self.group_open
+        self.ex.call("free_page_ids", page_ids=pages, clobber=clobber)
+
     def squeeze(self, left_pages: int) -> None:
         """Take raw pages until only ``left_pages`` remain in the free list (staged stay)."""
         n = len(self.model.free_pages) - left_pages

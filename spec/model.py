@@ -296,6 +296,33 @@ class AllocatorModel:
                 self.free_group.append(list(pages))
                 self._mark(pages, DEFERRED)
 
+    def free_page_ids(self, page_ids: Sequence[int]) -> None:
+        """Release exactly the pages ``page_ids``, in the given order, each once (``FREE-8``).
+
+        SGLang's ``free_page_ids``: page ids, not slots. Paged: released like one segment's
+        pages (prepended in the given order, no sort; staged under ``need_sort``; inside a group
+        deferred with the segment pages). Every page must be owned and named once (``FREE-1..3``);
+        a token allocator (a page is a slot): exactly ``free``. Empty input is a no-op.
+
+        pre: len(page_ids) <= 64
+        post: self.free_group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len(page_ids)
+        raises: rules.ContractViolation
+        """
+        ps = self.page_size
+        if not self.paged:
+            self.free(page_ids)
+            return
+        slots = [p * ps if isinstance(p, int) and not isinstance(p, bool) else p for p in page_ids]
+        pages = rules.check_free(slots, paged=False, page_size=ps, num_pages=self.num_pages,
+                                 status_of=self.status_of, group_open=False)
+        if not pages:
+            return
+        if self.free_group is None:
+            self._release(pages)
+            return
+        self.group_segments.append(pages)
+        self._mark(pages, DEFERRED_SEGMENT)
+
     def _release(self, pages: list[int]) -> None:
         """Give ``pages`` back: staged under ``need_sort`` (``SORT-1``), else onto the free list,
         prepended by a paged allocator and appended by a token one (``FREE-5``)."""

@@ -111,7 +111,9 @@ def run_sequence(rng: Any, page_size: int, paged: bool, need_sort: bool) -> None
                     rows[i].append(slot)
         elif op == "free" and rows:
             row = rows.pop(rng.randrange(len(rows)))
-            call(model, rng.choice(["free", "free_full"]), row)
+            name = rng.choice(["free", "free_full", "free_page_ids"])
+            pages = list(dict.fromkeys(s // ps for s in row))  # FREE-8 takes page ids
+            call(model, name, pages if name == "free_page_ids" else row)
         elif op == "segments" and rows:
             row = rows.pop(rng.randrange(len(rows)))
             cuts = sorted(rng.sample(range(len(row) + 1), min(len(row) + 1, 2)))

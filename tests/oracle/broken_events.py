@@ -241,9 +241,36 @@ class FreeReadsInputLater(SpecTorchAllocator):
         return super().alloc_decode(*args)
 
 
+class PageIdsReadLater(FreeReadsInputLater):
+    """ALIAS-2 through ``free_page_ids``: outside a group it keeps the caller's page-id tensor
+    and releases those pages only at the next allocation (SGLang 0.5.23 stages the caller's
+    tensor under ``need_sort``: ``SGL-PAGE-IDS-ALIAS``); ``free`` is correct."""
+
+    def _pending_pages(self) -> list[int]:
+        return [int(p) for x in self._pending for p in x.tolist()]
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        for x in pending:
+            SpecTorchAllocator.free_page_ids(self, x)
+
+    def free(self, free_index: torch.Tensor) -> None:
+        self._flush()
+        SpecTorchAllocator.free(self, free_index)
+
+    def free_page_ids(self, page_ids: torch.Tensor) -> None:
+        if self.model.free_group is None and self.page_size > 1 and page_ids.numel():
+            self.model.copy().free_page_ids(self._in(page_ids))  # still rejects bad input
+            self._pending.append(page_ids)
+            return
+        self._flush()
+        super().free_page_ids(page_ids)
+
+
 OWNERSHIP_BROKEN: tuple[Broken, ...] = (
     Broken(CensusCached, ("ALIAS-3",), module="broken_events", order="contract"),
     Broken(FreeReadsInputLater, ("ALIAS-2",), module="broken_events", order="contract"),
+    Broken(PageIdsReadLater, ("ALIAS-2",), module="broken_events", order="contract"),
 )
 
 EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (

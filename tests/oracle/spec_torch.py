@@ -67,6 +67,9 @@ class SpecTorchAllocator:
     def free_full(self, free_index: torch.Tensor) -> None:
         self.free(free_index)
 
+    def free_page_ids(self, page_ids: torch.Tensor) -> None:
+        self.model.free_page_ids(self._in(page_ids))
+
     def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
         self.free_segments([(free_index, start_pos)])
 

@@ -29,6 +29,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "alloc_decode": {"seq_lens": [4], "last_loc": [18]},
     "free": {"free_index": [8, 9, 10, 11]},
     "free_full": {"free_index": [12, 13, 14, 15]},
+    "free_page_ids": {"page_ids": [3, 1]},
     "free_segment": {"free_index": [9, 10, 11, 12, 13], "start_pos": 5},
     "free_segments": {"segments": [[[4, 5, 6], 0], [[7, 8], 3]]},
     "free_group_begin": {},

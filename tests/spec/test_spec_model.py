@@ -369,3 +369,35 @@ def test_need_sort_stages_frees_and_counts_them_available_SORT_1(ps: int, is_pag
     assert model.staged == [slots[0] // ps]
     assert model.available_size() == 5 * ps
     assert model.alloc(4 * ps) == [s for p in free_before for s in range(p * ps, p * ps + ps)]
+
+
+def test_free_page_ids_releases_exactly_the_pages_in_order_FREE_8() -> None:
+    """Page ids, in the given order, no sort; each owned and named once; deferred with the
+    segment pages inside a group; a token model's is ``free``."""
+    m = AllocatorModel(32, 4, paged=True)  # pages 1..8
+    assert m.alloc(16) == list(range(4, 20))  # pages 1..4
+    m.free_page_ids([3, 1])
+    assert m.free_pages[:2] == [3, 1]
+    before = m.snapshot()
+    for bad, clause in (([2, 2], "FREE-3"), ([1], "FREE-3"), ([0], "FREE-2"), ([9], "FREE-1")):
+        with pytest.raises(ContractViolation) as err:
+            m.free_page_ids(bad)
+        assert err.value.clause == clause
+        assert m.snapshot() == before
+    m.free_page_ids([])
+    assert m.snapshot() == before
+    m.free_group_begin()
+    m.free_page_ids([4])
+    m.free([8])  # page 2, a free() input
+    assert m.status_of(4) == "deferred-seg" and m.available_size() == 4 * 6
+    m.free_group_end()
+    assert m.free_pages[:2] == [4, 2]  # free() inputs released first, then the page ids
+    # (each prepended: GROUP-4)
+    sorted_model = AllocatorModel(32, 4, paged=True, need_sort=True)
+    sorted_model.alloc(12)
+    sorted_model.free_page_ids([3, 1])
+    assert sorted_model.staged == [3, 1]
+    token = AllocatorModel(8, 1, paged=False)
+    assert token.alloc(3) == [1, 2, 3]
+    token.free_page_ids([3, 1])
+    assert token.free_pages[-2:] == [3, 1]
