@@ -302,7 +302,10 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
     (
         "merge.decode",
         Broken(
-            DecodeNoMergeWhenShort, ("DECODE-6", "DECODE-7"), need_sort=True, module="broken_events"
+            DecodeNoMergeWhenShort,
+            ("DECODE-6", "DECODE-7", "SORT-2"),
+            need_sort=True,
+            module="broken_events",
         ),
     ),
     (
