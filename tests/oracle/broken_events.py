@@ -182,6 +182,38 @@ class LongExtendPagesReversed(SpecTorchAllocator):
         return out
 
 
+class MidSpanSegmentKeepsLastPage(SpecTorchAllocator):
+    """seg.mid_span: a segment that starts and ends mid-page across three or more pages keeps
+    its last page (a stride from the segment's first slot instead of ``SEG-2``'s
+    representatives misses it when the last page holds fewer slots than the first)."""
+
+    def free_segments(self, segments: Any) -> None:
+        m, ps = self.model, self.page_size
+        kept = []
+        for idx, start in segments:
+            end = start + idx.numel()
+            if start % ps and end % ps and (end - 1) // ps - start // ps >= 2:
+                kept.append(int(idx[-1]) // ps)
+        super().free_segments(segments)
+        if m.free_group is not None:
+            return
+        for page in kept:
+            if page in m.free_pages or page in m.staged:
+                (m.free_pages if page in m.free_pages else m.staged).remove(page)
+                m._mark([page], "owned")
+
+
+class CapacityAlwaysYes(SpecTorchAllocator):
+    """cap.check_false: ``check_decode_capacity`` evicts as it should, then says yes even when
+    the pool cannot hold ``num_tokens``."""
+
+    def check_decode_capacity(
+        self, *, num_tokens: int, tree_cache: Any, requests: Any = None, spec_algorithm: Any = None
+    ) -> bool:
+        super().check_decode_capacity(num_tokens=num_tokens, tree_cache=tree_cache)
+        return True
+
+
 class CensusCached(SpecTorchAllocator):
     """ALIAS-3: ``get_all_free_pages()`` hands out one cached tensor, rebuilt only after a
     change, and answers later census reads from it (a write by the caller sticks)."""
@@ -274,6 +306,15 @@ OWNERSHIP_BROKEN: tuple[Broken, ...] = (
 )
 
 EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
+    (
+        "seg.mid_span",
+        Broken(
+            MidSpanSegmentKeepsLastPage,
+            ("SEG-2", "SEG-5", "INV-1", "INV-4"),
+            module="broken_events",
+        ),
+    ),
+    ("cap.check_false", Broken(CapacityAlwaysYes, ("CAP-2",), module="broken_events")),
     (
         "extend.bs_9_32",
         Broken(

@@ -8,12 +8,18 @@ within 60 s with a trace of at most 8 calls, naming one of the clauses listed fo
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import pytest
 from broken_events import EVENT_BROKEN, OWNERSHIP_BROKEN
 from kvpool.oracle import coverage
 from kvpool.oracle.capabilities import capabilities_of
+from kvpool.oracle.cli import run_main
 from kvpool.oracle.runner import run_config
 from kvpool.oracle.targets import Config, Target
+from kvpool.oracle.trace import Trace
 
 MAX_SECONDS_TO_CATCH = 60.0
 MAX_TRACE_CALLS = 8
@@ -38,8 +44,28 @@ def test_oracle_default_run_catches_the_event_bug(event: str, broken: object) ->
     assert failure.trace.num_calls() <= MAX_TRACE_CALLS, failure.report()
 
 
+@pytest.mark.parametrize("event", ["seg.mid_span", "cap.check_false"])
+def test_oracle_default_cli_run_catches_the_event_bug(event: str, tmp_path: Path) -> None:
+    """``python -m kvpool.oracle module:factory`` with no options (its whole matrix, page
+    size 1 first) exits 1 within 60 s, every failing configuration naming one of the clauses,
+    with traces of at most 8 calls."""
+    broken = dict(EVENT_BROKEN)[event]
+    report = tmp_path / "run.json"
+    start = time.perf_counter()
+    status = run_main([broken.path, "--json", str(report), "--trace-dir", str(tmp_path)])
+    assert time.perf_counter() - start <= MAX_SECONDS_TO_CATCH
+    assert status == 1
+    rows = json.loads(report.read_text())["configurations"]
+    clauses = {row["clause"] for row in rows if row["clause"] is not None}
+    assert clauses and clauses <= set(broken.clauses), rows
+    traces = [Trace.from_json(p.read_text()) for p in tmp_path.glob("*.json") if p != report]
+    assert len(traces) == len([row for row in rows if row["clause"]])
+    assert all(t.num_calls() <= MAX_TRACE_CALLS for t in traces)
+
+
 def test_every_event_class_of_the_issue_list_has_a_broken_allocator() -> None:
-    """Large batches, partial shortages, pages freed in pieces: each has one."""
+    """Large batches, partial shortages, pages freed in pieces, segments from mid-page to
+    mid-page, a capacity check that must say no: each has one."""
     named = {e for e, _ in EVENT_BROKEN}
     wanted = {
         "extend.bs_9_32",
@@ -47,6 +73,8 @@ def test_every_event_class_of_the_issue_list_has_a_broken_allocator() -> None:
         "alloc.short_partial",
         "decode.short_partial",
         "group.page_in_pieces",
+        "seg.mid_span",
+        "cap.check_false",
     }
     assert wanted <= named <= set(coverage.EVENTS)
 
