@@ -17,7 +17,12 @@ Each method's contract:
   or backend-form pages).
 - ``slots_of_pages(pages)``: every slot of backend-form ``pages``, page-major, a new int64
   tensor.
-- ``distinct_pages(slots)``: the sorted distinct pages of ``slots``, new, in backend form.
+- ``page_ids(slots)``: ``slots // page_size``, a new 1-D int64 array in backend form (also
+  the copy a free group keeps of a paged ``free()`` input).
+- ``copy(slots)``: a new 1-D int64 copy in backend form (a token free group's copy).
+- ``distinct(pages)``: the sorted distinct values of ``pages`` (backend form, owned by the
+  caller: it may be sorted in place), in backend form.
+- ``distinct_pages(slots)``: ``distinct(page_ids(slots))``.
 - ``extend_new_pages`` / ``decode_new_pages``: host counts from the ``*_cpu`` lengths.
 - ``extend_slots`` / ``decode_slots``: as :func:`kvpool.impl.layout.extend_slots` /
   :func:`~kvpool.impl.layout.decode_slots`.
@@ -65,9 +70,20 @@ class TorchOps:
         # row p of the result: [pages[p] * ps, pages[p] * ps + ps), one fused add
         return torch.add(self._offsets, pages[:, None], alpha=self.page_size).reshape(-1)
 
-    def distinct_pages(self, slots: torch.Tensor) -> Any:
-        pages: torch.Tensor = torch.unique(slots.reshape(-1).to(INT64) // self.page_size)
+    def page_ids(self, slots: torch.Tensor) -> Any:
+        pages: torch.Tensor = slots.reshape(-1).to(INT64) // self.page_size
         return pages
+
+    def copy(self, slots: torch.Tensor) -> Any:
+        copied: torch.Tensor = slots.reshape(-1).to(INT64, copy=True)
+        return copied
+
+    def distinct(self, pages: Any) -> Any:
+        distinct: torch.Tensor = torch.unique(pages)
+        return distinct
+
+    def distinct_pages(self, slots: torch.Tensor) -> Any:
+        return self.distinct(self.page_ids(slots))
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         return layout.extend_new_pages(prefix_lens_cpu, seq_lens_cpu, self.page_size)
@@ -92,11 +108,14 @@ class TorchOps:
         return layout.decode_slots(seq_lens, last_loc, new_pages, self.page_size)
 
 
+_INT64 = np.dtype(np.int64)
+
+
 def _host(t: torch.Tensor) -> np.ndarray:
     """A 1-D int64 numpy array of a CPU tensor's values (a view when already int64; read-only
     use: callers never write into it)."""
     host = t.numpy()
-    if host.dtype != np.int64:
+    if host.dtype is not _INT64:  # the builtin dtype is one object; anything else converts
         host = host.astype(np.int64)
     return host if host.ndim == 1 else host.reshape(-1)
 
@@ -115,7 +134,7 @@ class NumpyOps(TorchOps):
         self._host_offsets = np.arange(page_size, dtype=np.int64)
         self._counting = host_layout.Counting()
         self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
-        self._lists_of: tuple[tuple[torch.Tensor, list[int]], ...] | None = None
+        self._lists_of: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
 
     def view(self, buf: torch.Tensor) -> Any:
         return buf.numpy()
@@ -134,9 +153,14 @@ class NumpyOps(TorchOps):
         # row p of the result: [pages[p] * ps, pages[p] * ps + ps)
         return _out(((pages * ps)[:, None] + self._host_offsets).reshape(-1))
 
-    def distinct_pages(self, slots: torch.Tensor) -> Any:
-        pages = _div(_host(slots), self.page_size)  # a new array
-        pages.sort()
+    def page_ids(self, slots: torch.Tensor) -> Any:
+        return _div(_host(slots), self.page_size)  # a new array (a shift makes one too)
+
+    def copy(self, slots: torch.Tensor) -> Any:
+        return _host(slots).copy()
+
+    def distinct(self, pages: Any) -> Any:
+        pages.sort(kind="stable")  # the caller's own array; linear when already sorted
         if pages.size > 1:  # keep the first of each run of equal pages
             keep = np.empty(pages.size, dtype=bool)
             keep[0] = True
@@ -160,7 +184,7 @@ class NumpyOps(TorchOps):
         if seq_lens_cpu.numel() <= host_layout.FEW_REQUESTS:  # host ints beat numpy calls
             pre_list, seq_list = prefix_lens_cpu.tolist(), seq_lens_cpu.tolist()
             # kept for the extend_slots call that follows when it gets these very tensors
-            self._lists_of = ((prefix_lens_cpu, pre_list), (seq_lens_cpu, seq_list))
+            self._lists_of = (prefix_lens_cpu, seq_lens_cpu, pre_list, seq_list)
             return sum(-(-s // ps) + p // -ps for p, s in zip(pre_list, seq_list))
         seq, pre = _host(seq_lens_cpu), _host(prefix_lens_cpu)
         return int(layout.new_pages_per_request(pre, seq, ps, _div).sum())
@@ -178,7 +202,9 @@ class NumpyOps(TorchOps):
         """Indices of the requests whose new token opens a page: (seq - 1) % ps == 0, i.e.
         seq % ps == 1 % ps (floor modulo, any sign)."""
         ps = self.page_size
-        return np.flatnonzero(_mod(_host(seq_lens), ps) == 1 % ps)
+        opens: np.ndarray = np.equal(_mod(_host(seq_lens), ps), 1 % ps)
+        indices: np.ndarray = opens.nonzero()[0]  # 1-D: flatnonzero without its ravel call
+        return indices
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,
@@ -188,9 +214,11 @@ class NumpyOps(TorchOps):
         if extend_num_tokens == 0:
             return torch.empty(0, dtype=INT64)
         if seq_lens.numel() <= host_layout.FEW_REQUESTS:
-            known, self._lists_of = self._lists_of or (), None
-            pre, seq = (next((v for t, v in known if t is x), None) or x.tolist()
-                        for x in (prefix_lens, seq_lens))
+            known, self._lists_of = self._lists_of, None
+            if known is not None and known[0] is prefix_lens and known[1] is seq_lens:
+                pre, seq = known[2], known[3]
+            else:  # other tensors than the count read: their own values
+                pre, seq = prefix_lens.tolist(), seq_lens.tolist()
             out = host_layout.extend_slots_few(
                 pre, seq, last_loc.tolist(), new_pages, self.page_size, extend_num_tokens,
                 self._counting, self._host_offsets)

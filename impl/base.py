@@ -31,6 +31,11 @@ def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
+def joined(ops: TorchOps, parts: list[Any]) -> Any:
+    """Backend-form ``parts`` end to end (the only one itself when there is one)."""
+    return parts[0] if len(parts) == 1 else ops.cat(parts)
+
+
 class AllocatorBase(SglangSurface):
     """State and shared operations; see the subclasses for representation and complexity."""
 
@@ -63,6 +68,16 @@ class AllocatorBase(SglangSurface):
         tensor or backend-form pages (:mod:`kvpool.impl.backend`)."""
         raise NotImplementedError
 
+    def _deferred_copy(self, free_index: torch.Tensor) -> Any:
+        """What an open free group keeps of a ``free()`` input (``GROUP-3``): a new backend-form
+        array that nothing else holds (paged: its page ids, token: its slots)."""
+        raise NotImplementedError
+
+    def _pages_of_group(self, parts: list[Any]) -> Any:
+        """The pages that ``free()`` of the group's inputs end to end releases (``GROUP-4``),
+        from their :meth:`_deferred_copy` arrays (which it may reorder)."""
+        raise NotImplementedError
+
     def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
         """Every slot of ``pages``, page-major, as a new tensor (``ALLOC-4``)."""
         return self._ops.slots_of_pages(pages)
@@ -77,7 +92,7 @@ class AllocatorBase(SglangSurface):
         self._free.fill()
         self._free_sorted = True  # ascending; a push without staging clears it
         self._staged.reset()
-        self.free_group: list[torch.Tensor] | None = None
+        self.free_group: list[Any] | None = None  # backend-form copies while a group is open
         self._group_segments: list[torch.Tensor] | None = None  # a list while a group is open
         self._table = PageStatusTable(self.num_pages) if self.checked else None
 
@@ -156,7 +171,7 @@ class AllocatorBase(SglangSurface):
             pages = table.check_free(free_index, paged=self.paged, page_size=self.page_size,
                                      group_open=self.free_group is not None)
         if self.free_group is not None:
-            self.free_group.append(free_index.clone())
+            self.free_group.append(self._deferred_copy(free_index))
             if table is not None:
                 table.deferred_free(pages)
             return
@@ -199,7 +214,7 @@ class AllocatorBase(SglangSurface):
             elif self.paged:
                 self._deferred_segments().append(pages)
             else:
-                self.free_group.append(pages)
+                self.free_group.append(self._ops.view(pages))  # a new tensor: its own form
             if table is not None and checked_pages is not None:
                 if self.free_group is None:
                     table.released(checked_pages[i], need_sort=self.need_sort)
@@ -269,7 +284,7 @@ class AllocatorBase(SglangSurface):
         if pending is None:
             return
         # the group's own copies: a single one needs no concatenation
-        freed = self._pages_of_free(_joined(pending)) if pending else None
+        freed = self._pages_of_group(pending) if pending else None
         seg_pages = _joined(segments) if segments else None
         self._check_room(sum(len(t) for t in (freed, seg_pages) if t is not None))
         self.free_group, self._group_segments = None, None
@@ -306,7 +321,8 @@ class AllocatorBase(SglangSurface):
         if self.free_group is None:
             return []
         pending = self.free_group
-        freed = host_list(self._pages_of_free(torch.cat(pending))) if pending else []
+        # a concatenation is a new array: the group's own copies stay as they are
+        freed = host_list(self._pages_of_group([self._ops.cat(pending)])) if pending else []
         return freed + [p for t in self._group_segments or [] for p in host_list(t)]
 
     def verify_byte_accounting(self) -> list[str]:

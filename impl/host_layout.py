@@ -115,9 +115,14 @@ def extend_slots_few(pre: list[int], seq: list[int], last: list[int], new_pages:
                      offsets: np.ndarray) -> np.ndarray | None:
     """:func:`extend_slots` for a few requests given as host ints (``offsets`` is
     ``arange(page_size)``): per request, part 1 as ``last_loc + 1 + [0, p1)`` and the new pages'
-    slots as rows ``page * ps + offsets`` cut to the tokens left. None when irregular."""
+    slots as whole rows ``page * ps + offsets`` written in place. None when irregular.
+
+    The result is the first ``extend_num_tokens`` entries of an array one page longer: a
+    request's last row may run past its tokens into the next request's span (which that request
+    then overwrites, requests being written in order) or into the spare page at the end.
+    """
     ps = page_size
-    out = np.empty(extend_num_tokens, dtype=np.int64)
+    out = np.empty(extend_num_tokens + ps, dtype=np.int64)
     start = page = 0  # next output index, next new page
     for p, s, loc in zip(pre, seq, last):
         e = s - p
@@ -126,15 +131,16 @@ def extend_slots_few(pre: list[int], seq: list[int], last: list[int], new_pages:
         p1 = min(e, -p % ps)  # [start, start + p1): the rest of the prefix's last page
         if p1:
             np.add(counting.first(p1), loc + 1, out=out[start : start + p1])
-        m = e - p1  # [start + p1, start + e): new pages, page-major
+        m = e - p1  # [start + p1, start + p1 + n * ps): n whole rows, page-major
         if m:
             n = -(-m // ps)
             if page + n > new_pages.size:
                 return None
-            rows = (new_pages[page : page + n] * ps)[:, None] + offsets
-            out[start + p1 : start + e] = rows.reshape(-1)[:m]
+            begin = start + p1
+            rows = out[begin : begin + n * ps].reshape(n, ps)
+            np.add(offsets, (new_pages[page : page + n] * ps)[:, None], out=rows)
             page += n
         start += e
     if start != extend_num_tokens or page != new_pages.size:
         return None
-    return out
+    return out[:extend_num_tokens]

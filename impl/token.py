@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .base import AllocatorBase
+from .base import AllocatorBase, joined
 from .freelist import PageRing
 
 
@@ -54,6 +54,12 @@ class TokenToKVPoolAllocator(AllocatorBase):
 
     def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
         return free_index if free_index.dim() == 1 else free_index.reshape(-1)
+
+    def _deferred_copy(self, free_index: torch.Tensor) -> Any:
+        return self._ops.copy(free_index)
+
+    def _pages_of_group(self, parts: list[Any]) -> Any:
+        return joined(self._ops, parts)
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
         """Page size 1: page ids are slot ids, so this is ``free``."""
