@@ -160,7 +160,7 @@ class NumpyOps(TorchOps):
         return _host(slots).copy()
 
     def distinct(self, pages: Any) -> Any:
-        pages.sort(kind="stable")  # the caller's own array; linear when already sorted
+        pages.sort()  # the caller's own array
         if pages.size > 1:  # keep the first of each run of equal pages
             keep = np.empty(pages.size, dtype=bool)
             keep[0] = True

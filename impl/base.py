@@ -285,12 +285,15 @@ class AllocatorBase(SglangSurface):
             return
         # the group's own copies: a single one needs no concatenation
         freed = self._pages_of_group(pending) if pending else None
-        seg_pages = _joined(segments) if segments else None
-        self._check_room(sum(len(t) for t in (freed, seg_pages) if t is not None))
+        if segments:
+            seg_pages = _joined(segments)
+            self._check_room((0 if freed is None else len(freed)) + len(seg_pages))
+            if freed is not None:
+                self._release(freed)
+            self._release(seg_pages)
+        elif freed is not None:  # free() inputs only: the release's own check refuses first
+            self._release(freed)
         self.free_group, self._group_segments = None, None
-        for pages in (freed, seg_pages):
-            if pages is not None:
-                self._release(pages)
         if self._table is not None:
             self._table.group_released(paged=self.paged, need_sort=self.need_sort)
 

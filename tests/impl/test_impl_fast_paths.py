@@ -1,0 +1,188 @@
+"""Explicit examples for the CPU hot paths: small extends, decode openings, free-group copies.
+
+The random tests (``test_impl_host_layout.py``, ``test_impl_backend.py``, the case table) tie
+these paths to the spec; the examples below pin each branch with hand-computed numbers, on the
+numpy backend (the CPU default) and on the torch backend forced on the CPU (the CUDA path), so
+that a change in either shows as a wrong number here:
+
+- ``host_layout.extend_slots_few`` writes whole page rows in place; a request's last row runs
+  into the next request's span (overwritten next) or into the spare page at the end
+  (``EXTEND-5/7``).
+- a free group keeps a backend-form copy of every ``free()`` input (paged: its page ids,
+  deduplicated once at the group's end; token: its slots), mixed with segment frees in enqueue
+  order for the token allocator (``GROUP-3/4``); a refused group end changes nothing
+  (``FREE-3``).
+- ``page_ids`` / ``copy`` / ``distinct`` of both backends agree (int32, strided, 2-D inputs).
+ci profile: about 1 s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from impl_adapter import free_list
+from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, host_layout
+from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.spec import ContractViolation
+
+BACKENDS = pytest.mark.parametrize("backend", ["numpy", "torch"])
+
+
+def _use(backend: str, request: pytest.FixtureRequest) -> None:
+    if backend == "torch":
+        request.getfixturevalue("torch_ops")
+
+
+def _paged(size: int, ps: int, need_sort: bool = False) -> PagedTokenToKVPoolAllocator:
+    return PagedTokenToKVPoolAllocator(size, ps, torch.float16, "cpu", None, need_sort)
+
+
+def _token(size: int, need_sort: bool = False) -> TokenToKVPoolAllocator:
+    return TokenToKVPoolAllocator(size, torch.float16, "cpu", None, need_sort)
+
+
+def _t(values: list[int]) -> torch.Tensor:
+    return torch.tensor(values, dtype=torch.int64)
+
+
+def test_extend_few_rows_spill_into_the_next_request_EXTEND_5() -> None:
+    """ps 4: request 0 (prefix 2, seq 9: 2 tokens on its last page, then pages 7 and 3 with 4
+    and 1 tokens) is followed by request 1 (fresh, 6 tokens on pages 5 and 8); request 0's last
+    row [12, 16) runs over request 1's first 3 slots, which request 1 then writes, and request
+    1's last row runs into the spare page."""
+    pages = np.array([7, 3, 5, 8], dtype=np.int64)
+    out = host_layout.extend_slots_few([2, 0], [9, 6], [41, -1], pages, 4, 13,
+                                       host_layout.Counting(), np.arange(4))
+    assert out is not None
+    assert out.tolist() == [42, 43, 28, 29, 30, 31, 12, 20, 21, 22, 23, 32, 33]
+    assert out.size == 13  # the spare page is not part of the result
+
+
+def test_extend_few_with_a_request_of_no_tokens_EXTEND_5() -> None:
+    """An empty request between two others writes nothing; the first one's spill is covered by
+    the third (ps 4, pages 9 and 6)."""
+    pages = np.array([9, 6], dtype=np.int64)
+    out = host_layout.extend_slots_few([0, 3, 0], [1, 3, 4], [-1, 50, -1], pages, 4, 5,
+                                       host_layout.Counting(), np.arange(4))
+    assert out is not None and out.tolist() == [36, 24, 25, 26, 27]
+
+
+@BACKENDS
+def test_alloc_extend_small_batch_slots_EXTEND_5(backend: str,
+                                                 request: pytest.FixtureRequest) -> None:
+    """A two-request extend on a fresh pool (ps 4): pages come from the front of the free list
+    in request order; part 1 continues ``last_loc``."""
+    _use(backend, request)
+    alloc = _paged(64, 4)
+    head = alloc.alloc(4)  # page 1: request 0's prefix of 3 tokens lives there
+    assert head is not None and head.tolist() == [4, 5, 6, 7]
+    out = alloc.alloc_extend(_t([3, 0]), _t([3, 0]), _t([9, 5]), _t([9, 5]), _t([6, -1]), 11)
+    assert out is not None
+    # request 0: position 3 -> slot 7, then pages 2, 3 (4 + 1 tokens); request 1: pages 4, 5
+    assert out.tolist() == [7, 8, 9, 10, 11, 12, 16, 17, 18, 19, 20]
+    assert free_list(alloc)[:2] == [6, 7]
+    alloc.check_invariants()
+
+
+@BACKENDS
+def test_alloc_decode_openings_DECODE_5(backend: str, request: pytest.FixtureRequest) -> None:
+    """Requests 1 and 3 open a page ((seq - 1) % 4 == 0) and take pages 2 and 3 in order; the
+    others continue ``last_loc``; an int32 strided input gives the same slots."""
+    _use(backend, request)
+    alloc = _paged(64, 4)
+    assert alloc.alloc(4) is not None  # page 1
+    seq, last = [3, 5, 7, 9], [5, 7, 41, 43]
+    out = alloc.alloc_decode(_t(seq), _t(seq), _t(last))
+    assert out is not None and out.tolist() == [6, 8, 42, 12]
+    wide = torch.tensor([v for v in seq for _ in (0, 1)], dtype=torch.int32)[::2]
+    wide_last = torch.tensor([v for v in last for _ in (0, 1)], dtype=torch.int32)[::2]
+    again = alloc.alloc_decode(wide, wide, wide_last)
+    assert again is not None and again.tolist() == [6, 16, 42, 20]
+    assert again.dtype == torch.int64
+    alloc.check_invariants()
+
+
+@BACKENDS
+@pytest.mark.parametrize("need_sort", [False, True])
+def test_paged_group_dedups_across_frees_once_GROUP_4(backend: str, need_sort: bool,
+                                                      request: pytest.FixtureRequest) -> None:
+    """Two frees in a group that share page 3 and name pages out of order release the sorted
+    distinct pages once, as one ``free()`` of both inputs."""
+    _use(backend, request)
+    alloc = _paged(32, 4, need_sort)
+    assert alloc.alloc(20) is not None  # pages 1..5
+    alloc.free_group_begin()
+    alloc.free(_t([20, 21, 13]))  # pages 5, 5, 3
+    alloc.free(torch.tensor([[14, 4]], dtype=torch.int32))  # pages 3, 1 (2-D, int32)
+    assert alloc.available_size() == 12  # nothing released yet
+    alloc.free_group_end()
+    assert alloc.available_size() == 24
+    rest = [6, 7, 8]
+    assert free_list(alloc) == ([*rest, 1, 3, 5] if need_sort else [1, 3, 5, *rest])
+    alloc.check_invariants()
+
+
+@BACKENDS
+def test_token_group_keeps_free_and_segment_order_GROUP_4(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    """Token allocator: ``free()`` copies and segment pages of one group are appended in
+    enqueue order, duplicates of the caller's making included as given."""
+    _use(backend, request)
+    alloc = _token(10)
+    row = alloc.alloc(6)
+    assert row is not None and row.tolist() == [1, 2, 3, 4, 5, 6]
+    alloc.free_group_begin()
+    alloc.free(row[4:])  # 5, 6
+    alloc.free_segments([(row[:2], 0)])  # 1, 2
+    alloc.free(torch.tensor([4, 3], dtype=torch.int32))
+    alloc.free_group_end()
+    assert free_list(alloc) == [7, 8, 9, 10, 5, 6, 1, 2, 4, 3]
+    alloc.check_invariants()
+
+
+@BACKENDS
+@pytest.mark.parametrize("paged", [False, True])
+def test_refused_group_end_changes_nothing_FREE_3(backend: str, paged: bool,
+                                                  request: pytest.FixtureRequest) -> None:
+    """A group whose ``free()`` inputs would free more pages than exist is refused at its end
+    with FREE-3; the free list, the count and the open group stay as they were."""
+    _use(backend, request)
+    alloc = _paged(16, 4) if paged else _token(4)
+    ps = alloc.page_size
+    got = alloc.alloc(2 * ps)
+    assert got is not None
+    alloc.free_group_begin()
+    alloc.free(got)
+    alloc.free(torch.tensor([k * ps for k in range(3, 5)]))  # pages 3, 4 are free already
+    before = (free_list(alloc), alloc.available_size())
+    with pytest.raises(ContractViolation, match="FREE-3"):
+        alloc.free_group_end()
+    assert (free_list(alloc), alloc.available_size()) == before
+    assert alloc.free_group is not None  # still open
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("ps", [1, 3, 4])
+def test_group_copies_agree_across_backends(dtype: torch.dtype, ps: int) -> None:
+    """``page_ids`` / ``copy`` / ``distinct`` of the numpy and torch backends give the same
+    values, as new int64 arrays (writing into the input afterwards changes nothing)."""
+    values = [9, 4, 4, 17, 0, 8, 30, 9]
+    for form in ("flat", "strided", "2d"):
+        results: list[list[list[int]]] = []
+        for ops in (NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")):
+            source = torch.tensor(values, dtype=dtype)
+            slots: Any = {"flat": source, "strided": torch.tensor(
+                [v for v in values for _ in (0, 1)], dtype=dtype)[::2],
+                "2d": source.reshape(2, 4)}[form]
+            ids, copied = ops.page_ids(slots), ops.copy(slots)
+            slots.fill_(-7)  # the copies are the backend's own
+            distinct = ops.distinct(ops.page_ids(torch.tensor(values, dtype=dtype)))
+            results.append([[int(v) for v in x.tolist()] for x in (ids, copied, distinct)])
+            assert all(str(x.dtype).endswith("int64") for x in (ids, copied, distinct))
+        assert results[0] == results[1]
+        assert results[0][0] == [v // ps for v in values]
+        assert results[0][1] == values
+        assert results[0][2] == sorted({v // ps for v in values})
