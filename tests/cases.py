@@ -391,6 +391,15 @@ def extend_parts_cases() -> list[Case]:
              step("alloc_extend", [0], [4], [-1], expect=[16, 17, 18, 19],
                   free_after=[5, 6, 7, 8, 2]),
              need_sort=True),
+        # The merge bound counts the new tokens only: 4 // 4 + 1 + 1 = 3 <= len(free) = 6,
+        # no merge although the prefix is long; page 10 stays staged.
+        case("extend-long-prefix-no-merge ps=4 EXTEND-7 SORT-2", 64, 4,
+             step("alloc", 36, expect=list(range(4, 40)), free_after=list(range(10, 17))),
+             step("alloc", 4, expect=[40, 41, 42, 43], free_after=list(range(11, 17))),
+             step("free", [40, 41, 42, 43], free_after=[*range(11, 17), 10]),
+             step("alloc_extend", [36], [40], [39], expect=[44, 45, 46, 47],
+                  free_after=[*range(12, 17), 10]),
+             need_sort=True),
         case("extend-ps1 ps=1 EXTEND-5", 8, 1,
              step("alloc", 2, expect=[1, 2]),
              step("alloc_extend", [2, 0], [4, 1], [2, -1], expect=[3, 4, 5], free_after=[6, 7, 8])),
@@ -424,6 +433,13 @@ def decode_cases() -> list[Case]:
              step("alloc", 12, expect=list(range(4, 16)), free_after=[]),
              step("free", [4], free_after=[1], available_after=4),
              step("alloc_decode", [5], [11], expect=[4], free_after=[], available_after=0),
+             need_sort=True),
+        # A batch as large as the free list takes it without merging (DECODE-7: merge only
+        # when the batch exceeds it); page 1 stays staged.
+        case("decode-batch-equals-free ps=4 DECODE-7 SORT-2", 32, 4,
+             step("alloc", 24, expect=list(range(4, 28)), free_after=[7, 8]),
+             step("free", [4, 5, 6, 7], free_after=[7, 8, 1]),
+             step("alloc_decode", [5, 5], [11, 15], expect=[28, 32], free_after=[1]),
              need_sort=True),
         # Deviation from SGLang at ps 1 (its page count says 0): every decode step opens a page.
         case("decode-ps1 ps=1 DECODE-4", 4, 1,

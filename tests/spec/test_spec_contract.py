@@ -33,6 +33,7 @@ def test_accept_alloc_adopts_another_valid_choice_ALLOC_4() -> None:
 
 @pytest.mark.parametrize(("need_size", "result", "clause"), [
     (8, None, "ALLOC-3"),                                 # None although 7 pages are free
+    (28, None, "ALLOC-3"),                                # None although exactly 7 are needed
     (32, [0] * 32, "ALLOC-3"),                            # slots although only 7 pages are free
     (8, [8, 9, 10, 11], "ALLOC-4"),                       # too short
     (8, [8, 9, 10, 11, 13, 12, 14, 15], "ALLOC-4"),       # not page-major
@@ -46,6 +47,18 @@ def test_accept_alloc_rejects(need_size: int, result: list[int] | None, clause: 
     with pytest.raises(Divergence) as err:
         accept_alloc(model, need_size, result)
     assert err.value.clause == clause
+
+
+def test_divergence_names_clause_and_detail() -> None:
+    err = Divergence("ALLOC-4", "slot 9 at index 0 breaks the whole-page layout")
+    assert str(err) == "[ALLOC-4] slot 9 at index 0 breaks the whole-page layout"
+    assert (err.clause, err.detail) == ("ALLOC-4", "slot 9 at index 0 breaks the whole-page layout")
+
+
+def test_accept_alloc_names_the_pages_handed_out_twice_ALLOC_4() -> None:
+    with pytest.raises(Divergence) as err:
+        accept_alloc(model_ps4(), 12, [8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11])
+    assert err.value.detail == "pages [2] handed out twice in one result"
 
 
 def test_accept_alloc_none_when_short_ALLOC_3() -> None:
@@ -63,7 +76,7 @@ def test_accept_extend_adopts_EXTEND_4() -> None:
 @pytest.mark.parametrize(("result", "clause"), [
     ([7, 8, 12, 13, 14, 15, 16, 17, 18], "EXTEND-5"),     # part 1 does not continue last_loc
     ([6, 7, 13, 14, 15, 16, 20, 21, 22], "EXTEND-5"),     # offsets broken
-    ([6, 7, 12, 13, 16, 17, 20, 21, 22], "EXTEND-5"),     # logical page 1 split over 3 and 4
+    ([6, 7, 12, 13, 18, 19, 20, 21, 22], "EXTEND-5"),     # logical page 1 split over 3 and 4
     ([6, 7, 12, 13, 14, 15, 12, 13, 14], "EXTEND-4"),     # page 3 for two logical pages
     ([6, 7, 4, 5, 6, 7, 16, 17, 18], "EXTEND-4"),         # page 1 is owned
     ([6, 7, 12, 13], "EXTEND-5"),                         # too short

@@ -262,3 +262,25 @@ def test_random_runs_keep_the_invariants_SWA_2_SWA_4(ps: int) -> None:
             if grouped:
                 h.free_group_end()
         h.check_invariants()
+
+
+def test_segments_skip_an_empty_segment_SWA_14() -> None:
+    """SWA-14: an empty segment frees nothing and the segments after it still free both sides."""
+    h = hybrid()
+    row = h.alloc_extend([0], [8], [-1])
+    assert row is not None
+    h.free_segments([([], 0), (row, 0)])
+    assert (h.mapping, h.available_size()) == ({}, 32)
+    h.check_invariants()
+
+
+def test_swa_segment_off_the_row_layout_is_refused_SEG_1() -> None:
+    """SEG-1: SWA-side slots that cannot be positions start_pos... of a row are refused
+    before anything changes."""
+    h = hybrid()
+    row = h.alloc_extend([0], [8], [-1])
+    assert row is not None
+    before = h.snapshot()
+    with pytest.raises(ContractViolation, match="SEG-1"):
+        h.free_swa_segment(row[:4], start_pos=1)                # offsets 0.. for positions 1..
+    assert h.snapshot() == before

@@ -3,10 +3,12 @@ hooks, the census and its diagnostics, the token kind's missing extend/decode.""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from typing import Any
 
 import pytest
-from kvpool.spec import AllocatorModel, ContractViolation, ResizeConfig
+from kvpool.spec import AllocatorModel, ContractViolation, HybridResizeConfig, ResizeConfig
 from kvpool.spec.census import census, describe_pages
 
 
@@ -186,6 +188,15 @@ def test_resize_then_clear_LIFE_2(ps: int, is_paged: bool) -> None:
     model.check_invariants()
 
 
+@pytest.mark.parametrize("config", [ResizeConfig(16), HybridResizeConfig(16, 8)])
+def test_resize_configs_are_values_LIFE_2_SWA_18(config: Any) -> None:
+    """A resize config is an immutable value: equal configs hash alike (usable as keys) and a
+    field cannot be reassigned after it was handed to ``resize``."""
+    assert hash(config) == hash(copy.copy(config)) and config == copy.copy(config)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        config.max_total_num_tokens = 32
+
+
 @pytest.mark.parametrize("tokens", [-1, 1.5, None])
 def test_resize_rejects_bad_size_unchanged_LIFE_2(tokens: Any) -> None:
     model = paged(32, 4)
@@ -239,6 +250,12 @@ def test_evict_asks_for_the_shortfall_CAP_1() -> None:
     assert model.available_size() == 20  # the first row (8 tokens) covered the 6
     model.evict_to_free_tokens(None, 100)  # no cache: nothing to do
     assert model.available_size() == 20
+
+
+def test_evict_asks_for_a_shortfall_of_one_token_CAP_1() -> None:
+    model, cache = _cached_model()
+    model.evict_to_free_tokens(cache, 13)                     # 12 available
+    assert cache.requests == [1]
 
 
 def test_check_decode_capacity_evicts_then_answers_CAP_2() -> None:

@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{m.line:4d} {m.key}")
         return 0
     equivalents = load_equivalents()
+    commit = _commit(root)  # what the sandboxes copy: the tree as it is when the run starts
     profile, seed = _runs_for(args.profile, config.FIXED_SEED)
     out = args.out or root / "mutation-results" / args.profile
     started = time.monotonic()
@@ -127,8 +128,6 @@ def main(argv: list[str] | None = None) -> int:
     live_keys = {row["key"] for row in survivor_rows}
     stale = [] if args.match or args.tests else [  # a partial run cannot tell
         k for k in equivalents if k.split(" | ")[0] in files and k not in live_keys]
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,
-                            capture_output=True, text=True).stdout.strip()
     header = (f"# Mutation run: profile `{args.profile}`"
               f"{f', Hypothesis seed {seed}' if seed is not None else ' (derandomized)'}\n\n"
               f"commit {commit}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
@@ -159,6 +158,16 @@ def _rescore(out: Path) -> int:
     stale = [k for k in equivalents if k.split(" | ")[0] in paths and k not in live]
     print(write_report(out, data["header"], scores, rows, equivalents, stale))
     return 1 if stale or any(not row["equivalent"] for row in rows) else 0
+
+
+def _commit(root: Path) -> str:
+    """HEAD's short hash, marked when the tree differs from it (the run scores the tree)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=root, capture_output=True,
+                              text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=normal")
+    return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if dirty else "")
 
 
 def _compiles(source: bytes) -> bool:
