@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -49,8 +50,13 @@ def _runs_for(profile: str, seed: int | None) -> tuple[str, int | None]:
     return (profile, None) if profile == "ci" else (profile, seed)
 
 
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(f"stopped by signal {signum}")  # unwinds: children killed, sandboxes removed
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
+    signal.signal(signal.SIGTERM, _stop)
     if args.rescore is not None:
         return _rescore(args.rescore)
     root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True,

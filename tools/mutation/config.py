@@ -1,15 +1,18 @@
 """What the mutation run covers: each source file and the tests that must kill its mutants.
 
 Only the test modules relevant to a file run against its mutants (the spec's tests for the spec,
-the impl's for the impl, the oracle's catch-the-broken-allocator and conformance tests for the
-oracle's comparisons), with ``-m "not slow and not crosshair and not peers"``.
+the impl's for the impl, the oracle's in-process tests for the oracle's comparisons: broken
+allocators caught, correct ones passing, the call table, coverage events, first-run errors and
+reports; not the command-line subprocesses), with ``-m "not slow and not crosshair and not
+peers"``.
 """
 
 from __future__ import annotations
 
 SPEC_TESTS = ("tests/spec", "tests/formal")
 IMPL_TESTS = ("tests/impl",)
-ORACLE_TESTS = ("tests/oracle/test_oracle_broken.py", "tests/oracle/test_oracle_targets.py")
+ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
+    "broken", "broken_events", "calls", "coverage", "first_run", "reports", "targets"))
 
 TARGETS: dict[str, tuple[str, ...]] = {
     "spec/layout.py": SPEC_TESTS,

@@ -125,6 +125,17 @@ class Pool:
         free = list(range(len(self.sandboxes)))
         active: dict[int, tuple[int, int, Run, float]] = {}  # pid -> (slot, index, run, t0)
         outcomes: dict[int, Outcome] = {}
+        try:
+            self._loop(pending, free, active, outcomes, on_done)
+        finally:  # interrupted (SIGTERM, ^C): no child outlives the run
+            for cpid in active:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(cpid, signal.SIGKILL)
+        return [outcomes[i] for i in range(len(runs))]
+
+    def _loop(self, pending: list[tuple[int, Run]], free: list[int],
+              active: dict[int, tuple[int, int, Run, float]], outcomes: dict[int, Outcome],
+              on_done: Callable[[Outcome], None] | None) -> None:
         while pending or active:
             while pending and free:
                 index, run = pending.pop(0)
@@ -166,4 +177,3 @@ class Pool:
             free.append(slot)
             if on_done is not None:
                 on_done(outcome)
-        return [outcomes[i] for i in range(len(runs))]

@@ -1,0 +1,221 @@
+"""kvpool.impl.SWATokenToKVPoolAllocator's less travelled paths against the hybrid spec: the
+device (torch) branch of the mapping, the one-segment wrappers, empty and trimmed segments,
+the capacity hooks, resize, the pair helpers and the self-checks (``SWA-*``)."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import torch
+from kvpool.impl import SWATokenToKVPoolAllocator
+from kvpool.spec import ContractViolation, HybridResizeConfig
+from kvpool.spec.rules import OWNED, STAGED
+from test_impl_swa import T, make, run, spec_state, state
+
+
+def swa(ps: int = 4, size: int = 64, size_swa: int = 32, **kw: Any) -> SWATokenToKVPoolAllocator:
+    return SWATokenToKVPoolAllocator(size, size_swa, ps, torch.float16, "cpu", None,
+                                     kw.pop("need_sort", False), checked=kw.pop("checked", True))
+
+
+def row_of(a: SWATokenToKVPoolAllocator, n: int) -> torch.Tensor:
+    got = a.alloc(n) if a.page_size == 1 else a.alloc_extend(T([0]), T([0]), T([n]), T([n]),
+                                                             T([-1]), n)
+    assert got is not None
+    return got
+
+
+@pytest.mark.parametrize(("ps", "need_sort"), [(1, False), (4, False), (4, True)])
+def test_device_branch_of_the_mapping_matches_the_spec_SWA_10_SWA_14(ps: int,
+                                                                     need_sort: bool) -> None:
+    """The torch ops the mapping runs on CUDA (no numpy view of the tensor), run here on CPU
+    tensors by dropping the view: the same traffic gives the spec's states."""
+    pair = make(ps, need_sort)
+    pair.impl._pairs._np = None
+    run(pair, random.Random(ps + 7 * need_sort), 150)
+
+
+@pytest.mark.parametrize("device_branch", [False, True])
+def test_segment_shapes_match_the_spec_SWA_14(device_branch: bool) -> None:
+    """One-segment wrappers, an empty segment, a shared page trimmed off a non-aligned start,
+    a segment trimmed away entirely: both sides freed as the spec frees them."""
+    shapes: list[list[tuple[int, int]]] = [
+        [(0, 4), (4, 12)],              # two pages then one: free_segment per segment
+        [(0, 0), (0, 5), (5, 12)],      # empty; page 1 shared by positions 4 and 5..7
+        [(0, 6), (6, 8), (8, 12)],      # the middle segment lies on the shared page only
+    ]
+    for shape in shapes:
+        pair = make(4, False)
+        pair.impl._pairs._np = None if device_branch else pair.impl._pairs._np
+        row = row_of(pair.impl, 12).tolist()
+        pair.spec.alloc_extend([0], [12], [-1])
+        segs = [(row[a:b], a) for a, b in shape]
+        if shape[0] == (0, 4):
+            for idx, start in segs:
+                pair.impl.free_segment(T(idx), start_pos=start)
+                pair.spec.free_segment(idx, start_pos=start)
+        else:
+            pair.impl.free_segments([(T(idx), start) for idx, start in segs])
+            pair.spec.free_segments(segs)
+        assert state(pair.impl) == spec_state(pair.spec), shape
+        assert pair.impl.full_available_size() == 96 and pair.impl.swa_available_size() == 48
+        pair.impl.check_invariants()
+
+
+def test_full_segment_wrapper_frees_the_full_side_SWA_12() -> None:
+    a = swa()
+    row = row_of(a, 8)
+    a.free_swa(row)
+    a.free_full_segment(row[:4], start_pos=0)
+    a.free_full_segments([(row[4:], 4)])
+    assert (a.full_available_size(), a.swa_available_size()) == (64, 32)
+    a.check_invariants()
+
+
+def test_swa_segment_off_the_row_layout_is_refused_unchanged_SEG_1() -> None:
+    a = swa()
+    row = row_of(a, 8)
+    before = state(a)
+    with pytest.raises(ContractViolation, match="SEG-1"):
+        a.free_swa_segment(row[:4], start_pos=1)
+    assert state(a) == before
+
+
+def test_groups_do_not_nest_GROUP_1() -> None:
+    for checked in (True, False):
+        a = swa(checked=checked)
+        a.free_group_begin()
+        with pytest.raises(ContractViolation, match="GROUP-1"):
+            a.free_group_begin()
+
+
+def test_alloc_kinds_follow_the_page_size_SWA_6_SWA_7_SWA_9() -> None:
+    with pytest.raises(NotImplementedError, match="SWA-6"):
+        swa(4).alloc(4)
+    one = swa(1)
+    with pytest.raises(NotImplementedError, match="SWA-7"):
+        one.alloc_extend(T([0]), T([0]), T([2]), T([2]), T([-1]), 2)
+    with pytest.raises(NotImplementedError, match="SWA-9"):
+        one.alloc_decode(T([1]), T([1]), T([-1]))
+    assert state(one)[:3] == (list(range(1, 65)), [], list(range(1, 33)))
+
+
+def test_sizes_and_ring_attributes_SWA_5() -> None:
+    a = swa()
+    assert (a.size, a.size_full, a.size_swa) == (32, 64, 32)
+    assert a.swa_req_ring is False and a.swa_ring_cost_tokens == 0
+
+
+@pytest.mark.parametrize(("full", "swa_size", "error"), [(-4, 16, True), (16, -1, True),
+                                                         (0, 16, False), (16, 0, False)])
+def test_checked_resize_refuses_negative_sizes_LIFE_2(full: int, swa_size: int,
+                                                      error: bool) -> None:
+    a = swa()
+    config = HybridResizeConfig(full_max_total_num_tokens=full, swa_max_total_num_tokens=swa_size)
+    if error:
+        before = (a.size_full, a.size_swa)
+        with pytest.raises(ContractViolation, match="LIFE-2"):
+            a.resize(config)
+        assert (a.size_full, a.size_swa) == before
+    else:
+        a.resize(config)
+        assert (a.size_full, a.size_swa, a.available_size()) == (full, swa_size, 0)
+
+
+def test_pair_helpers_set_and_clear_the_mapping() -> None:
+    """SGLang's HiCache path: clear pairs without freeing, then pair again."""
+    a = swa()
+    row = row_of(a, 8)
+    peers = a.translate_loc_from_full_to_swa(row).clone()
+    a.clear_full_to_swa_mapping(row[:4])
+    assert a.translate_loc_from_full_to_swa(row).tolist() == [0] * 4 + peers[4:].tolist()
+    a.set_full_to_swa_mapping(row[:4], peers[:4])
+    assert a.translate_loc_from_full_to_swa(row).tolist() == peers.tolist()
+    a.check_invariants()
+
+
+class Cache:
+    """The spec's hybrid cache protocol: ``evict(full, swa)`` frees whole held rows."""
+
+    def __init__(self, a: SWATokenToKVPoolAllocator, rows: list[torch.Tensor]) -> None:
+        self.a, self.rows, self.asked = a, rows, []
+
+    def evict(self, num_tokens: int, swa_num_tokens: int) -> None:
+        self.asked.append((num_tokens, swa_num_tokens))
+        if self.rows:
+            self.a.free(self.rows.pop(0))
+
+
+class SglangCache(Cache):
+    """SGLang 0.5.23's: ``supports_prefix_sharing`` and ``evict_for_alloc(EvictParams)``."""
+
+    def __init__(self, a: SWATokenToKVPoolAllocator, rows: list[torch.Tensor],
+                 sharing: bool = True) -> None:
+        super().__init__(a, rows)
+        self.sharing = sharing
+
+    def supports_prefix_sharing(self) -> bool:
+        return self.sharing
+
+    def evict_for_alloc(self, params: Any) -> None:
+        self.evict(params.num_tokens, params.swa_num_tokens)
+
+
+@pytest.mark.parametrize("kind", [Cache, SglangCache])
+def test_capacity_hooks_ask_for_both_shortfalls_SWA_17(kind: type[Cache]) -> None:
+    """Full 40 and SWA 8 tokens available: 16 tokens fall 8 short on the SWA side only; after
+    the eviction both fit. No shortfall, no request."""
+    a = swa()
+    held = row_of(a, 24)
+    cache = kind(a, [held])
+    a.evict_to_free_tokens(cache, 8)
+    assert cache.asked == []                                   # 8 fit exactly
+    a.evict_to_free_tokens(None, 100)
+    assert a.check_decode_capacity(num_tokens=16, tree_cache=cache)
+    assert cache.asked == [(0, 8)]
+    assert a.available_size() == 32
+    assert a.check_decode_capacity(num_tokens=32, tree_cache=cache)   # fits exactly
+    assert not a.check_decode_capacity(num_tokens=41, tree_cache=cache)
+    assert cache.asked == [(0, 8), (0, 9)]                     # asked, nothing left to give
+
+
+def test_a_cache_without_prefix_sharing_is_not_asked_SWA_17() -> None:
+    a = swa()
+    cache = SglangCache(a, [row_of(a, 24)], sharing=False)
+    assert not a.check_decode_capacity(num_tokens=16, tree_cache=cache)
+    assert cache.asked == []
+
+
+def test_census_reports_a_group_closed_under_deferred_swa_pages_GROUP_2() -> None:
+    a = swa()
+    row = row_of(a, 8)
+    a.free_group_begin()
+    a.free_swa(row[:4])
+    a.check_invariants()
+    a.free_group = None                                        # closed without releasing
+    with pytest.raises(AssertionError, match="GROUP-2: SWA pages deferred"):
+        a.check_invariants()
+
+
+def test_census_reports_a_negative_mapping_entry_SWA_1() -> None:
+    a = swa()
+    a.full_to_swa_index_mapping[5] = -3
+    assert "SWA-1: a mapping entry is negative" in a.verify_byte_accounting()
+
+
+@pytest.mark.parametrize(("corrupt", "message"), [
+    (lambda t, page: t.status.__setitem__(page, OWNED), "checked-mode status of pages"),
+    (lambda t, page: (t.status.__setitem__(page, STAGED), t.staged.append(page)),
+     "checked-mode staged list disagrees"),
+])
+def test_checked_table_disagreeing_with_the_lists_is_reported_MODEL_3(corrupt: Any,
+                                                                      message: str) -> None:
+    a = swa()
+    side = a.full_attn_allocator
+    assert side._table is not None
+    side.check_invariants()
+    corrupt(side._table, 16)                                   # a free page
+    with pytest.raises(AssertionError, match=message):
+        side.check_invariants()
