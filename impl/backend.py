@@ -135,6 +135,8 @@ class NumpyOps(TorchOps):
         self._counting = host_layout.Counting()
         self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
         self._lists_of: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
+        self._arrays_of: tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray,
+                               np.ndarray] | None = None
 
     def view(self, buf: torch.Tensor) -> Any:
         return buf.numpy()
@@ -158,6 +160,9 @@ class NumpyOps(TorchOps):
 
     def copy(self, slots: torch.Tensor) -> Any:
         return _host(slots).copy()
+
+    def distinct_pages(self, slots: torch.Tensor) -> Any:
+        return self.distinct(_div(_host(slots), self.page_size))  # page_ids, one call less
 
     def distinct(self, pages: Any) -> Any:
         pages.sort()  # the caller's own array
@@ -187,7 +192,11 @@ class NumpyOps(TorchOps):
             self._lists_of = (prefix_lens_cpu, seq_lens_cpu, pre_list, seq_list)
             return sum(-(-s // ps) + p // -ps for p, s in zip(pre_list, seq_list))
         seq, pre = _host(seq_lens_cpu), _host(prefix_lens_cpu)
-        return int(layout.new_pages_per_request(pre, seq, ps, _div).sum())
+        # ps 1: one page per token; seq - pre is also the layout's extend per request
+        per_request = seq - pre if ps == 1 else layout.new_pages_per_request(pre, seq, ps, _div)
+        # kept for the extend_slots call that follows when it gets these very tensors
+        self._arrays_of = (prefix_lens_cpu, seq_lens_cpu, pre, seq, per_request)
+        return int(per_request.sum())
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         if self.page_size == 1:
@@ -223,9 +232,14 @@ class NumpyOps(TorchOps):
                 pre, seq, last_loc.tolist(), new_pages, self.page_size, extend_num_tokens,
                 self._counting, self._host_offsets)
         else:
-            out = host_layout.extend_slots(_host(prefix_lens), _host(seq_lens),
-                                           _host(last_loc), new_pages, self.page_size,
-                                           extend_num_tokens, self._counting)
+            counted, self._arrays_of = self._arrays_of, None
+            if counted is not None and counted[0] is prefix_lens and counted[1] is seq_lens:
+                pre_host, seq_host, per_request = counted[2], counted[3], counted[4]
+            else:  # other tensors than the count read: their own values
+                pre_host, seq_host, per_request = _host(prefix_lens), _host(seq_lens), None
+            out = host_layout.extend_slots(pre_host, seq_host, _host(last_loc), new_pages,
+                                           self.page_size, extend_num_tokens, self._counting,
+                                           per_request)
         if out is not None:
             return _out(out)
         return layout.extend_slots(prefix_lens, seq_lens, last_loc, torch.from_numpy(new_pages),

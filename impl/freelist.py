@@ -239,6 +239,11 @@ class Staging:
         if self.count == 0:
             self.base = self._free.tail() if isinstance(self._free, PageRing) else 0
         done, k = 0, len(pages)
+        begin = self.base + self.count
+        if begin + k <= self.capacity:  # [begin, begin + k) without wrapping
+            self._ops.write(self._view, begin, pages)
+            self.count += k
+            return
         for a, b in self._spans(self.count, k):
             self._ops.write(self._view, a, pages if b - a == k else pages[done : done + b - a])
             done += b - a

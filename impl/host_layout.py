@@ -65,15 +65,18 @@ class Counting:
 
 
 def extend_slots(pre: np.ndarray, seq: np.ndarray, last: np.ndarray, new_pages: np.ndarray,
-                 page_size: int, extend_num_tokens: int, counting: Counting) -> np.ndarray | None:
+                 page_size: int, extend_num_tokens: int, counting: Counting,
+                 pages_per_request: np.ndarray | None = None) -> np.ndarray | None:
     """Slots of positions ``[pre_r, seq_r)`` of every request, concatenated (a new array).
 
     ``pre`` / ``seq`` / ``last``: int64 host arrays of one length; ``new_pages``: the batch's
-    new pages in order. Returns None for an irregular batch (see the module docstring); never
-    reads outside ``new_pages``.
+    new pages in order; ``pages_per_request``: ``ceil(seq/ps) - ceil(pre/ps)`` when the caller
+    has counted it already (:func:`kvpool.impl.layout.new_pages_per_request`; at page size 1
+    it is ``seq - pre``), else computed here. Returns None for an irregular batch (see the
+    module docstring); never reads outside ``new_pages``.
     """
     ps = page_size
-    e = seq - pre
+    e = pages_per_request if ps == 1 and pages_per_request is not None else seq - pre
     if e.size == 0 or e.min() < 0:
         return None
     num_pages = new_pages.size
@@ -83,7 +86,9 @@ def extend_slots(pre: np.ndarray, seq: np.ndarray, last: np.ndarray, new_pages: 
         return new_pages.copy()
     p1 = np.minimum(e, mod_floor(-pre, ps))  # part 1: the rest of the prefix's last page
     m = e - p1  # parts 2-3: tokens on new pages
-    n = div_floor(m + (ps - 1), ps)  # new pages per request
+    # new pages per request: ceil(m / ps), which is the count's ceil(seq/ps) - ceil(pre/ps)
+    # once no extend is negative
+    n = div_floor(m + (ps - 1), ps) if pages_per_request is None else pages_per_request
     page_end = _add(n)
     if int(page_end[-1]) != num_pages:
         return None

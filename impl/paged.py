@@ -116,8 +116,11 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             if num_new_pages is not None and num_new_pages != sum(per_request):
                 raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
                                         f"Σ new pages {sum(per_request)}")
+        # counted even when given: the CPU backend keeps the host lengths it reads for the
+        # layout of this very call (never a stale one from an earlier call)
+        counted = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         if num_new_pages is None:
-            num_new_pages = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
+            num_new_pages = counted
         bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         return self._take_new_pages(num_new_pages, bound, lambda pages: self._ops.extend_slots(
             prefix_lens, seq_lens, last_loc, pages, extend_num_tokens))

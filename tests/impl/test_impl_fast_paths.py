@@ -13,6 +13,8 @@ that a change in either shows as a wrong number here:
   order for the token allocator (``GROUP-3/4``); a refused group end changes nothing
   (``FREE-3``).
 - ``page_ids`` / ``copy`` / ``distinct`` of both backends agree (int32, strided, 2-D inputs).
+- the host lengths and per-request page counts that ``extend_new_pages`` reads serve the
+  layout of the same call only (same tensors; counted again when ``num_new_pages`` is given).
 ci profile: about 1 s.
 """
 
@@ -186,3 +188,65 @@ def test_group_copies_agree_across_backends(dtype: torch.dtype, ps: int) -> None
         assert results[0][0] == [v // ps for v in values]
         assert results[0][1] == values
         assert results[0][2] == sorted({v // ps for v in values})
+
+
+@pytest.mark.parametrize("ps", [1, 4])
+def test_extend_runs_take_the_counted_pages_per_request_EXTEND_4(ps: int) -> None:
+    """``host_layout.extend_slots`` given the count's pages per request lays out the same
+    slots as when it derives them (ps 4: requests of 2 + 4 + 1 and 0 + 3 tokens on pages
+    7, 3 and 5; ps 1: one page per token)."""
+    pre, seq, last = np.array([2, 0]), np.array([9, 3]), np.array([41 if ps == 4 else 8, -1])
+    if ps == 4:
+        pages, counted = np.array([7, 3, 5]), np.array([2, 1])
+        want = [42, 43, 28, 29, 30, 31, 12, 20, 21, 22]
+    else:
+        pages, counted = np.array([7, 3, 5, 11, 12, 13, 14, 15, 16, 17]), seq - pre
+        want = pages.tolist()
+    for per_request in (None, counted):
+        out = host_layout.extend_slots(pre, seq, last, pages, ps, 10, host_layout.Counting(),
+                                       per_request)
+        assert out is not None and out.tolist() == want
+    # a count that disagrees with the lengths is what the layout uses at ps 1 (its extends)
+    assert host_layout.extend_slots(pre, seq, last, pages, 1, 10, host_layout.Counting(),
+                                    np.array([7, -1])) is None
+
+
+def test_extend_reuses_host_arrays_only_for_the_same_tensors_EXTEND_5() -> None:
+    """A batch above ``FEW_REQUESTS``: the host arrays and counts read for the page count serve
+    ``extend_slots`` only when it gets those very tensors. The other tensors below have the
+    same token and page totals, so a reuse would lay out the counted lengths without error."""
+    ops, ref = NumpyOps(4, "cpu"), TorchOps(4, "cpu")
+    size = host_layout.FEW_REQUESTS + 1
+    pre, seq = torch.zeros(size, dtype=torch.int64), torch.full((size,), 4)
+    fresh = torch.full((size,), -1)
+    assert ops.extend_new_pages(pre, seq) == size  # one page each, 4 tokens each
+    pages = np.arange(10, 10 + size, dtype=np.int64)
+    other_pre = torch.tensor([2] + [0] * (size - 1))
+    other_seq = torch.tensor([8] + [4] * (size - 2) + [2])  # 4 * size tokens, size pages
+    other_last = torch.tensor([41] + [-1] * (size - 1))
+    got = ops.extend_slots(other_pre, other_seq, other_last, pages, 4 * size)
+    want = ref.extend_slots(other_pre, other_seq, other_last, torch.from_numpy(pages), 4 * size)
+    assert got.tolist() == want.tolist()
+    assert got.tolist()[:2] == [42, 43]  # not the counted batch's [40, 41]
+    assert ops.extend_new_pages(pre, seq) == size
+    got = ops.extend_slots(pre, seq, fresh, pages, 4 * size)
+    assert got.tolist() == [4 * p + i for p in pages.tolist() for i in range(4)]
+
+
+@pytest.mark.parametrize("batch", [1, host_layout.FEW_REQUESTS + 1])
+def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> None:
+    """``num_new_pages`` given (SGLang's SWA composite): a short call that left its host lengths
+    behind, then the same tensors changed in place (same token and page totals) and passed
+    again, lays out the new values (ps 4; the other requests of the batch are empty)."""
+    alloc = _paged(4 * 8, 4)
+    got = alloc.alloc(28)  # pages 1..7: one page free
+    assert got is not None
+    pre, seq = torch.zeros(batch, dtype=torch.int64), torch.zeros(batch, dtype=torch.int64)
+    last = torch.full((batch,), -1)
+    seq[0] = 8  # two new pages
+    assert alloc.alloc_extend(pre, pre, seq, seq, last, 8) is None  # short
+    alloc.free(got[24:])  # page 7: the free list is [7, 8]
+    pre[0], seq[0], last[0] = 2, 10, 5  # positions [2, 10): slots 6, 7, then two new pages
+    out = alloc.alloc_extend(pre, pre, seq, seq, last, 8, num_new_pages=2)
+    assert out is not None and out.tolist() == [6, 7, 28, 29, 30, 31, 32, 33]
+    alloc.check_invariants()
