@@ -211,7 +211,10 @@ class NumpyOps(TorchOps):
         """Indices of the requests whose new token opens a page: (seq - 1) % ps == 0, i.e.
         seq % ps == 1 % ps (floor modulo, any sign)."""
         ps = self.page_size
-        opens: np.ndarray = np.equal(_mod(_host(seq_lens), ps), 1 % ps)
+        seq = seq_lens.numpy()  # _host, inlined on the decode path
+        if seq.dtype is not _INT64 or seq.ndim != 1:
+            seq = _host(seq_lens)
+        opens: np.ndarray = np.equal(_mod(seq, ps), 1 % ps)
         indices: np.ndarray = opens.nonzero()[0]  # 1-D: flatnonzero without its ravel call
         return indices
 
@@ -257,7 +260,7 @@ class NumpyOps(TorchOps):
         opening = known[1] if known is not None and known[0] is seq_lens else self._opening(
             seq_lens)
         if len(opening) == batch_size == num_pages:  # every request opens one, in order
-            return _out(new_pages * ps)
+            return torch.from_numpy(new_pages * ps)  # _out, inlined on the decode path
         slots = _host(last_loc) + 1  # a new array: the continued slot of every request
         # the r-th opening request takes new_pages[r] (clamped like layout.decode_slots)
         if len(opening) <= num_pages:

@@ -144,12 +144,14 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         """Shared tail of extend and decode: merge when ``merge_above > len(free)`` (``SORT-2``),
         None iff the free list cannot cover ``num_new_pages`` (decided before any read), else
         ``lay_out(first num_new_pages free pages)`` and drop those pages from the list."""
-        if merge_above > len(self._free):
-            self.merge_and_sort_free()
-        if num_new_pages > len(self._free):
-            return None
         stack = self._free
         assert isinstance(stack, PageStack)
+        free_count = stack.capacity - stack.top  # len(stack), read once on the hot path
+        if merge_above > free_count:
+            self.merge_and_sort_free()  # the same stack, rewritten in place
+            free_count = len(stack)
+        if num_new_pages > free_count:
+            return None
         pages = stack.front(num_new_pages)
         out = lay_out(pages)
         if self._table is not None:
