@@ -120,6 +120,14 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return host if host.ndim == 1 else host.reshape(-1)
 
 
+def _run_starts(a: np.ndarray) -> np.ndarray:
+    """A mask of the first entry of every run of equal values of ``a`` (``a.size >= 1``)."""
+    keep = np.empty(a.size, dtype=bool)
+    keep[0] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return keep
+
+
 def _out(a: np.ndarray) -> torch.Tensor:
     """Hand a fresh array to the caller as a tensor (no copy; nothing here keeps ``a``)."""
     return torch.from_numpy(a)
@@ -165,13 +173,12 @@ class NumpyOps(TorchOps):
         return self.distinct(_div(_host(slots), self.page_size))  # page_ids, one call less
 
     def distinct(self, pages: Any) -> Any:
-        pages.sort()  # the caller's own array
-        if pages.size > 1:  # keep the first of each run of equal pages
-            keep = np.empty(pages.size, dtype=bool)
-            keep[0] = True
-            np.not_equal(pages[1:], pages[:-1], out=keep[1:])
-            pages = pages[keep]
-        return pages
+        if pages.size < 2:
+            return pages
+        if pages[0] == pages[1]:  # page-major runs (a row's slots): one entry per run first,
+            pages = pages[_run_starts(pages)]  # so that the sort sees one per page
+        pages.sort()  # the caller's own array (or the new one above)
+        return pages[_run_starts(pages)]
 
     def merge_sorted(self, front: torch.Tensor, staged: torch.Tensor, *,
                      front_sorted: bool) -> tuple[int, Any]:

@@ -160,9 +160,11 @@ class AllocatorBase(SglangSurface):
 
         Empty input is a no-op (``FREE-6``). Token: appends the slots; paged: prepends the
         sorted distinct pages (``torch.unique``: a device sync on CUDA). ``need_sort`` stages.
-        O(k log k) for k slots. Unchecked mode does not read the slot values: a page-0 or
-        out-of-range slot lands in the free list and ``verify_byte_accounting`` reports it; a
-        release beyond the pool's page count raises ``FREE-3`` (host counters) before any change.
+        O(k log k) for k slots; on the CPU O(k + P log P) when the slots come in page-major
+        runs (a row's slots: one entry per run is sorted, P pages). Unchecked mode does not
+        read the slot values: a page-0 or out-of-range slot lands in the free list and
+        ``verify_byte_accounting`` reports it; a release beyond the pool's page count raises
+        ``FREE-3`` (host counters) before any change.
         """
         if free_index.numel() == 0:
             return

@@ -46,6 +46,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     verify_byte_accounting      O(num_pages)                    yes (reads the lists)
     ==========================  ==============================  =============================
 
+    On the CPU, ``free`` of slots in page-major runs (a row) sorts one entry per run:
+    O(k + P log P) instead of O(k log k).
+
     Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA, numpy on
     the same memory on CPU; same results, same costs in O terms.
 

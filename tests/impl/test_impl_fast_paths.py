@@ -250,3 +250,22 @@ def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> No
     out = alloc.alloc_extend(pre, pre, seq, seq, last, 8, num_new_pages=2)
     assert out is not None and out.tolist() == [6, 7, 28, 29, 30, 31, 32, 33]
     alloc.check_invariants()
+
+
+@pytest.mark.parametrize("ops", [NumpyOps(4, "cpu"), TorchOps(4, "cpu")])
+@pytest.mark.parametrize(("pages", "want"), [
+    ([5, 5, 3, 3, 5, 5, 1], [1, 3, 5]),  # page-major runs that repeat later (runs first)
+    ([2, 7, 7, 2], [2, 7]),  # no run at the front, a repeat later
+    ([9, 9, 9], [9]),
+    ([6, 4], [4, 6]),
+    ([8], [8]),
+    ([], []),
+])
+def test_distinct_is_sorted_and_once_each_FREE_4(ops: TorchOps, pages: list[int],
+                                                 want: list[int]) -> None:
+    """``distinct`` gives each value once, ascending, whether the input starts with a run of
+    equal pages (a row's slots) or not."""
+    given: Any = np.array(pages, dtype=np.int64)
+    if isinstance(ops, TorchOps) and not isinstance(ops, NumpyOps):
+        given = torch.from_numpy(given)
+    assert [int(v) for v in ops.distinct(given).tolist()] == want
