@@ -141,8 +141,8 @@ class AllocatorBase(SglangSurface):
                 raise ContractViolation("ALLOC-2", f"need_size must be >= 0, got {need_size}")
         if num_pages > len(self._free):
             self.merge_and_sort_free()
-        if num_pages > len(self._free):
-            return None
+            if num_pages > len(self._free):
+                return None
         out = self._slots_of_pages(self._free.take(num_pages))
         if self._table is not None:
             self._table.taken(host_list(out[:: self.page_size] // self.page_size))
@@ -253,9 +253,11 @@ class AllocatorBase(SglangSurface):
         if self.need_sort:
             self._staged.append(pages)
         else:
-            saved = self._staged.make_room(len(pages))  # need_sort switched off: staged pages
+            staged = self._staged  # pages staged before need_sort was switched off: moved
+            saved = staged.make_room(len(pages)) if staged.count else None
             self._free.push(pages)
-            self._staged.restore(saved)
+            if saved is not None:
+                staged.restore(saved)
             self._free_sorted = False
 
     def _check_room(self, num_pages: int) -> None:
