@@ -141,6 +141,8 @@ class NumpyOps(TorchOps):
         self.page_size = page_size
         self._host_offsets = np.arange(page_size, dtype=np.int64)
         self._counting = host_layout.Counting()
+        # batches up to this size take the per-request loop (ps 1: never, the run form copies)
+        self._few_requests = host_layout.FEW_REQUESTS if page_size > 1 else 0
         self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
         self._lists_of: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
         self._arrays_of: tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray,
@@ -193,7 +195,7 @@ class NumpyOps(TorchOps):
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         ps = self.page_size
-        if seq_lens_cpu.numel() <= host_layout.FEW_REQUESTS:  # host ints beat numpy calls
+        if seq_lens_cpu.numel() <= self._few_requests:  # host ints beat numpy calls
             pre_list, seq_list = prefix_lens_cpu.tolist(), seq_lens_cpu.tolist()
             # kept for the extend_slots call that follows when it gets these very tensors
             self._lists_of = (prefix_lens_cpu, seq_lens_cpu, pre_list, seq_list)
@@ -232,7 +234,7 @@ class NumpyOps(TorchOps):
         # torch form, so that both backends give the same result or raise the same error
         if extend_num_tokens == 0:
             return torch.empty(0, dtype=INT64)
-        if seq_lens.numel() <= host_layout.FEW_REQUESTS:
+        if seq_lens.numel() <= self._few_requests:
             known, self._lists_of = self._lists_of, None
             if known is not None and known[0] is prefix_lens and known[1] is seq_lens:
                 pre, seq = known[2], known[3]

@@ -24,7 +24,9 @@ starting at output index ``t0`` with first slot ``v`` contributes ``v - t0 + t``
 A batch of at most ``FEW_REQUESTS`` requests (a serving step's prefill is often one or two
 chunks) costs less as a Python loop over requests with two slice writes each
 (:func:`extend_slots_few`): about 25 numpy calls of bookkeeping would cost more than the loop.
-Both forms are tied to the spec by the same tests.
+At page size 1 the run form is a copy of the new pages after three checks, cheaper than the
+loop for any batch, so ``NumpyOps`` takes the loop only for ``page_size > 1``. Both forms are
+tied to the spec by the same tests.
 """
 
 from __future__ import annotations

@@ -269,3 +269,18 @@ def test_distinct_is_sorted_and_once_each_FREE_4(ops: TorchOps, pages: list[int]
     if isinstance(ops, TorchOps) and not isinstance(ops, NumpyOps):
         given = torch.from_numpy(given)
     assert [int(v) for v in ops.distinct(given).tolist()] == want
+
+
+@BACKENDS
+def test_alloc_extend_page_size_one_small_batch_EXTEND_5(backend: str,
+                                                         request: pytest.FixtureRequest) -> None:
+    """Page size 1 (the run form for any batch on the CPU): every token takes the next free
+    page in request order; an empty request takes none."""
+    _use(backend, request)
+    alloc = _paged(16, 1)
+    assert alloc.alloc(3) is not None  # pages 1..3
+    out = alloc.alloc_extend(_t([2, 0, 1]), _t([2, 0, 1]), _t([4, 0, 2]), _t([4, 0, 2]),
+                             _t([1, -1, 3]), 3)
+    assert out is not None and out.tolist() == [4, 5, 6]
+    assert free_list(alloc)[0] == 7
+    alloc.check_invariants()
