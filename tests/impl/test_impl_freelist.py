@@ -242,3 +242,16 @@ def test_token_staged_pages_wrap_past_the_ring_end_SORT_1(backend: bool) -> None
         ("free", [4, 5]),
         ("alloc", 4),
     ])
+
+
+def test_one_slot_token_ring_merges_into_its_empty_list_SORT_3(backend: bool) -> None:
+    """A ring of capacity 1: the staged slot merges into an empty free list, so the new front
+    goes just before the head, which wraps to 0 again (the head stays in range)."""
+    alloc = make_impl(paged=False, size=1, page_size=1, need_sort=True)
+    model = AllocatorModel(size=1, page_size=1, need_sort=True, paged=False)
+    _same_as_model(alloc, model, [("alloc", 1), ("free", [1])])
+    alloc.merge_and_sort_free()
+    model.merge_and_sort_free()
+    alloc.check_invariants()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages() == [1]
+    _same_as_model(alloc, model, [("alloc", 1), ("free", [1]), ("alloc", 1)])

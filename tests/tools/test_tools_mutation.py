@@ -76,6 +76,18 @@ def test_coverage_map_selects_by_line() -> None:
     assert cov.select("s.py", [1, 5]) is None  # runs at import: the whole test set
 
 
+def test_coverage_map_times_a_run_by_its_tests() -> None:
+    """A run's limit: five times its tests' traced seconds plus a minute, capped by the
+    whole set's limit (an old dump without timings: the minute)."""
+    dump = {"order": ["t::a", "t::b"], "seconds": {"t::a": 2.0, "t::b": 30.0},
+            "lines": {IMPORT: [], "t::a": [["s.py", 5]], "t::b": [["s.py", 5]]}}
+    cov = CoverageMap(dump)
+    assert cov.timeout_s(["t::a"], 500.0) == 70.0
+    assert cov.timeout_s(["t::a", "t::b"], 150.0) == 150.0
+    del dump["seconds"]
+    assert CoverageMap(dump).timeout_s(["t::a"], 500.0) == 60.0
+
+
 def test_equivalents_file_names_targets_with_reasons() -> None:
     """Each entry: a target file, a change the operators make, a reason. (Whether the mutant
     still exists and survives is the mutation run's check: it reports stale entries.)"""

@@ -99,7 +99,9 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 tests = tuple(args.tests or ()) or (
                     config.TARGETS[f] if selected is None else tuple(selected))
-                runs.append(Run(f, m.apply(originals[f]), tests, profile, seed, timeouts[f], m))
+                limit = timeouts[f] if coverage is None or selected is None else \
+                    coverage[f].timeout_s(selected, timeouts[f])
+                runs.append(Run(f, m.apply(originals[f]), tests, profile, seed, limit, m))
         print(f"{len(runs) + len(unreached)} mutants in {len(files)} files ({len(unreached)} on "
               f"lines no test reaches), profile {profile}, seed {seed}", flush=True)
         done = [0]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+import time
 from collections.abc import Generator, Iterable
 from pathlib import Path
 from types import FrameType
@@ -31,6 +32,7 @@ class LineTracer:
         self.lines: dict[str, set[tuple[str, int]]] = {IMPORT: set()}
         self.sink = self.lines[IMPORT]
         self.order: list[str] = []
+        self.seconds: dict[str, float] = {}  # nodeid -> traced duration (setup to teardown)
         sys.settrace(self._global)
         threading.settrace(self._global)
 
@@ -50,13 +52,15 @@ class LineTracer:
     def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
         self.order.append(item.nodeid)
         self.sink = self.lines.setdefault(item.nodeid, set())
+        t0 = time.monotonic()
         yield
+        self.seconds[item.nodeid] = time.monotonic() - t0
         self.sink = self.lines[IMPORT]
 
     def pytest_sessionfinish(self) -> None:
         sys.settrace(None)
         threading.settrace(None)
-        data = {"order": self.order,
+        data = {"order": self.order, "seconds": self.seconds,
                 "lines": {k: sorted(v) for k, v in self.lines.items()}}
         self.out.write_text(json.dumps(data))
 
@@ -73,6 +77,7 @@ class CoverageMap:
 
     def __init__(self, dump: dict[str, Any]) -> None:
         self.order: list[str] = dump["order"]
+        self.seconds: dict[str, float] = dump.get("seconds", {})
         self.at_import: set[tuple[str, int]] = {tuple(x) for x in dump["lines"][IMPORT]}
         self.tests_of: dict[tuple[str, int], set[str]] = {}
         for nodeid, lines in dump["lines"].items():
@@ -90,3 +95,10 @@ class CoverageMap:
                 return None
             wanted |= self.tests_of.get((rel, line), set())
         return [t for t in self.order if t in wanted]
+
+    def timeout_s(self, tests: Iterable[str], whole_set_s: float) -> float:
+        """The time limit for a run of ``tests``: five times their traced time plus a minute
+        (start-up, collection, load), never more than ``whole_set_s`` (the whole set's limit).
+        Traced runs are slower than plain ones, so a healthy run stays far inside it; a
+        mutant that loops forever is stopped (and counts as killed) that much sooner."""
+        return min(whole_set_s, 5 * sum(self.seconds.get(t, 0.0) for t in tests) + 60)
