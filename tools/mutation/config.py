@@ -12,7 +12,8 @@ from __future__ import annotations
 SPEC_TESTS = ("tests/spec", "tests/formal")
 IMPL_TESTS = ("tests/impl",)
 ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
-    "broken", "broken_events", "calls", "coverage", "first_run", "reports", "targets"))
+    "broken", "broken_events", "calls", "coverage", "executor_paths", "first_run", "reports",
+    "shortage_raises", "targets"))
 
 TARGETS: dict[str, tuple[str, ...]] = {
     "spec/layout.py": SPEC_TESTS,

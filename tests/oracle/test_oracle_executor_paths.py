@@ -1,0 +1,104 @@
+"""The executor's rarely taken paths, each with the report it must give: an unknown comparison
+order, a factory that fails, a result whose overwrite changes the allocator (``ALIAS-3``), a
+spec model that breaks its own invariants, and a contract-order target whose eviction frees
+more cache entries than the spec's (``CAP-1`` allows it there, not in the exact order)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from kvpool.oracle.capabilities import PAGED, TOKEN
+from kvpool.oracle.executor import Executor
+from kvpool.oracle.report import OracleError, OracleFailure
+from kvpool.oracle.runner import run_config
+from kvpool.oracle.targets import Config, Target
+from kvpool.spec import AllocatorModel
+from spec_torch import SpecTorchAllocator, spec_token
+
+TOKEN_TARGET = Target(spec_token, TOKEN, "spec_torch:spec_token")
+
+
+def test_order_must_be_exact_or_contract() -> None:
+    with pytest.raises(ValueError, match="order must be 'exact' or 'contract', got 'fifo'"):
+        Executor(TOKEN_TARGET, Config(1, False, "cpu", "fifo"))
+
+
+def test_a_failing_factory_is_the_oracles_error() -> None:
+    def factory(**kwargs: Any) -> Any:
+        raise RuntimeError("no device memory")
+
+    ex = Executor(Target(factory, TOKEN, "here:factory"), Config(1, False))
+    with pytest.raises(OracleError, match="the factory failed: RuntimeError: no device memory"):
+        ex.create(16)
+
+
+def test_a_model_breaking_its_invariants_is_the_oracles_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(self: AllocatorModel) -> None:
+        raise AssertionError("MODEL-3: planted")
+
+    monkeypatch.setattr(AllocatorModel, "check_invariants", broken)
+    ex = Executor(TOKEN_TARGET, Config(1, False))
+    with pytest.raises(OracleError, match="the spec model broke its own invariants: MODEL-3"):
+        ex.create(16)
+
+
+class CountsHandedOut(SpecTorchAllocator):
+    """ALIAS-3: keeps the tensors ``alloc`` returns as its record of owned slots (no copy) and
+    counts a slot the caller overwrote with -1 as available again."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        out = super().alloc(need_size)
+        if out is not None:
+            self.handed = [*getattr(self, "handed", []), out]
+        return out
+
+    def available_size(self) -> int:
+        overwritten = sum(int((t < 0).sum()) for t in getattr(self, "handed", []))
+        return super().available_size() + overwritten
+
+
+def counts_handed_out(*, size: int, page_size: int = 1, need_sort: bool,
+                      device: str = "cpu") -> CountsHandedOut:
+    return CountsHandedOut(size, 1, need_sort, device, paged=False)
+
+
+def test_a_result_that_is_the_allocators_record_is_caught_ALIAS_3() -> None:
+    target = Target(counts_handed_out, TOKEN, "test_oracle_executor_paths:counts_handed_out")
+    result = run_config(target, Config(1, False), max_examples=30, shrink_seconds=1)
+    assert result.failure is not None and result.failure.clause == "ALIAS-3", result
+
+
+class EvictsTheDemand(SpecTorchAllocator):
+    """When short, asks the cache for all ``num_tokens`` instead of the shortfall: more
+    entries go than the spec evicts (a valid choice in contract order)."""
+
+    def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int) -> None:
+        if tree_cache is not None and num_tokens > self.available_size():
+            tree_cache.evict(num_tokens)
+
+
+def evicts_the_demand(*, size: int, page_size: int, need_sort: bool,
+                      device: str = "cpu") -> EvictsTheDemand:
+    return EvictsTheDemand(size, page_size, need_sort, device, paged=True)
+
+
+@pytest.mark.parametrize("order", ["contract", "exact"])
+def test_extra_evictions_pass_in_contract_order_only_CAP_1(order: str) -> None:
+    """8 pages of 4, rows A, B, C of 2 pages each, A and B cached: 12 tokens fall 4 short.
+    The spec evicts A; the target evicts A and B. Contract order evicts B from the spec's
+    cache too and the states agree; the exact order names CAP-1."""
+    target = Target(evicts_the_demand, PAGED, "test_oracle_executor_paths:evicts_the_demand")
+    ex = Executor(target, Config(4, False, "cpu", order))
+    ex.create(32)
+    rows = [ex.call("alloc", need_size=8) for _ in range(3)]
+    entries = [list(rows[0]), list(rows[1])]
+    if order == "exact":
+        with pytest.raises(OracleFailure) as err:
+            ex.call("evict_to_free_tokens", entries=entries, num_tokens=12)
+        assert err.value.failure.clause == "CAP-1"
+        return
+    assert ex.call("evict_to_free_tokens", entries=entries, num_tokens=12) == 2
+    assert ex.model is not None and ex.model.available_size() == 24
