@@ -108,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         out.mkdir(parents=True, exist_ok=True)
         log = (out / "progress.jsonl").open("w")
 
+        finished: list[Outcome] = []  # unreached ones first, then runs as they end
+
         def progress(o: Outcome) -> None:
+            finished.append(o)
             done[0] += 1
             m = o.run.tag
             assert isinstance(m, Mutant)
@@ -124,14 +127,26 @@ def main(argv: list[str] | None = None) -> int:
         for o in unreached:
             progress(o)
         done[0] = 0
-        outcomes = unreached + pool.run_all(runs, progress)
+        stopped = ""
+        try:
+            outcomes = unreached + pool.run_all(runs, progress)
+        except SystemExit as stop:  # SIGTERM: score the files whose mutants all ran
+            outcomes, stopped = finished, str(stop)
         log.close()
         equivalents = load_equivalents()  # read again: entries added while the run went on count
         # an equivalent cannot be killed by another seed: re-run only the real survivors
         survivors = [o for o in outcomes if o.status == SURVIVED
                      and isinstance(o.run.tag, Mutant) and o.run.tag.key not in equivalents]
-        reruns = {} if args.no_rerun else _rerun(pool, survivors, args.profile, originals)
+        reruns = {} if args.no_rerun or stopped else _rerun(pool, survivors, args.profile,
+                                                            originals)
     elapsed = time.monotonic() - started
+    if stopped:
+        ran = {f: sum(o.run.path == f for o in outcomes) for f in files}
+        partial = [f"{f} ({ran[f]} of {len(mutants[f])})" for f in files
+                   if ran[f] != len(mutants[f])]
+        files = [f for f in files if ran[f] == len(mutants[f])]
+        outcomes = [o for o in outcomes if o.run.path in files]
+        stopped = f"; {stopped}, not scored: {', '.join(partial) or 'none'}"
     scores, survivor_rows = _score(files, outcomes, equivalents, reruns)
     live_keys = {row["key"] for row in survivor_rows}
     stale = [] if args.match or args.tests else [  # a partial run cannot tell
@@ -140,8 +155,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{f', Hypothesis seed {seed}' if seed is not None else ' (derandomized)'}\n\n"
               f"commit {commit}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
               f"{len(outcomes)} mutants, {args.jobs} parallel runs, {elapsed:.0f} s "
-              + ("(no re-runs)" if args.no_rerun else "(survivors not in the equivalents file "
-                 f"re-run with {_rerun_desc(args.profile)})"))
+              + ("(no re-runs)" if args.no_rerun or stopped else "(survivors not in the "
+                 f"equivalents file re-run with {_rerun_desc(args.profile)})") + stopped)
     text = write_report(out, header, scores, survivor_rows, equivalents, stale)
     print(text)
     real = [r for r in survivor_rows if not r["equivalent"]]
@@ -149,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _rescore(out: Path) -> int:
-    """Rewrite ``out``'s table from its ``results.json`` with the equivalents file as it is."""
+    """Rewrite ``out``'s table from its ``results.json`` with the equivalents file as it is
+    (a run killed before it wrote one: from ``progress.jsonl``, see :func:`_from_progress`)."""
+    if not (out / "results.json").exists():
+        _from_progress(out)
     data = json.loads((out / "results.json").read_text())
     equivalents = load_equivalents()
     scores = []
@@ -176,6 +194,35 @@ def _commit(root: Path) -> str:
 
     dirty = git("status", "--porcelain", "--untracked-files=normal")
     return git("rev-parse", "--short", "HEAD") + (" + uncommitted changes" if dirty else "")
+
+
+def _from_progress(out: Path) -> None:
+    """Write ``results.json`` from the outcomes a killed run logged: only the files whose
+    mutants (as the tree lists them now, so it must be the tree that run copied) all ended."""
+    rows = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    root = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], check=True,
+                               capture_output=True, text=True).stdout.strip())
+    scores, survivors, partial = [], [], []
+    for f in dict.fromkeys(r["path"] for r in rows):
+        source = (root / f).read_bytes()
+        keys = {m.key for m in mutants_of(f, source) if _compiles(m.apply(source))}
+        ended = {r["key"]: r for r in rows if r["path"] == f}
+        if set(ended) != keys:
+            partial.append(f"{f} ({len(keys & set(ended))} of {len(keys)})")
+            continue
+        s = FileScore(f, config.TARGETS[f], len(keys))
+        for r in ended.values():
+            if r["status"] == SURVIVED:
+                s.survivors.append(r["key"])
+                survivors.append({"key": r["key"], "line": r["line"], "equivalent": False,
+                                  "reruns": {}})
+            else:
+                s.killed += 1
+        scores.append(s)
+    header = (f"# Mutation run read back from {out / 'progress.jsonl'} (stopped before its "
+              f"report; no re-runs); not scored: {', '.join(partial) or 'none'}")
+    (out / "results.json").write_text(json.dumps(
+        {"header": header, "files": [vars(s) for s in scores], "survivors": survivors}))
 
 
 def _compiles(source: bytes) -> bool:
