@@ -179,6 +179,8 @@ class NumpyOps(TorchOps):
             return pages
         if pages[0] == pages[1]:  # page-major runs (a row's slots): one entry per run first,
             pages = pages[_run_starts(pages)]  # so that the sort sees one per page
+        elif np.greater(pages[1:], pages[:-1]).all():  # ascending, once each (one slot per
+            return pages  # page taken in order, as alloc_decode hands them out): done
         pages.sort()  # the caller's own array (or the new one above)
         return pages[_run_starts(pages)]
 

@@ -258,6 +258,9 @@ def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> No
     ([2, 7, 7, 2], [2, 7]),  # no run at the front, a repeat later
     ([9, 9, 9], [9]),
     ([6, 4], [4, 6]),
+    ([3, 6, 9], [3, 6, 9]),  # ascending once each: no sort needed
+    ([3, 6, 6], [3, 6]),  # ascending with a repeat at the end
+    ([3, 6, 5], [3, 5, 6]),
     ([8], [8]),
     ([], []),
 ])
