@@ -121,6 +121,7 @@ VLLM_BASE = PAGED.replace(
     groups=False,
     segments="none",
     page_ids=False,
+    base_api=False,
     clear=False,
     resize=False,
     merge=False,

@@ -121,6 +121,35 @@ def _overlapping_segments(s: Scheduler, data: st.DataObject) -> Call:
     }
 
 
+def _partial(s: Scheduler) -> list[Any]:
+    """Live requests whose last page is partial (the next position continues it)."""
+    return [r for r in s.reqs.values() if len(r.row) % s.ps and len(r.row) > r.start]
+
+
+def _shared_partial_page(decode: bool) -> Callable[[Scheduler, st.DataObject], Call]:
+    """EXTEND-8 / DECODE-8: two requests of one call continue the same partial page."""
+
+    def build(s: Scheduler, data: st.DataObject) -> Call:
+        req = data.draw(st.sampled_from(_partial(s)))
+        n, last = len(req.row), req.row[-1]
+        if decode:
+            return "alloc_decode", {"seq_lens": [n + 1, n + 1], "last_loc": [last, last]}
+        return "alloc_extend", {
+            "prefix_lens": [n, n],
+            "seq_lens": [n + 1, n + 1],
+            "last_loc": [last, last],
+            "extend_num_tokens": 2,
+        }
+
+    return build
+
+
+def _segment_layout(s: Scheduler, data: st.DataObject) -> Call:
+    """SEG-1: a request's slots named from a start position one off their row positions."""
+    req = _overlapping(s)[0]
+    return "free_segments", {"segments": [[req.row[req.start :], req.start + 1]]}
+
+
 def _fixed(call: Call) -> Callable[[Scheduler, st.DataObject], Call]:
     return lambda s, data: copy.deepcopy(call)
 
@@ -189,6 +218,20 @@ BAD_CALLS: dict[str, BadCall] = {
     "prefix_after_seq": BadCall(_extend_with_reqs, _prefix_after_seq),
     "decode_empty_seq": BadCall(
         _extend, _fixed(("alloc_decode", {"seq_lens": [0], "last_loc": [-1]}))
+    ),
+    "decode_mismatched_lengths": BadCall(
+        lambda s: _extend(s) and (s.ps > 1 or s.caps.decode_ps1),
+        _fixed(("alloc_decode", {"seq_lens": [1], "last_loc": [-1, -1]})),
+    ),
+    "shared_partial_page": BadCall(
+        lambda s: _extend(s) and bool(_partial(s)), _shared_partial_page(decode=False)
+    ),
+    "decode_shared_partial_page": BadCall(
+        lambda s: _extend(s) and s.ps > 1 and bool(_partial(s)), _shared_partial_page(decode=True)
+    ),
+    "segment_layout": BadCall(
+        lambda s: s.caps.segments != "none" and s.ps > 1 and bool(_overlapping(s)),
+        _segment_layout,
     ),
 }
 BAD_KINDS = tuple(BAD_CALLS)

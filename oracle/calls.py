@@ -213,6 +213,8 @@ _TABLE = [
         ],
         raise_clause="LIFE-3",
         order_clause="LIFE-4",
+        result_clause="LIFE-3",
+        checks=forms.slots_checks,
         slot_args=("kv_indices",),
     ),
     Call(

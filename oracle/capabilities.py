@@ -76,6 +76,9 @@ class Capabilities:
             default): a shortage returns None. Stored like ``checked``.
         page_ids: ``free_page_ids(page_ids)`` (SGLang's; ``FREE-8``): the oracle frees whole
             pages of rows by page id, and its ownership probe writes into the tensor passed.
+        base_api: the rest of SGLang's base-class API: ``free_full`` (``FREE-7``),
+            ``translate_kv_indices_for_transfer`` (``LIFE-3``) and ``verify_byte_accounting``
+            (``CAP-3``, read after every call).
         resize: ``resize(config)``; ``clear``: ``clear()``; ``merge``: ``merge_and_sort_free()``.
         capacity_hooks: ``evict_to_free_tokens`` / ``check_decode_capacity``.
         ownership: the allocator keeps no reference to tensors it hands out or is given: after
@@ -101,6 +104,7 @@ class Capabilities:
     checked: Any = True
     shortage_raises: Any = ()
     page_ids: bool = True
+    base_api: bool = True
     resize: bool = True
     clear: bool = True
     merge: bool = True

@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import coverage
+from . import clauses, coverage
 from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Result, run_config, run_for
 from .targets import Config, Target
 
@@ -186,9 +186,11 @@ def run_main(argv: list[str]) -> int:
     _summary(results, time.perf_counter() - start)
     targets = [p.target for p in planned for _ in p.configs]
     found = _coverage(results, targets, args)
+    per_clause = clauses.per_target(results, targets)
+    print(clauses.report(per_clause, args.require_coverage))
     if args.json:
-        write_report(Path(args.json), results, targets, found)
-    gaps = any(tc.missing() for tc in found)
+        write_report(Path(args.json), results, targets, found, per_clause)
+    gaps = any(tc.missing() for tc in found) or any(tc.missing() for tc in per_clause)
     failed = not all(r.ok for r in results) or (args.require_coverage and gaps)
     return 1 if failed or not results else 0
 
@@ -221,10 +223,15 @@ def _short(r: Result) -> str:
 
 
 def write_report(
-    path: Path, results: list[Result], targets: list[Target], found: list[coverage.TargetCoverage]
+    path: Path,
+    results: list[Result],
+    targets: list[Target],
+    found: list[coverage.TargetCoverage],
+    per_clause: list[clauses.TargetClauses],
 ) -> None:
-    """The run as JSON: per configuration its result, counts and coverage; per target the
-    events the coverage gate found missing."""
+    """The run as JSON: per configuration its result, counts, coverage and clauses exercised;
+    per target the events and the expected clauses the gate found missing, and the clauses
+    exercised in all; the clauses no such run exercises (with the reason)."""
     rows = [
         {
             "target": r.target,
@@ -239,11 +246,19 @@ def write_report(
             "clause": r.failure.clause if r.failure else None,
             "error": r.error,
             "coverage": dict(sorted(r.coverage.items())),
+            "clauses": dict(sorted(clauses.exercised(r.coverage, r.config.order).items())),
         }
         for r, t in zip(results, targets)
     ]
     gate = {tc.target: tc.missing() for tc in found}
-    report = {"kvpool_run": 1, "configurations": rows, "coverage_missing": gate}
+    report = {
+        "kvpool_run": 1,
+        "configurations": rows,
+        "coverage_missing": gate,
+        "clauses": {tc.target: dict(sorted(tc.found.items())) for tc in per_clause},
+        "clauses_missing": {tc.target: tc.missing() for tc in per_clause},
+        "clauses_not_exercised": dict(clauses.NOT_EXERCISED),
+    }
     path.write_text(json.dumps(report, indent=1))
 
 

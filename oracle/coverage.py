@@ -94,6 +94,7 @@ def _table() -> dict[str, Event]:
         ("free.many_pages", "FREE-4", _always, "a free released >= 2 pages"),
         ("free.unordered", "FREE-5", lambda c, ps, ns: not c.paged, "a token free, not ascending"),
         ("free.empty", "FREE-6", _always, "an empty free"),
+        ("free.full", "FREE-7", _cap("base_api"), "free_full released pages"),
         ("free.staged", "SORT-1", _sorted, "a free staged its pages"),
         ("free.page_ids", "FREE-8", _cap("page_ids"), "free_page_ids released >= 2 pages"),
         (
@@ -112,9 +113,11 @@ def _table() -> dict[str, Event]:
         ("group.end_many", "GROUP-4", _groups, "a group end released >= 2 pages"),
         ("group.end_idle", "GROUP-2", _groups, "free_group_end with no open group"),
         ("group.alloc_inside", "GROUP-5", _groups, "an allocation inside an open group"),
+        ("group.input_reused", "GROUP-3", _groups, "the caller overwrote a deferred free's input"),
         ("seg.trim", "SEG-5", _shared, "a segment head trimmed on a shared boundary page"),
         ("seg.inside", "SEG-5", _shared, "a segment wholly inside the previous one's last page"),
         ("seg.empty", "SEG-6", _segs, "an empty segment skipped"),
+        ("seg.many", "SEG-3", _segs, "free_segments of >= 2 non-empty segments"),
         (
             "seg.mid_span",
             "SEG-2",
@@ -126,8 +129,13 @@ def _table() -> dict[str, Event]:
         ("life.clear_staged", "LIFE-1", _both(_sorted, _cap("clear")), "clear() with pages staged"),
         ("life.resize", "LIFE-2", _cap("resize"), "resize() mid-run"),
         ("life.ragged", "MODEL-1", _paged, "a pool whose size is not a multiple of the page"),
+        ("life.translate", "LIFE-3", _cap("base_api"), "translate_kv_indices_for_transfer"),
         ("cap.evict", "CAP-1", _cap("capacity_hooks"), "the tree cache was asked to evict"),
         ("cap.check_false", "CAP-2", _cap("capacity_hooks"), "check_decode_capacity said no"),
+        ("cap.byte_accounting", "CAP-3", _cap("base_api"), "verify_byte_accounting() read"),
+        ("alias.held", "ALIAS-1", _always, "a result re-checked after later calls"),
+        ("alias.inputs", "ALIAS-2", _cap("ownership"), "the caller overwrote a free's input"),
+        ("alias.results", "ALIAS-3", _cap("ownership"), "the caller wrote into a census"),
     ]
     for lo, hi in BATCH_BUCKETS:
         rows.append((f"extend.bs_{lo}_{hi}", "EXTEND-4", _extend, f"alloc_extend of {lo}-{hi}"))
@@ -154,6 +162,10 @@ BAD_NEEDS: dict[str, Needs] = {
     "wrong_extend_num_tokens": _extend,
     "prefix_after_seq": _extend,
     "decode_empty_seq": _extend,
+    "decode_mismatched_lengths": _decode,
+    "shared_partial_page": _both(_extend, _paged),
+    "decode_shared_partial_page": _both(_decode, _paged),
+    "segment_layout": _both(_segs, _paged),
 }
 EVENTS = _table()
 
@@ -228,6 +240,7 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         yield "free.empty" if not slots else None
         yield "free.many_pages" if len(pages) >= 2 else None
         yield "free.unordered" if slots != sorted(slots) else None
+        yield "free.full" if c == "free_full" and slots else None
         if before.group_open and any(before.status[p] == "deferred" for p in pages):
             yield "group.page_in_pieces"
         return
@@ -240,6 +253,7 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         yield "seg.single"
     if before.group_open and any(idx for idx, _ in segs):
         yield "group.segments"
+    yield "seg.many" if sum(1 for idx, _ in segs if idx) >= 2 else None
     prev_end: int | None = None
     for idx, start in segs:
         n = len(idx)
@@ -255,6 +269,14 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         prev_end = end
 
 
+def _names_slots(step: TraceStep) -> bool:
+    """Whether a free call named any slot or page."""
+    a = step.args
+    if "segments" in a:
+        return any(idx for idx, _ in a["segments"])
+    return bool(a.get("free_index") or a.get("page_ids"))
+
+
 def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: Any) -> list[str]:
     """The events one successful call reached (``model`` is the spec's state after it)."""
     ps, c = model.page_size, step.call
@@ -263,6 +285,8 @@ def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: An
         found += _alloc_events(step, before, ps, result)
     elif c in FREE_CALLS:
         found += _free_events(step, before, ps)
+        if step.clobber and before.group_open and _names_slots(step):
+            found.append("group.input_reused")
         if model.need_sort and not before.group_open and len(model.staged) > before.num_staged:
             found.append("free.staged")
     elif c == "free_group_end":
@@ -277,6 +301,8 @@ def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: An
         found.append("life.clear_staged" if before.num_staged else None)
     elif c == "resize":
         found.append("life.resize")
+    elif c == "translate_kv_indices_for_transfer" and step.args["kv_indices"]:
+        found.append("life.translate")
     elif c == "create" and step.args["size"] % ps:
         found.append("life.ragged")
     elif c in ("evict_to_free_tokens", "check_decode_capacity"):

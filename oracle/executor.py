@@ -138,6 +138,7 @@ class Executor:
         else:
             raise OracleError(f"generated bad call {name}({args}) is valid under the spec")
         self._checked(step, len(self.trace.steps) - 1, before, lambda: self._bad(step, message))
+        self.events[f"rejected:{step.raises}"] += 1  # the clause checked (kvpool.oracle.clauses)
         return str(step.raises)
 
     def _before_line(self, state: Before) -> Callable[[], str]:
@@ -188,6 +189,8 @@ class Executor:
             raise
         if step.clobber:
             seen = self._census() if self.caps.ownership and inputs else None
+            if seen is not None and model.free_group is None:
+                self.events["alias.inputs"] += 1  # an ALIAS-2 case (GROUP-3 inside a group)
             for x in inputs:
                 x.fill_(0)
             if seen is not None and self._census() != seen:
@@ -197,6 +200,13 @@ class Executor:
                     f"free {seen[0]} -> {self._census()[0]}",
                 )
         if call.kind != "alloc":
+            if call.result_clause is not None:  # a state call with an answer (LIFE-3)
+                step.expect = expected
+                if as_list(got_obj) != expected:
+                    raise Divergence(
+                        call.result_clause,
+                        f"{call.name} returned {as_list(got_obj)}, the spec gives {expected}",
+                    )
             return None
         got = as_list(got_obj)
         step.expect = expected if self.order == "exact" else got
@@ -220,6 +230,7 @@ class Executor:
                         f"{seen[0]} -> {self._census()[0]}",
                     )
             else:  # the allocator must not change it later (ALIAS-1)
+                self.events["alias.held"] += bool(got)
                 self.held.append((len(self.trace.steps) - 1, got_obj, got_obj.clone()))
                 del self.held[:-MAX_HELD]
         return got
@@ -340,6 +351,7 @@ class Executor:
         census = self.target.get_all_free_pages()
         if isinstance(census, torch.Tensor):
             census.fill_(-1)
+            self.events["alias.results"] += 1
         again = self._census()
         if again != (free, available):
             raise Divergence(
@@ -391,6 +403,7 @@ class Executor:
         verify = getattr(self.target, "verify_byte_accounting", None)
         if verify is not None:
             problems = verify()
+            self.events["cap.byte_accounting"] += step.call != "create"
             if problems:
                 raise Divergence("CAP-3", f"verify_byte_accounting() reports {list(problems)}")
 

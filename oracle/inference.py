@@ -26,6 +26,7 @@ METHOD_RULES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
     ("groups", False, ("free_group_begin", "free_group_end")),
     ("segments", "none", ("free_segment", "free_segments")),
     ("page_ids", False, ("free_page_ids",)),
+    ("base_api", False, ("free_full", "translate_kv_indices_for_transfer", "verify_byte_accounting")),  # noqa: E501
     ("merge", False, ("merge_and_sort_free",)),
     ("need_sort", (False,), ("merge_and_sort_free",)),
     ("clear", False, ("clear",)),

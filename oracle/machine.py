@@ -208,7 +208,8 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         else:
             if not self.caps.paged:
                 live = list(data.draw(st.permutations(live)))
-            self.ex.call("free", free_index=live, clobber=self.caps.ownership or self.group_open)
+            name = "free_full" if self.caps.base_api and data.draw(st.booleans()) else "free"
+            self.ex.call(name, free_index=live, clobber=self.caps.ownership or self.group_open)
         del self.reqs[req.rid]
 
     @precondition(lambda self: self.ready and self.caps.segments != "none" and self.window_reqs())
@@ -259,9 +260,18 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         slots = block[lo * ps : hi * ps]
         if not self.caps.paged:
             slots = list(data.draw(st.permutations(slots)))
-        self.ex.call("free", free_index=slots, clobber=self.caps.ownership or self.group_open)
+        name = "free_full" if self.caps.base_api and data.draw(st.booleans()) else "free"
+        self.ex.call(name, free_index=slots, clobber=self.caps.ownership or self.group_open)
         rest = block[: lo * ps] + block[hi * ps :]
         self.raw[i : i + 1] = [rest] if rest else []
+
+    @precondition(lambda self: self.ready and self.caps.base_api and self.reqs)
+    @rule(data=st.data())
+    @guarded
+    def translate(self, data: st.DataObject) -> None:
+        """``translate_kv_indices_for_transfer`` of a request's live slots (``LIFE-3``)."""
+        req = self.reqs[data.draw(st.sampled_from(sorted(self.reqs)))]
+        self.ex.call("translate_kv_indices_for_transfer", kv_indices=req.live())
 
     # -- groups, merge, capacity -----------------------------------------------------------------
     @precondition(lambda self: self.ready and self.caps.groups and not self.group_open)

@@ -92,6 +92,11 @@ class SpecTorchAllocator:
     def resize(self, config: Any) -> None:
         self.model.resize(ResizeConfig(config.max_total_num_tokens))
 
+    def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        out = self._out(self.model.translate_kv_indices_for_transfer(self._in(kv_indices)))
+        assert out is not None
+        return out
+
     def available_size(self) -> int:
         return int(self.model.available_size())
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from broken_allocators import BROKEN, Broken
+from broken_clauses import BROKEN_CLAUSES
 from broken_impl import BROKEN_IMPL
 from kvpool.oracle.capabilities import capabilities_of
 from kvpool.oracle.replay import replay
@@ -51,7 +52,7 @@ def _target(b: Broken) -> Target:
     return Target(b.factory, capabilities_of(b.factory), b.path)
 
 
-ALL_BROKEN = (*BROKEN, *BROKEN_IMPL)
+ALL_BROKEN = (*BROKEN, *BROKEN_IMPL, *BROKEN_CLAUSES)
 
 
 @pytest.mark.parametrize("broken", ALL_BROKEN, ids=[b.cls.__name__ for b in ALL_BROKEN])
