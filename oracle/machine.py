@@ -73,8 +73,12 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     @rule(data=st.data())
     @guarded
     def maintenance(self, data: st.DataObject) -> None:
-        """``merge_and_sort_free``, ``clear`` or ``resize`` (rarer: they reset the scheduler)."""
+        """``merge_and_sort_free``, ``clear`` or ``resize`` (rarer: they reset the scheduler);
+        under ``need_sort`` a ``clear`` with nothing staged first lets a request finish, so
+        that it runs with pages staged (``LIFE-1``)."""
         call = data.draw(st.sampled_from(self.maintenance_calls()))
+        if call == "clear" and self.ex.need_sort and not self.model.staged and self.reqs:
+            self.finish(data)
         if call == "resize":
             num_pages, ragged = data.draw(POOL_PAGES), data.draw(st.booleans())
             tokens = num_pages * self.ps + (self.ps - 1 if ragged else 0)
