@@ -42,7 +42,6 @@ import torch
 
 from . import host_layout, layout
 from .host_layout import div_floor as _div
-from .host_layout import mod_floor as _mod
 
 INT64 = torch.int64
 
@@ -143,6 +142,8 @@ class NumpyOps(TorchOps):
         self._counting = host_layout.Counting()
         # batches up to this size take the per-request loop (ps 1: never, the run form copies)
         self._few_requests = host_layout.FEW_REQUESTS if page_size > 1 else 0
+        # seq % ps == 1 % ps as one mask when ps is a power of two (None: floor modulo)
+        self._offset_mask = page_size - 1 if page_size & (page_size - 1) == 0 else None
         self._opening_of: tuple[torch.Tensor, np.ndarray] | None = None
         self._lists_of: tuple[torch.Tensor, torch.Tensor, list[int], list[int]] | None = None
         self._arrays_of: tuple[torch.Tensor, torch.Tensor, np.ndarray, np.ndarray,
@@ -179,8 +180,8 @@ class NumpyOps(TorchOps):
             return pages
         if pages[0] == pages[1]:  # page-major runs (a row's slots): one entry per run first,
             pages = pages[_run_starts(pages)]  # so that the sort sees one per page
-        elif np.greater(pages[1:], pages[:-1]).all():  # ascending, once each (one slot per
-            return pages  # page taken in order, as alloc_decode hands them out): done
+        elif np.count_nonzero(np.greater(pages[1:], pages[:-1])) == pages.size - 1:
+            return pages  # ascending once each (a decode's slots, one per page): done
         pages.sort()  # the caller's own array (or the new one above)
         return pages[_run_starts(pages)]
 
@@ -225,7 +226,8 @@ class NumpyOps(TorchOps):
         seq = seq_lens.numpy()  # _host, inlined on the decode path
         if seq.dtype is not _INT64 or seq.ndim != 1:
             seq = _host(seq_lens)
-        opens: np.ndarray = np.equal(_mod(seq, ps), 1 % ps)
+        mask = self._offset_mask
+        opens: np.ndarray = np.equal(seq & mask if mask is not None else seq % ps, 1 % ps)
         indices: np.ndarray = opens.nonzero()[0]  # 1-D: flatnonzero without its ravel call
         return indices
 
