@@ -88,6 +88,17 @@ def test_coverage_map_times_a_run_by_its_tests() -> None:
     assert CoverageMap(dump).timeout_s(["t::a"], 500.0) == 60.0
 
 
+def test_coverage_map_runs_quick_modules_first() -> None:
+    """The same tests, the modules by ascending traced time, each module's order kept."""
+    dump = {"order": ["slow.py::x", "slow.py::y", "quick.py::z", "quick.py::w"],
+            "seconds": {"slow.py::x": 9.0, "slow.py::y": 0.1, "quick.py::z": 1.0,
+                        "quick.py::w": 0.5},
+            "lines": {IMPORT: [], **{t: [["s.py", 5]] for t in
+                                     ("slow.py::x", "slow.py::y", "quick.py::z", "quick.py::w")}}}
+    assert CoverageMap(dump).select("s.py", [5]) == [
+        "quick.py::z", "quick.py::w", "slow.py::x", "slow.py::y"]
+
+
 def test_equivalents_file_names_targets_with_reasons() -> None:
     """Each entry: a target file, a change the operators make, a reason. (Whether the mutant
     still exists and survives is the mutation run's check: it reports stale entries.)"""

@@ -94,7 +94,18 @@ class CoverageMap:
             if (rel, line) in self.at_import:
                 return None
             wanted |= self.tests_of.get((rel, line), set())
-        return [t for t in self.order if t in wanted]
+        return self.fastest_modules_first([t for t in self.order if t in wanted])
+
+    def fastest_modules_first(self, tests: list[str]) -> list[str]:
+        """``tests`` grouped by module, the modules in ascending order of their tests' traced
+        time, each module's tests in their own order: a run stops at its first failure
+        (``-x``), so a mutant a quick module kills is not first made to wait for a slow one.
+        The tests run are the same."""
+        modules: dict[str, list[str]] = {}
+        for t in tests:
+            modules.setdefault(t.split("::")[0], []).append(t)
+        cost = {m: sum(self.seconds.get(t, 0.0) for t in ts) for m, ts in modules.items()}
+        return [t for m in sorted(modules, key=lambda m: cost[m]) for t in modules[m]]
 
     def timeout_s(self, tests: Iterable[str], whole_set_s: float) -> float:
         """The time limit for a run of ``tests``: five times their traced time plus a minute
