@@ -396,7 +396,8 @@ def test_free_page_ids_releases_exactly_the_pages_in_order_FREE_8() -> None:
     m.free_page_ids([3, 1])
     assert m.free_pages[:2] == [3, 1]
     before = m.snapshot()
-    for bad, clause in (([2, 2], "FREE-3"), ([1], "FREE-3"), ([0], "FREE-2"), ([9], "FREE-1")):
+    for bad, clause in (([2, 2], "FREE-3"), ([1], "FREE-3"), ([0], "FREE-2"), ([9], "FREE-1"),
+                        ([True], "FREE-1")):  # a bool is no page id (not page 1)
         with pytest.raises(ContractViolation) as err:
             m.free_page_ids(bad)
         assert err.value.clause == clause
