@@ -1,7 +1,8 @@
 """The executor's rarely taken paths, each with the report it must give: an unknown comparison
 order, a factory that fails, a result whose overwrite changes the allocator (``ALIAS-3``), a
-spec model that breaks its own invariants, and a contract-order target whose eviction frees
-more cache entries than the spec's (``CAP-1`` allows it there, not in the exact order)."""
+spec model that breaks its own invariants, a contract-order target whose eviction frees
+more cache entries than the spec's (``CAP-1`` allows it there, not in the exact order), and a
+declared shortage raise in contract order (on a shortage, and on a call the spec refuses)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 import pytest
 import torch
+from broken_shortage import CAPS as SHORTAGE_CAPS
+from broken_shortage import shortageraises
 from kvpool.oracle.capabilities import PAGED, TOKEN
 from kvpool.oracle.executor import Executor
 from kvpool.oracle.report import OracleError, OracleFailure
@@ -102,3 +105,32 @@ def test_extra_evictions_pass_in_contract_order_only_CAP_1(order: str) -> None:
         return
     assert ex.call("evict_to_free_tokens", entries=entries, num_tokens=12) == 2
     assert ex.model is not None and ex.model.available_size() == 24
+
+
+def test_a_declared_shortage_raise_conforms_in_contract_order() -> None:
+    """Contract order asks the spec on the state before the call whether it is a shortage."""
+    declared = Target(shortageraises, SHORTAGE_CAPS, "broken_shortage:shortageraises")
+    result = run_config(declared, Config(4, False, "cpu", "contract"), max_examples=40)
+    assert result.ok, result.failure.report() if result.failure else result.error
+    assert result.coverage["alloc.short_partial"] and result.coverage["extend.short_empty"]
+
+
+class RaisesTypeError(SpecTorchAllocator):
+    """Raises the declared shortage type on every allocation (on a call the spec refuses
+    too)."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        raise TypeError("no slots")
+
+
+def test_a_raise_on_a_call_the_spec_refuses_is_the_oracles_error() -> None:
+    """A shortened trace can hold an invalid call; the target raising there is no divergence
+    but the oracle's error, in contract order as in the exact one."""
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return RaisesTypeError(size, page_size, need_sort, device)
+
+    target = Target(factory, SHORTAGE_CAPS, "here:factory")
+    ex = Executor(target, Config(4, False, "cpu", "contract"))
+    ex.create(32)
+    with pytest.raises(OracleError, match="is invalid under the spec"):
+        ex.call("alloc", need_size=6)                     # not whole pages: ALLOC-1

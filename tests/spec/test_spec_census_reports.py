@@ -56,6 +56,11 @@ def held(page: int) -> str:
      ["SWA-2: full slot 4 is mapped but its page is free"]),
     ([], held, [3, 3], ["SWA-4: an SWA page is deferred twice in [3, 3]"]),
     ([(4, 12)], held, [3], ["SWA-4: an SWA page is both mapped and deferred"]),
+    ([(4, 9)], held, [], ["SWA-2: full slot 4 and SWA slot 9 differ in page offset"]),
+    ([(4, 8), (5, 13)], held, [],                                       # page 1 -> 2 and 3
+     ["SWA-3: full page 1 and SWA page 3 do not page in step",
+      "SWA-4: held SWA pages [3] have no mapped peer (leak); [] are mapped or deferred but "
+      "not held"]),
 ])
 def test_mapping_census_names_each_violation_SWA_2_SWA_4(
         pairs: list[tuple[int, int]], full_status: Callable[[int], str], deferred: list[int],
