@@ -219,3 +219,56 @@ def test_checked_table_disagreeing_with_the_lists_is_reported_MODEL_3(corrupt: A
     corrupt(side._table, 16)                                   # a free page
     with pytest.raises(AssertionError, match=message):
         side.check_invariants()
+
+
+def test_production_default_is_unchecked_and_clear_drops_every_pair_SWA_18() -> None:
+    a = SWATokenToKVPoolAllocator(64, 32, 4, torch.float16, "cpu", None, False)
+    assert a.checked is False
+    row = row_of(a, 8)
+    a.clear()
+    assert a.translate_loc_from_full_to_swa(row).tolist() == [0] * 8
+    assert (a.full_available_size(), a.swa_available_size()) == (64, 32)
+
+
+def test_a_kv_pool_without_register_mapping_is_accepted() -> None:
+    class Pool:
+        full_kv_pool = swa_kv_pool = swa_req_ring_size = None
+
+    a = SWATokenToKVPoolAllocator(64, 32, 4, torch.float16, "cpu", Pool(), False)
+    a.clear()
+    assert a.available_size() == 32
+
+
+@pytest.mark.parametrize(("size", "size_swa", "n", "fits"), [
+    (16, 32, 16, True), (16, 32, 20, False),       # the full side holds exactly / not 5 pages
+    (32, 16, 16, True), (32, 16, 20, False),       # the SWA side
+])
+def test_extend_fits_exactly_the_smaller_side_SWA_7(size: int, size_swa: int, n: int,
+                                                    fits: bool) -> None:
+    pair = make(4, False, size=size, size_swa=size_swa)
+    got = pair.impl.alloc_extend(T([0]), T([0]), T([n]), T([n]), T([-1]), n)
+    want = pair.spec.alloc_extend([0], [n], [-1], n)
+    assert (got is not None) is fits and (None if got is None else got.tolist()) == want
+    pair.same()
+
+
+def test_alloc_takes_exactly_what_is_free_and_refuses_a_bad_size_SWA_6() -> None:
+    a = swa(1, size=8, size_swa=8)
+    with pytest.raises(ContractViolation, match="ALLOC-2"):
+        a.alloc(None)  # type: ignore[arg-type]
+    got = a.alloc(8)
+    assert got is not None and got.tolist() == list(range(1, 9))
+    assert a.alloc(1) is None
+
+
+def test_extend_rules_come_before_the_swa_last_loc_rule_SWA_8() -> None:
+    """A last_loc on a free page continuing a partial prefix: the spec names the full side's
+    extend rule, not SWA-8 (whose released peer it also has)."""
+    pair = make(4, False)
+    free_slot = 4 * 20 + 1                                   # page 20 is free
+    with pytest.raises(ContractViolation) as want:
+        pair.spec.alloc_extend([2], [3], [free_slot], 1)
+    with pytest.raises(ContractViolation) as got:
+        pair.impl.alloc_extend(T([2]), T([2]), T([3]), T([3]), T([free_slot]), 1)
+    assert got.value.clause == want.value.clause != "SWA-8"
+    pair.same()
