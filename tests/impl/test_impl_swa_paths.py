@@ -272,3 +272,34 @@ def test_extend_rules_come_before_the_swa_last_loc_rule_SWA_8() -> None:
         pair.impl.alloc_extend(T([2]), T([2]), T([3]), T([3]), T([free_slot]), 1)
     assert got.value.clause == want.value.clause != "SWA-8"
     pair.same()
+
+
+def _same_refusal(pair: Any, spec_call: Any, impl_call: Any) -> str:
+    """Both refuse with the same clause and neither changes; returns the clause."""
+    before = state(pair.impl)
+    with pytest.raises(ContractViolation) as want:
+        spec_call(pair.spec)
+    with pytest.raises(ContractViolation) as got:
+        impl_call(pair.impl)
+    assert got.value.clause == want.value.clause
+    assert state(pair.impl) == before
+    pair.same()
+    return str(got.value.clause)
+
+
+def test_checked_decode_and_free_refusals_match_the_spec_SWA_8_SEG_4_FREE_1() -> None:
+    pair = make(4, False)
+    row = row_of(pair.impl, 5).tolist()
+    pair.spec.alloc_extend([0], [5], [-1])
+    free_slot = 4 * 20 + 1                                   # page 20 is free
+    assert _same_refusal(pair, lambda h: h.alloc_decode([3], [free_slot]),
+                         lambda a: a.alloc_decode(T([3]), T([3]), T([free_slot]))) != "SWA-8"
+    assert _same_refusal(pair, lambda h: h.free_full([10_000]),
+                         lambda a: a.free_full(T([10_000]))) == "FREE-1"
+    assert _same_refusal(pair, lambda h: h.free_segments([(row[4:], 4), (row[:4], 0)]),
+                         lambda a: a.free_segments([(T(row[4:]), 4), (T(row[:4]), 0)])) == "SEG-4"
+    pair.impl.free_swa(T(row))
+    pair.spec.free_swa(row)
+    # position 5 continues the partial page 1 (positions 4..5) whose SWA peer is gone
+    assert _same_refusal(pair, lambda h: h.alloc_decode([6], [row[4]]),
+                         lambda a: a.alloc_decode(T([6]), T([6]), T([row[4]]))) == "SWA-8"
