@@ -303,3 +303,36 @@ def test_checked_decode_and_free_refusals_match_the_spec_SWA_8_SEG_4_FREE_1() ->
     # position 5 continues the partial page 1 (positions 4..5) whose SWA peer is gone
     assert _same_refusal(pair, lambda h: h.alloc_decode([6], [row[4]]),
                          lambda a: a.alloc_decode(T([6]), T([6]), T([row[4]]))) == "SWA-8"
+
+
+@pytest.mark.parametrize(("start", "n"), [(1, 8), (2, 8), (2, 10), (4, 8)])
+def test_swa_segment_from_any_start_frees_each_page_once_SWA_14(start: int, n: int) -> None:
+    """Positions start..start+n-1 of a 12-token row: one SWA page per row page touched, also
+    when the segment starts mid-page and ends one page later than a stride of 4 reaches."""
+    pair = make(4, False)
+    row = row_of(pair.impl, 12).tolist()
+    pair.spec.alloc_extend([0], [12], [-1])
+    pair.impl.free_swa_segment(T(row[start:start + n]), start_pos=start)
+    pair.spec.free_swa_segment(row[start:start + n], start_pos=start)
+    pair.same()
+
+
+def test_checked_segment_and_swa_refusals_match_the_spec_SEG_1_SWA_11_SWA_12() -> None:
+    pair = make(4, False)
+    row = row_of(pair.impl, 8).tolist()
+    pair.spec.alloc_extend([0], [8], [-1])
+    for slot, clause in ((0, "FREE-2"), (10_000, "FREE-1")):
+        assert _same_refusal(pair, lambda h, s=slot: h.free_swa([s]),
+                             lambda a, s=slot: a.free_swa(T([s]))) == clause
+        assert _same_refusal(pair, lambda h, s=slot: h.free_full_segment([s], start_pos=0),
+                             lambda a, s=slot: a.free_full_segment(T([s]), start_pos=0)) == clause
+    assert _same_refusal(pair, lambda h: h.free_full_segments([(row[:4], 0)]),
+                         lambda a: a.free_full_segments([(T(row[:4]), 0)])) == "SWA-12"
+    for start in (None, 0.0):
+        assert _same_refusal(pair, lambda h, s=start: h.free_swa_segment(row[:4], start_pos=s),
+                             lambda a, s=start: a.free_swa_segment(T(row[:4]), start_pos=s)
+                             ) == "SEG-1"
+    pair.impl.free_swa(T(row[:4]))
+    pair.spec.free_swa(row[:4])
+    assert _same_refusal(pair, lambda h: h.free_swa_segment(row[:4], start_pos=0),
+                         lambda a: a.free_swa_segment(T(row[:4]), start_pos=0)) == "SWA-11"
