@@ -336,3 +336,30 @@ def test_checked_segment_and_swa_refusals_match_the_spec_SEG_1_SWA_11_SWA_12() -
     pair.spec.free_swa(row[:4])
     assert _same_refusal(pair, lambda h: h.free_swa_segment(row[:4], start_pos=0),
                          lambda a: a.free_swa_segment(T(row[:4]), start_pos=0)) == "SWA-11"
+
+
+def test_census_covers_the_swa_side_and_the_mapping_SWA_19() -> None:
+    a = swa(need_sort=False)
+    row = row_of(a, 8)
+    assert a.verify_byte_accounting() == []
+    twice = a.swa_attn_allocator
+    twice.free(a.translate_loc_from_full_to_swa(row[:1]))   # SWA page freed, pair kept
+    problems = a.verify_byte_accounting()
+    assert any(p.startswith("SWA-2: full slot") for p in problems), problems
+    twice.free(a.translate_loc_from_full_to_swa(row[:1]))   # and again: listed free twice
+    assert any(p.startswith("swa: INV-2") for p in a.verify_byte_accounting())
+
+
+@pytest.mark.parametrize(("side", "message"), [("full", "checked-mode status"),
+                                               ("swa", "staging broken")])
+def test_check_invariants_checks_each_side(side: str, message: str) -> None:
+    a = swa()
+    row_of(a, 8)
+    if side == "full":
+        table = a.full_attn_allocator._table
+        assert table is not None
+        table.status[16] = OWNED                              # a free page, listed as held
+    else:
+        a.swa_attn_allocator._staged.count = 3                # more staged than the room left
+    with pytest.raises(AssertionError, match=message):
+        a.check_invariants()
