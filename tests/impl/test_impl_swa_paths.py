@@ -27,7 +27,7 @@ def row_of(a: SWATokenToKVPoolAllocator, n: int) -> torch.Tensor:
     return got
 
 
-@pytest.mark.parametrize(("ps", "need_sort"), [(1, False), (4, False), (4, True)])
+@pytest.mark.parametrize(("ps", "need_sort"), [(1, False), (2, True), (4, False), (4, True)])
 def test_device_branch_of_the_mapping_matches_the_spec_SWA_10_SWA_14(ps: int,
                                                                      need_sort: bool) -> None:
     """The torch ops the mapping runs on CUDA (no numpy view of the tensor), run here on CPU
@@ -222,12 +222,12 @@ def test_checked_table_disagreeing_with_the_lists_is_reported_MODEL_3(corrupt: A
 
 
 def test_production_default_is_unchecked_and_clear_drops_every_pair_SWA_18() -> None:
-    a = SWATokenToKVPoolAllocator(64, 32, 4, torch.float16, "cpu", None, False)
+    a = SWATokenToKVPoolAllocator(32, 32, 4, torch.float16, "cpu", None, False)
     assert a.checked is False
-    row = row_of(a, 8)
+    row = row_of(a, 32)                                       # every slot, the last included
     a.clear()
-    assert a.translate_loc_from_full_to_swa(row).tolist() == [0] * 8
-    assert (a.full_available_size(), a.swa_available_size()) == (64, 32)
+    assert a.translate_loc_from_full_to_swa(row).tolist() == [0] * 32
+    assert (a.full_available_size(), a.swa_available_size()) == (32, 32)
 
 
 def test_a_kv_pool_without_register_mapping_is_accepted() -> None:
