@@ -200,9 +200,10 @@ def test_census_reports_a_group_closed_under_deferred_swa_pages_GROUP_2() -> Non
 
 
 def test_census_reports_a_negative_mapping_entry_SWA_1() -> None:
-    a = swa()
-    a.full_to_swa_index_mapping[5] = -3
-    assert "SWA-1: a mapping entry is negative" in a.verify_byte_accounting()
+    for index in (5, -2):                                     # -2: the last full slot's entry
+        a = swa()
+        a.full_to_swa_index_mapping[index] = -3
+        assert "SWA-1: a mapping entry is negative" in a.verify_byte_accounting()
 
 
 @pytest.mark.parametrize(("corrupt", "message"), [
