@@ -1,12 +1,18 @@
-"""The shared allocator base: a page size below 1 is refused at construction, and its
-self-check names a group closed while segment pages are still deferred (``GROUP-2``)."""
+"""The shared allocator base and its checked-mode status table: a page size below 1 is refused
+at construction, the self-checks name a group closed while segment pages are still deferred
+(``GROUP-2``) and each table inconsistency (``MODEL-3``), and checked decode refuses what the
+spec refuses."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 import torch
-from impl_adapter import make_impl
+from impl_adapter import make_impl, to_plain
 from kvpool.impl import PagedTokenToKVPoolAllocator
+from kvpool.spec import AllocatorModel, ContractViolation
+from kvpool.spec.rules import OWNED
 
 
 @pytest.mark.parametrize("page_size", [0, -4])
@@ -28,3 +34,39 @@ def test_check_invariants_names_segment_pages_deferred_with_the_group_closed_GRO
     alloc.free_group = None                                 # closed without releasing them
     with pytest.raises(AssertionError, match="GROUP-2: deferred segment pages"):
         alloc.check_invariants()
+
+
+def _checked_paged() -> tuple[Any, Any]:
+    alloc = make_impl(paged=True, size=32, page_size=4, need_sort=True, checked=True)
+    row = alloc.alloc(8)                                     # pages 1, 2
+    assert row is not None and alloc._table is not None
+    return alloc, alloc._table
+
+
+def test_checked_decode_refuses_a_last_loc_just_past_the_pool_like_the_spec() -> None:
+    alloc, _ = _checked_paged()
+    model = AllocatorModel(32, 4, need_sort=True)
+    model.alloc(8)
+    beyond = 9 * 4 + 1                                       # page 9 of 8
+    with pytest.raises(ContractViolation) as want:
+        model.alloc_decode([3], [beyond])
+    with pytest.raises(ContractViolation) as got:
+        alloc.alloc_decode(torch.tensor([3]), torch.tensor([3]), torch.tensor([beyond]))
+    assert got.value.clause == want.value.clause
+
+
+def test_status_table_self_check_names_each_inconsistency_MODEL_3() -> None:
+    _, table = _checked_paged()
+    assert table.check_invariants() == []
+    table.status[1] = "bogus"
+    assert table.check_invariants() == ["MODEL-3: page 1 has status 'bogus'"]
+    table.status[1] = OWNED
+    table.staged.append(3)                                   # page 3 is free, not staged
+    assert table.check_invariants() == ["MODEL-3: page 3 listed staged but is free"]
+
+
+def test_status_table_leaves_pages_outside_the_pool_to_the_census() -> None:
+    alloc, table = _checked_paged()
+    free = to_plain(alloc.get_all_free_pages())
+    assert table.disagreements(free, []) == []
+    assert table.disagreements([0, *free, len(table.status)], []) == []
