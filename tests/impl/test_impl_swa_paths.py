@@ -4,12 +4,14 @@ the capacity hooks, resize, the pair helpers and the self-checks (``SWA-*``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from typing import Any
 
 import pytest
 import torch
 from kvpool.impl import SWATokenToKVPoolAllocator
+from kvpool.impl.hooks import EvictRequest
 from kvpool.spec import ContractViolation, HybridResizeConfig
 from kvpool.spec.rules import OWNED, STAGED
 from test_impl_swa import T, make, run, spec_state, state
@@ -364,3 +366,12 @@ def test_check_invariants_checks_each_side(side: str, message: str) -> None:
         a.swa_attn_allocator._staged.count = 3                # more staged than the room left
     with pytest.raises(AssertionError, match=message):
         a.check_invariants()
+
+
+def test_evict_request_is_sglangs_evict_params_value() -> None:
+    """Fields default to 0 as in SGLang's EvictParams; an immutable, hashable value."""
+    request = EvictRequest()
+    assert (request.num_tokens, request.swa_num_tokens, request.mamba_num) == (0, 0, 0)
+    assert hash(EvictRequest(num_tokens=4)) == hash(EvictRequest(num_tokens=4))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        request.num_tokens = 8  # type: ignore[misc]
