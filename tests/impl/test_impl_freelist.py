@@ -255,3 +255,15 @@ def test_one_slot_token_ring_merges_into_its_empty_list_SORT_3(backend: bool) ->
     alloc.check_invariants()
     assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages() == [1]
     _same_as_model(alloc, model, [("alloc", 1), ("free", [1]), ("alloc", 1)])
+
+
+@pytest.mark.parametrize("paged", [False, True])
+def test_one_staged_page_survives_a_push_after_need_sort_goes_off_SORT_1(backend: bool,
+                                                                        paged: bool) -> None:
+    """A single staged page sits where the ring's next push writes: it is moved behind it."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=True)
+    model = AllocatorModel(size=8 * ps, page_size=ps, need_sort=True, paged=paged)
+    _same_as_model(alloc, model, [
+        ("alloc", 7 * ps), ("free", list(range(5 * ps, 6 * ps))), ("need_sort", False),
+        ("free", list(range(ps, 2 * ps))), ("alloc", 3 * ps)])
