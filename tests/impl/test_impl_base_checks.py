@@ -70,3 +70,9 @@ def test_status_table_leaves_pages_outside_the_pool_to_the_census() -> None:
     free = to_plain(alloc.get_all_free_pages())
     assert table.disagreements(free, []) == []
     assert table.disagreements([0, *free, len(table.status)], []) == []
+
+
+@pytest.mark.parametrize("size", [-8, 1.5])
+def test_checked_construction_refuses_a_bad_size_LIFE_2(size: Any) -> None:
+    with pytest.raises(ContractViolation, match="LIFE-2"):
+        PagedTokenToKVPoolAllocator(size, 4, torch.float16, "cpu", None, False, checked=True)
