@@ -76,3 +76,16 @@ def test_status_table_leaves_pages_outside_the_pool_to_the_census() -> None:
 def test_checked_construction_refuses_a_bad_size_LIFE_2(size: Any) -> None:
     with pytest.raises(ContractViolation, match="LIFE-2"):
         PagedTokenToKVPoolAllocator(size, 4, torch.float16, "cpu", None, False, checked=True)
+
+
+def test_unchecked_segment_double_free_past_the_pool_changes_nothing_FREE_3() -> None:
+    """Unchecked, a double free is not looked for, but more free pages than exist are refused
+    before any segment moves (all or nothing)."""
+    alloc = make_impl(paged=True, size=16, page_size=4, need_sort=False)
+    row = alloc.alloc(8)                                     # pages 1, 2; pages 3, 4 free
+    assert row is not None
+    alloc.free_segments([(row[:4], 0)])                      # page 1 back: 3 free
+    before = to_plain(alloc.get_all_free_pages())
+    with pytest.raises(ContractViolation, match="FREE-3"):
+        alloc.free_segments([(row[:4], 0), (row[4:], 4)])    # page 1 again and page 2: 5 > 4
+    assert to_plain(alloc.get_all_free_pages()) == before
