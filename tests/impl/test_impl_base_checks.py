@@ -89,3 +89,17 @@ def test_unchecked_segment_double_free_past_the_pool_changes_nothing_FREE_3() ->
     with pytest.raises(ContractViolation, match="FREE-3"):
         alloc.free_segments([(row[:4], 0), (row[4:], 4)])    # page 1 again and page 2: 5 > 4
     assert to_plain(alloc.get_all_free_pages()) == before
+
+
+def test_unchecked_group_end_past_the_pool_changes_nothing_FREE_3() -> None:
+    alloc = make_impl(paged=True, size=16, page_size=4, need_sort=False)
+    row = alloc.alloc(12)                                    # pages 1..3; page 4 free
+    assert row is not None
+    before = to_plain(alloc.get_all_free_pages())
+    alloc.free_group_begin()
+    alloc.free(row[8:])                                      # page 3, a free() input
+    alloc.free_segment(row[:8], start_pos=0)                 # pages 1, 2 deferred
+    alloc.free_segment(row[:8], start_pos=0)                 # and again (unchecked)
+    with pytest.raises(ContractViolation, match="FREE-3"):
+        alloc.free_group_end()                               # 1 + 1 + 4 pages > 4
+    assert to_plain(alloc.get_all_free_pages()) == before
