@@ -103,3 +103,20 @@ def test_unchecked_group_end_past_the_pool_changes_nothing_FREE_3() -> None:
     with pytest.raises(ContractViolation, match="FREE-3"):
         alloc.free_group_end()                               # 1 + 1 + 4 pages > 4
     assert to_plain(alloc.get_all_free_pages()) == before
+
+
+def test_deferred_pages_and_debug_print_follow_the_group_GROUP_3() -> None:
+    alloc = make_impl(paged=True, size=32, page_size=4, need_sort=False)
+    model = AllocatorModel(32, 4)
+    row = alloc.alloc(16)
+    assert row is not None and to_plain(row) == model.alloc(16)
+    assert to_plain(alloc.deferred_pages()) == model.deferred_pages() == []
+    assert "deferred: closed" in alloc.debug_print()
+    for side in (alloc, model):
+        side.free_group_begin()
+    alloc.free(row[:4])
+    model.free(to_plain(row[:4]))
+    alloc.free_segment(row[8:], start_pos=8)
+    model.free_segment(to_plain(row[8:]), start_pos=8)
+    assert to_plain(alloc.deferred_pages()) == model.deferred_pages() == [1, 3, 4]
+    assert "deferred: closed" not in alloc.debug_print()
