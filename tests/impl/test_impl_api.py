@@ -9,7 +9,7 @@ import pytest
 import torch
 from impl_adapter import call_impl, free_list, make_impl
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from kvpool.spec import AllocatorModel, ResizeConfig
+from kvpool.spec import AllocatorModel, ContractViolation, ResizeConfig
 
 
 class EvictingCache:
@@ -170,3 +170,44 @@ def test_resize_rebuilds_the_pool() -> None:
     assert (alloc.size, alloc.num_pages, free_list(alloc)) == (40, 10, list(range(1, 11)))
     assert call_impl(alloc, "alloc", (40,)) == list(range(4, 44))
     alloc.check_invariants()
+
+
+@pytest.mark.parametrize("need_sort", [False, True])
+@pytest.mark.parametrize(("group", "page_ids", "then_free"), [
+    (False, [2, 2], None),     # a page named twice in one call
+    (False, [3], None),        # a page that is free
+    (True, [2, 2], None),      # named twice inside a group
+    (True, [2], [8, 9]),       # a later free() inside the group names the deferred page again
+])
+def test_free_page_ids_checked_rejects_double_frees_as_the_model(
+        need_sort: bool, group: bool, page_ids: list[int], then_free: list[int] | None) -> None:
+    """Checked mode: a page freed twice by ``free_page_ids`` is FREE-3, as the spec model says,
+    and the rejected call changes nothing."""
+    alloc = make_impl(paged=True, size=32, page_size=4, need_sort=need_sort, checked=True)
+    model = AllocatorModel(32, 4, need_sort=need_sort)
+    assert call_impl(alloc, "alloc", (8,)) == model.alloc(8) == list(range(4, 12))
+    if group:
+        alloc.free_group_begin()
+        model.free_group_begin()
+    if then_free is not None:
+        alloc.free_page_ids(torch.tensor(page_ids))
+        model.free_page_ids(page_ids)
+    before = (free_list(alloc), alloc.available_size())
+    with pytest.raises(ContractViolation, match="FREE-3") as raised:
+        if then_free is None:
+            alloc.free_page_ids(torch.tensor(page_ids))
+        else:
+            alloc.free(torch.tensor(then_free))
+    with pytest.raises(ContractViolation) as expected:
+        if then_free is None:
+            model.free_page_ids(page_ids)
+        else:
+            model.free(then_free)
+    assert raised.value.clause == expected.value.clause
+    assert (free_list(alloc), alloc.available_size()) == before
+    alloc.check_invariants()
+    if group:
+        alloc.free_group_end()
+        model.free_group_end()
+        assert free_list(alloc) == model.get_all_free_pages()
+        alloc.check_invariants()
