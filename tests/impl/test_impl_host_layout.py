@@ -63,6 +63,7 @@ def test_runs_equal_spec_extend_row_EXTEND_5(ps: int, data: Any) -> None:
     ([0, 5], [9, 9], -1, 0),   # one page too few for the batch
     ([0, 5], [9, 9], 1, 0),    # one page too many
     ([0, 5], [9, 9], 0, -1),   # extend_num_tokens != Σ(seq - prefix)
+    ([0, 5], [9, 40], 0, -20),  # a later request runs pages past extend_num_tokens
 ])
 @pytest.mark.parametrize("ps", [1, 4])
 def test_irregular_batches_fall_back_to_torch_form(pre: list[int], seq: list[int],
