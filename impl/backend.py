@@ -223,9 +223,7 @@ class NumpyOps(TorchOps):
         """Indices of the requests whose new token opens a page: (seq - 1) % ps == 0, i.e.
         seq % ps == 1 % ps (floor modulo, any sign)."""
         ps = self.page_size
-        seq = seq_lens.numpy()  # _host, inlined on the decode path
-        if seq.dtype is not _INT64 or seq.ndim != 1:
-            seq = _host(seq_lens)
+        seq = _host(seq_lens)
         mask = self._offset_mask
         opens: np.ndarray = np.equal(seq & mask if mask is not None else seq % ps, 1 % ps)
         indices: np.ndarray = opens.nonzero()[0]  # 1-D: flatnonzero without its ravel call

@@ -185,6 +185,41 @@ def test_decode_slots_whatever_was_counted_before_DECODE_4() -> None:
               ref.decode_slots(seq_b, last, torch.from_numpy(pages)))
 
 
+def _outcome(call: Any, *args: Any) -> Any:
+    """``call(*args)``'s slots as a list, or the type of the error it raised."""
+    try:
+        return call(*args).tolist()
+    except Exception as error:  # compared between the backends, not swallowed
+        return type(error)
+
+
+@pytest.mark.parametrize("batch_size", [4, 7])  # both sides of the few-requests threshold
+def test_extend_slots_whatever_was_counted_before_EXTEND_4(batch_size: int) -> None:
+    """``extend_slots`` reuses the host lengths ``extend_new_pages`` read only for those very
+    tensors. When ``prefix_lens_cpu`` or ``seq_lens_cpu`` is another tensor with other values
+    (an unchecked EXTEND-1 misuse; here with the same page and token totals), the layout comes
+    from the device tensors, as in SGLang and the torch backend; also when one tensor is passed
+    as both ``prefix_lens`` and ``seq_lens``."""
+    ps, tail = 4, batch_size - 4
+    pre = torch.tensor([1, 3, 0, 0] + [0] * tail)
+    seq = torch.tensor([8, 8, 4, 2] + [1] * tail)
+    other_pre = torch.tensor([3, 1, 0, 0] + [0] * tail)  # same totals, another layout
+    other_seq = torch.tensor([8, 8, 2, 4] + [1] * tail)
+    last = torch.tensor([40, 62, -1, -1] + [-1] * tail)
+    pages = np.array([9, 5, 7, 3] + [11 + i for i in range(tail)], dtype=np.int64)
+    tokens = int((seq - pre).sum())
+    ref = TorchOps(ps, "cpu")
+    for counted, device in ((None, (pre, seq)), ((pre, seq), (pre, seq)),
+                            ((other_pre, seq), (pre, seq)), ((pre, other_seq), (pre, seq)),
+                            ((other_pre, seq), (seq, seq))):
+        host = NumpyOps(ps, "cpu")
+        if counted is not None:
+            assert host.extend_new_pages(*counted) == len(pages)
+        got = _outcome(host.extend_slots, *device, last, pages.copy(), tokens)
+        want = _outcome(ref.extend_slots, *device, last, torch.from_numpy(pages.copy()), tokens)
+        assert got == want, (counted, device)
+
+
 def test_backend_choice_on_cuda_follows_KVPOOL_TRITON(monkeypatch: pytest.MonkeyPatch) -> None:
     """CUDA takes the Triton backend when it imports and ``KVPOOL_TRITON`` is not 0; any other
     non-CPU device the torch one (a stand-in module plays ``kvpool.impl.triton_ops``)."""
