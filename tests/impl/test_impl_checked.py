@@ -42,6 +42,16 @@ def _in_group(make: Callable[[], Allocator], first: list[int]) -> Callable[[], A
     return build
 
 
+def _page_ids_in_group(make: Callable[[], Allocator], page_ids: list[int],
+                       ) -> Callable[[], Allocator]:
+    def build() -> Allocator:
+        alloc = make()
+        alloc.free_group_begin()
+        call_impl(alloc, "free_page_ids", (page_ids,))
+        return alloc
+    return build
+
+
 def _ext(pre: list[int], seq: list[int], loc: list[int], extend: int | None = None,
          ) -> tuple[str, tuple[Any, ...]]:
     return "alloc_extend", (pre, seq, loc, extend)
@@ -64,6 +74,11 @@ ERRORS: list[tuple[str, Callable[[], Allocator], str, tuple[Any, ...]]] = [
     ("FREE-3", _in_group(_token, [2]), "free", ([2],)),    # token: deferred twice
     ("FREE-3", _in_group(_paged, [8]), "free_segment", ([8, 9, 10, 11], 4)),
     ("GROUP-1", _in_group(_paged, [8]), "free_group_begin", ()),
+    ("FREE-1", _paged, "free_page_ids", ([9],)),          # past the 8 pages
+    ("FREE-2", _paged, "free_page_ids", ([0],)),
+    ("FREE-3", _paged, "free_page_ids", ([1],)),          # page 1 already free
+    ("FREE-3", _paged, "free_page_ids", ([2, 2],)),       # named twice: no dedup (FREE-8)
+    ("FREE-3", _page_ids_in_group(_paged, [2]), "free", ([8],)),  # deferred as a segment page
     ("SEG-1", _paged, "free_segments", ([([8, 9], 1)],)),  # slot 8 is not at offset 1
     ("SEG-1", _paged, "free_segments", ([([8], 0), ([12], 4), ([9], 8)],)),
     ("SEG-4", _paged, "free_segments", ([([8, 9, 10, 11], 4), ([12], 2)],)),
