@@ -18,7 +18,7 @@ from kvpool.oracle.report import OracleError, OracleFailure
 from kvpool.oracle.runner import run_config
 from kvpool.oracle.targets import Config, Target
 from kvpool.spec import AllocatorModel
-from spec_torch import SpecTorchAllocator, spec_token
+from spec_torch import SpecTorchAllocator, spec_paged, spec_token
 
 TOKEN_TARGET = Target(spec_token, TOKEN, "spec_torch:spec_token")
 
@@ -134,3 +134,40 @@ def test_a_raise_on_a_call_the_spec_refuses_is_the_oracles_error() -> None:
     ex.create(32)
     with pytest.raises(OracleError, match="is invalid under the spec"):
         ex.call("alloc", need_size=6)                     # not whole pages: ALLOC-1
+
+
+class StartsOneOver(SpecTorchAllocator):
+    """Reports one slot more than it has from the start (a wrong fresh state)."""
+
+    def available_size(self) -> int:
+        return super().available_size() + 1
+
+
+def test_a_wrong_fresh_state_fails_at_the_constructor_step() -> None:
+    """The divergence is reported at step 0 (the constructor), before any call."""
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return StartsOneOver(size, page_size, need_sort, device, paged=False)
+
+    ex = Executor(Target(factory, TOKEN, "here:factory"), Config(1, False))
+    with pytest.raises(OracleFailure) as err:
+        ex.create(16)
+    failure = err.value.failure
+    assert failure.trace.failing_step == 0 and len(failure.trace.steps) == 1
+    assert "after step 0" in failure.after, failure.after
+
+
+def test_every_call_is_counted_with_its_events() -> None:
+    """``num_calls`` (the main job's call count) counts the constructor and every call; the
+    constructor's own event (a size that is not whole pages) is counted once; a free is marked
+    as input reused (and reaches ``group.input_reused`` inside a group) only when asked."""
+    ex = Executor(Target(spec_paged, PAGED, "spec_torch:spec_paged"), Config(4, False))
+    ex.create(18)                                         # 4 pages and 2 ragged tokens
+    assert ex.events["life.ragged"] == 1 and ex.num_calls == 1
+    rows = [ex.call("alloc", need_size=4) for _ in range(3)]
+    ex.call("free_group_begin")
+    ex.call("free", free_index=list(rows[0]))
+    assert not ex.trace.steps[-1].clobber and ex.events["group.input_reused"] == 0
+    ex.call("free", free_index=list(rows[1]), clobber=True)
+    assert ex.trace.steps[-1].clobber and ex.events["group.input_reused"] == 1
+    ex.call("free_group_end")
+    assert ex.num_calls == len(ex.trace.steps) == 8
