@@ -17,6 +17,7 @@ from kvpool.oracle.executor import Executor
 from kvpool.oracle.report import OracleError, OracleFailure
 from kvpool.oracle.runner import run_config
 from kvpool.oracle.targets import Config, Target
+from kvpool.oracle.trace import to_pytest
 from kvpool.spec import AllocatorModel
 from spec_torch import SpecTorchAllocator, spec_paged, spec_token
 
@@ -171,3 +172,40 @@ def test_every_call_is_counted_with_its_events() -> None:
     assert ex.trace.steps[-1].clobber and ex.events["group.input_reused"] == 1
     ex.call("free_group_end")
     assert ex.num_calls == len(ex.trace.steps) == 8
+
+
+class RecordsCapacityKeywords(SpecTorchAllocator):
+    """Records which of SGLang 0.5.23's extra keywords each ``check_decode_capacity`` got."""
+
+    def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any,
+                              **context: Any) -> bool:
+        self.context_calls = [*getattr(self, "context_calls", []), sorted(context)]
+        return super().check_decode_capacity(num_tokens=num_tokens, tree_cache=tree_cache)
+
+
+def records_capacity_keywords(*, size: int, page_size: int, need_sort: bool,
+                              device: str = "cpu") -> RecordsCapacityKeywords:
+    return RecordsCapacityKeywords(size, page_size, need_sort, device, paged=True)
+
+
+@pytest.mark.parametrize("declared", [True, False])
+def test_capacity_keywords_go_to_every_other_check_decode_capacity_only(declared: bool) -> None:
+    """A target declaring ``capacity_context`` gets ``requests`` / ``spec_algorithm`` on the
+    ``check_decode_capacity`` calls made at an even call count (the constructor counts), and
+    the trace and its repro name them there only; no other call, and no call of a target that
+    does not declare them, carries them."""
+    caps = PAGED.replace(capacity_context=declared)
+    ex = Executor(Target(records_capacity_keywords, caps, "here:records"), Config(4, False))
+    ex.create(32)
+    row = ex.call("alloc", need_size=8)                   # call 1
+    for _ in range(3):                                    # calls 2, 3, 4
+        ex.call("check_decode_capacity", entries=[list(row)], num_tokens=4)
+    ex.call("free", free_index=list(row))
+    keywords = ["requests", "spec_algorithm"]
+    expected = [keywords, [], keywords] if declared else [[], [], []]
+    assert ex.target.context_calls == expected
+    assert [s.args.get("context") for s in ex.trace.steps[2:5]] == (
+        [True, False, True] if declared else [None, None, None])
+    assert all("context" not in s.args for s in ex.trace.steps if s.call != "check_decode_capacity")
+    repro = to_pytest(ex.trace, "here:records")
+    assert repro.count("spec_algorithm=None") == (2 if declared else 0), repro
