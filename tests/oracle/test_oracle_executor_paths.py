@@ -209,3 +209,17 @@ def test_capacity_keywords_go_to_every_other_check_decode_capacity_only(declared
     assert all("context" not in s.args for s in ex.trace.steps if s.call != "check_decode_capacity")
     repro = to_pytest(ex.trace, "here:records")
     assert repro.count("spec_algorithm=None") == (2 if declared else 0), repro
+
+
+def test_a_bad_call_counts_its_clause_and_a_valid_one_is_the_oracles_error() -> None:
+    """Every rejected bad call counts once under the clause the spec raised (the clause
+    report reads these counts); a "bad" call the spec accepts is a generator error, not a
+    pass."""
+    ex = Executor(Target(spec_paged, PAGED, "spec_torch:spec_paged"), Config(4, False))
+    ex.create(32)
+    assert ex.call_bad("alloc", need_size=6) == "ALLOC-1"  # not whole pages
+    assert ex.call_bad("alloc", need_size=10) == "ALLOC-1"
+    assert ex.events["rejected:ALLOC-1"] == 2
+    with pytest.raises(OracleError, match=r"generated bad call alloc\(\{'need_size': 8\}\) is "
+                                          r"valid under the spec"):
+        ex.call_bad("alloc", need_size=8)
