@@ -223,3 +223,34 @@ def test_a_bad_call_counts_its_clause_and_a_valid_one_is_the_oracles_error() -> 
     with pytest.raises(OracleError, match=r"generated bad call alloc\(\{'need_size': 8\}\) is "
                                           r"valid under the spec"):
         ex.call_bad("alloc", need_size=8)
+
+
+class HandsOutTheFirstRowAgain(SpecTorchAllocator):
+    """A later ``alloc`` of the first one's size returns the first one's slots (pages still
+    owned)."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        first = getattr(self, "first", None)
+        if first is not None and len(first) == need_size:
+            return first.clone()
+        out = super().alloc(need_size)
+        self.first = out if first is None else first
+        return out
+
+
+def test_the_before_map_labels_pages_by_the_steps_before_the_failing_one() -> None:
+    """Contract order adopts a target's allocation before checking it: the page map before
+    the failing step still shows each page's owner as of then (pages 1-2 by step A, free
+    pages as free), not the failing step's claim; the map after it names the spec's view."""
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return HandsOutTheFirstRowAgain(size, page_size, need_sort, device, paged=True)
+
+    ex = Executor(Target(factory, PAGED, "here:factory"), Config(4, False, "cpu", "contract"))
+    ex.create(32)
+    ex.call("alloc", need_size=8)                         # step 1 (A): pages 1 and 2
+    ex.call("alloc", need_size=4)                         # step 2 (B): page 3
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=8)                     # step 3 claims pages 1 and 2 again
+    failure = err.value.failure
+    assert failure.trace.failing_step == 3
+    assert "before step 3\n    spec   |AAB.....|" in failure.before, failure.before
