@@ -174,7 +174,6 @@ class Executor:
                 raise OracleError(
                     f"step {step.call}({step.args}) is invalid under the spec: {err}"
                 ) from err
-        if self.order == "exact" and call.kind == "alloc":
             step.expect = expected  # the spec's result, asserted by a repro even if this raises
         try:
             got_obj, inputs = self._guard(
@@ -200,13 +199,12 @@ class Executor:
                     f"free {seen[0]} -> {self._census()[0]}",
                 )
         if call.kind != "alloc":
-            if call.result_clause is not None:  # a state call with an answer (LIFE-3)
-                step.expect = expected
-                if as_list(got_obj) != expected:
-                    raise Divergence(
-                        call.result_clause,
-                        f"{call.name} returned {as_list(got_obj)}, the spec gives {expected}",
-                    )
+            # a state call with an answer (LIFE-3)
+            if call.result_clause is not None and as_list(got_obj) != expected:
+                raise Divergence(
+                    call.result_clause,
+                    f"{call.name} returned {as_list(got_obj)}, the spec gives {expected}",
+                )
             return None
         got = as_list(got_obj)
         step.expect = expected if self.order == "exact" else got

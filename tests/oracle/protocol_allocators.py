@@ -92,6 +92,7 @@ RAISING_CALLS = (
     "resize",
     "evict_to_free_tokens",
     "check_decode_capacity",
+    "translate_kv_indices_for_transfer",
 )
 
 

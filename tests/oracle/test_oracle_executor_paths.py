@@ -254,3 +254,22 @@ def test_the_before_map_labels_pages_by_the_steps_before_the_failing_one() -> No
     failure = err.value.failure
     assert failure.trace.failing_step == 3
     assert "before step 3\n    spec   |AAB.....|" in failure.before, failure.before
+
+
+@pytest.mark.parametrize("ownership", [True, False])
+def test_a_reused_input_is_an_alias_case_only_outside_a_group_of_an_owning_target(
+        ownership: bool) -> None:
+    """``alias.inputs`` (ALIAS-2 checked) counts a clobbered call with input tensors, outside
+    a free group, of a target that declares ``ownership``; a call without inputs, a free
+    inside a group (GROUP-3's case) and a target without ``ownership`` do not count."""
+    caps = PAGED.replace(ownership=ownership)
+    ex = Executor(Target(spec_paged, caps, "spec_torch:spec_paged"), Config(4, False))
+    ex.create(32)
+    rows = [ex.call("alloc", need_size=8) for _ in range(2)]
+    ex.call("free", free_index=list(rows[0]), clobber=True)
+    assert ex.events["alias.inputs"] == int(ownership)
+    ex.call("free_group_begin", clobber=True)             # no input tensors to overwrite
+    ex.call("free", free_index=list(rows[1]), clobber=True)
+    ex.call("free_group_end")
+    assert ex.events["alias.inputs"] == int(ownership)
+    assert ex.events["group.input_reused"] == 1
