@@ -273,3 +273,41 @@ def test_a_reused_input_is_an_alias_case_only_outside_a_group_of_an_owning_targe
     ex.call("free_group_end")
     assert ex.events["alias.inputs"] == int(ownership)
     assert ex.events["group.input_reused"] == 1
+
+
+def test_every_other_result_is_probed_and_the_rest_are_held() -> None:
+    """The caller writes into the result of every other call (the ones at an even trace
+    length before them; ALIAS-3) and into the census then; the other results are held and
+    re-checked later (ALIAS-1). The coverage events count each case (the constructor's census
+    is probed too)."""
+    ex = Executor(Target(spec_paged, PAGED, "spec_torch:spec_paged"), Config(4, False))
+    ex.create(64)
+    for _ in range(4):
+        ex.call("alloc", need_size=4)
+    assert [s.probe for s in ex.trace.steps[1:]] == [False, True, False, True]
+    assert [index for index, _, _ in ex.held] == [1, 3]
+    assert ex.events["alias.held"] == 2 and ex.events["alias.results"] == 3
+
+
+def test_capacity_keywords_in_a_step_are_dropped_for_a_target_without_them() -> None:
+    """A step carrying ``context`` (a trace recorded against a target that takes SGLang's
+    extra keywords) replayed against one that does not declare them: they are not sent."""
+    caps = PAGED.replace(capacity_context=False)
+    ex = Executor(Target(records_capacity_keywords, caps, "here:records"), Config(4, False))
+    ex.create(32)
+    row = ex.call("alloc", need_size=8)
+    ex.call("check_decode_capacity", entries=[list(row)], num_tokens=4, context=True)
+    assert ex.target.context_calls == [[]]
+
+
+def test_a_declared_shortage_raise_is_recorded_for_the_repro() -> None:
+    """The step records the declared type the target raised on a shortage, and the repro
+    expects that raise there instead of a None."""
+    ex = Executor(Target(shortageraises, SHORTAGE_CAPS, "broken_shortage:shortageraises"),
+                  Config(4, False, "cpu", "contract"))
+    ex.create(32)
+    ex.call("alloc", need_size=40)
+    ex.call("alloc", need_size=8)
+    assert [s.short_raised for s in ex.trace.steps[1:]] == ["builtins.TypeError", None]
+    repro = to_pytest(ex.trace, "broken_shortage:shortageraises")
+    assert repro.count("TypeError") == 1, repro
