@@ -39,7 +39,11 @@ from .treecache import TinyTreeCache
 
 
 class Executor:
-    """The target and the spec, driven call by call (see the module docstring)."""
+    """The target and the spec, driven call by call (see the module docstring).
+
+    ``failed`` turns True with the first divergence (the machine then skips its teardown
+    release); ``num_calls`` counts the steps performed, ``events`` the coverage events reached.
+    """
 
     def __init__(
         self,
@@ -290,8 +294,14 @@ class Executor:
             call,
             lambda: call.target(self.target, {**a, "tree_cache": target_cache}, self.device)[0],
         )
-        model_cache.check_invariants()
-        target_cache.check_invariants()
+        try:
+            model_cache.check_invariants()
+        except AssertionError as err:
+            raise OracleError(f"the spec's tree cache broke its invariants: {err}") from err
+        try:
+            target_cache.check_invariants()
+        except AssertionError as err:
+            raise Divergence("CAP-1", f"{call.name} left the tree cache broken: {err}") from err
         more = target_cache.num_evicted - model_cache.num_evicted
         if more > 0 and self.order == "contract":
             model_cache.evict_entries(more)
@@ -452,10 +462,12 @@ class Executor:
         trace = self.trace
         trace.clause, trace.detail, trace.failing_step = clause, detail, index
         trace.final_asserts = failure_asserts(trace, index, alias_step=self._alias_step)
-        after_spec = spec_line(self.model, self.owners()) if self.model else ""
+        model = self.model
+        assert model is not None  # set by create, before any step can fail
+        after_spec = spec_line(model, self.owners())
         try:
             free, _ = self._census()
-            after_target: str | None = target_line(self.model.num_pages if self.model else 0, free)
+            after_target: str | None = target_line(model.num_pages, free)
         except Exception:  # the target may be broken beyond reading
             after_target = None
         failure = Failure(

@@ -116,5 +116,7 @@ class TinyTreeCache:
         return EvictResult(num_tokens_evicted=freed)
 
     def check_invariants(self) -> None:
-        assert all(isinstance(e, list) for e in self.entries)
-        assert self.num_evicted >= 0
+        """Raises AssertionError unless every entry is a list of slots and the count of
+        evicted entries is not negative."""
+        assert all(isinstance(e, list) for e in self.entries), "an entry is not a list of slots"
+        assert self.num_evicted >= 0, f"num_evicted is {self.num_evicted}"

@@ -2,7 +2,10 @@
 order, a factory that fails, a result whose overwrite changes the allocator (``ALIAS-3``), a
 spec model that breaks its own invariants, a contract-order target whose eviction frees
 more cache entries than the spec's (``CAP-1`` allows it there, not in the exact order), and a
-declared shortage raise in contract order (on a shortage, and on a call the spec refuses)."""
+declared shortage raise in contract order (on a shortage, and on a call the spec refuses), a
+freed tensor the allocator keeps reading (``ALIAS-2``), a census with the right count but a
+wrong slot or in another order, a rejected call that names another clause, raises an undeclared
+type or changes a held result, and a tree cache broken by the target (``CAP-1``) or the spec."""
 
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ from kvpool.oracle.report import OracleError, OracleFailure
 from kvpool.oracle.runner import run_config
 from kvpool.oracle.targets import Config, Target
 from kvpool.oracle.trace import to_pytest
-from kvpool.spec import AllocatorModel
+from kvpool.spec import AllocatorModel, ContractViolation
 from spec_torch import SpecTorchAllocator, spec_paged, spec_token
 
 TOKEN_TARGET = Target(spec_token, TOKEN, "spec_torch:spec_token")
@@ -311,3 +314,225 @@ def test_a_declared_shortage_raise_is_recorded_for_the_repro() -> None:
     assert [s.short_raised for s in ex.trace.steps[1:]] == ["builtins.TypeError", None]
     repro = to_pytest(ex.trace, "broken_shortage:shortageraises")
     assert repro.count("TypeError") == 1, repro
+
+
+class FreesLazily(SpecTorchAllocator):
+    """ALIAS-2: keeps each freed tensor (no copy) and frees its slots only later; until then
+    its census reads the kept tensors, where the padding slot 0 means "nothing"."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        self.pending = [*getattr(self, "pending", []), free_index]
+
+    def _pending(self) -> list[int]:
+        return [v for t in getattr(self, "pending", []) for v in t.tolist() if v > 0]
+
+    def available_size(self) -> int:
+        return super().available_size() + len(self._pending())
+
+    def get_all_free_pages(self) -> torch.Tensor:
+        return torch.tensor(sorted([*super().get_all_free_pages().tolist(), *self._pending()]))
+
+
+def test_a_reused_free_input_is_overwritten_with_the_padding_slot_ALIAS_2() -> None:
+    """The caller overwrites a freed tensor with the padding slot 0: freeing slot 1 and then
+    finding the kept tensor holding 0 is a change the harness sees (a 1 would hide it)."""
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return FreesLazily(size, page_size, need_sort, device, paged=False)
+
+    ex = Executor(Target(factory, TOKEN, "here:factory"), Config(1, False, "cpu", "contract"))
+    ex.create(8)
+    row = ex.call("alloc", need_size=1)
+    assert row == [1]
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free", free_index=[1], clobber=True)
+    assert err.value.failure.clause == "ALIAS-2", err.value.failure.report()
+    assert "free [1, 2, 3, 4, 5, 6, 7, 8] -> [2, 3, 4, 5, 6, 7, 8]" in err.value.failure.detail
+
+
+def test_a_state_call_probes_the_census_at_every_other_step() -> None:
+    """A free at an odd step index has its census overwritten by the caller (ALIAS-3), like
+    an allocation there; the constructor's census is probed too."""
+    ex = Executor(Target(spec_paged, PAGED, "spec_torch:spec_paged"), Config(4, False))
+    ex.create(32)
+    row = ex.call("alloc", need_size=8)
+    ex.call("free", free_index=list(row))
+    assert [s.probe for s in ex.trace.steps[1:]] == [False, True]
+    assert ex.events["alias.results"] == 2
+
+
+class MislabelsAFreedSlot(SpecTorchAllocator):
+    """After a free, lists slot 0 (the padding slot) in place of the last free slot: the
+    count is right, the census is not."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index)
+        self.mislabels = True
+
+    def get_all_free_pages(self) -> torch.Tensor:
+        free = super().get_all_free_pages()
+        if getattr(self, "mislabels", False):
+            free[-1] = 0
+        return free
+
+
+def mislabels_a_freed_slot(*, size: int, page_size: int = 1, need_sort: bool,
+                           device: str = "cpu") -> MislabelsAFreedSlot:
+    return MislabelsAFreedSlot(size, 1, need_sort, device, paged=False)
+
+
+def test_a_census_with_the_right_count_but_a_wrong_slot_fails_and_its_repro_too() -> None:
+    """Contract order: available_size() agrees, the listed slots do not. The failure names
+    the wrong slot, and the repro's census assert fails on the broken target."""
+    path = "test_oracle_executor_paths:mislabels_a_freed_slot"
+    ex = Executor(Target(mislabels_a_freed_slot, TOKEN, path), Config(1, False, "cpu", "contract"))
+    ex.create(8)
+    row = ex.call("alloc", need_size=2)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free", free_index=row)
+    failure = err.value.failure
+    assert "0" in failure.detail and failure.trace.failing_step == 2, failure.report()
+    repro = to_pytest(failure.trace, path)
+    assert "assert sorted(a.get_all_free_pages().tolist()) == [1, 2, 3, 4, 5, 6, 7, 8]" in repro
+    namespace: dict[str, Any] = {}
+    exec(compile(repro, "<repro>", "exec"), namespace)
+    with pytest.raises(AssertionError):
+        namespace["test_kvpool_repro"]()
+
+
+class ListsFreedSlotsLast(SpecTorchAllocator):
+    """Allocates in the spec's order but lists freed slots after the others."""
+
+    def get_all_free_pages(self) -> torch.Tensor:
+        free = super().get_all_free_pages().tolist()
+        freed = [v for v in free if v in getattr(self, "freed", ())]
+        return torch.tensor([v for v in free if v not in freed] + freed)
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index)
+        self.freed = {*getattr(self, "freed", ()), *free_index.tolist()}
+
+
+def test_a_census_in_another_order_breaks_the_calls_order_clause_in_exact_order() -> None:
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return ListsFreedSlotsLast(size, 1, need_sort, device, paged=False)
+
+    ex = Executor(Target(factory, TOKEN, "here:factory"), Config(1, True))
+    ex.create(8)
+    row = ex.call("alloc", need_size=2)
+    ex.call("merge_and_sort_free")
+    ex.call("free", free_index=row)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("merge_and_sort_free")
+    assert err.value.failure.clause == "SORT-3", err.value.failure.report()
+
+
+def test_byte_accounting_is_checked_after_every_call_but_the_constructor() -> None:
+    ex = Executor(Target(spec_paged, PAGED, "spec_torch:spec_paged"), Config(4, False))
+    ex.create(32)
+    assert ex.events["cap.byte_accounting"] == 0
+    row = ex.call("alloc", need_size=8)
+    ex.call("free", free_index=list(row))
+    assert ex.events["cap.byte_accounting"] == 2
+
+
+class RejectsWithAnotherClause(SpecTorchAllocator):
+    """Rejects a double free, naming ALLOC-1 instead of the spec's clause."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        try:
+            super().free(free_index)
+        except ContractViolation as err:
+            raise ContractViolation("ALLOC-1", err.detail) from err
+
+
+class RejectsWithValueError(SpecTorchAllocator):
+    """Rejects a double free with a plain ValueError (not a declared error type)."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        try:
+            super().free(free_index)
+        except ContractViolation as err:
+            raise ValueError("slot already free") from err
+
+
+class ScribblesOnRejection(SpecTorchAllocator):
+    """Rejects a double free rightly, but first zeroes the last tensor it handed out."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        self.last = super().alloc(need_size)
+        return self.last
+
+    def free(self, free_index: torch.Tensor) -> None:
+        try:
+            super().free(free_index)
+        except ContractViolation:
+            self.last.fill_(0)
+            raise
+
+
+def _double_free(cls: type[SpecTorchAllocator], caps: Any = TOKEN) -> OracleFailure:
+    """Alloc 2 slots, free them, free them again (the spec's FREE-3): the failure."""
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return cls(size, 1, need_sort, device, paged=False)
+
+    ex = Executor(Target(factory, caps, "here:factory"), Config(1, False))
+    ex.create(8)
+    row = ex.call("alloc", need_size=2)
+    ex.call("free", free_index=row)
+    assert not ex.failed
+    with pytest.raises(OracleFailure) as err:
+        ex.call_bad("free", free_index=row)
+    assert ex.failed and err.value.failure.trace.failing_step == 3
+    return err.value
+
+
+def test_a_contract_violation_naming_another_clause_breaks_the_spec_clause() -> None:
+    failure = _double_free(RejectsWithAnotherClause).failure
+    assert failure.clause == "FREE-3" and "raised [ALLOC-1]" in failure.detail, failure.report()
+
+
+def test_an_undeclared_error_type_is_recorded_in_the_report() -> None:
+    failure = _double_free(RejectsWithValueError).failure
+    assert failure.clause == "FREE-3", failure.report()
+    assert failure.trace.steps[3].raised == "ValueError: slot already free"
+    assert "raised ValueError: slot already free" in failure.report()
+
+
+def test_a_held_result_changed_by_a_rejected_call_is_caught_ALIAS_1() -> None:
+    failure = _double_free(ScribblesOnRejection).failure
+    assert failure.clause == "ALIAS-1", failure.report()
+    assert "the result of step 1 changed from [1, 2] to [0, 0]" in failure.detail
+
+
+class BreaksTheTreeCache(SpecTorchAllocator):
+    """Evicts rightly, then puts a tuple into the tree cache's entries."""
+
+    def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int) -> None:
+        super().evict_to_free_tokens(tree_cache, num_tokens)
+        tree_cache.entries.append((1, 2))
+
+
+def test_a_target_breaking_the_tree_cache_fails_CAP_1() -> None:
+    def factory(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        return BreaksTheTreeCache(size, 4, need_sort, device, paged=True)
+
+    ex = Executor(Target(factory, PAGED, "here:factory"), Config(4, False))
+    ex.create(16)
+    rows = [ex.call("alloc", need_size=8) for _ in range(2)]
+    with pytest.raises(OracleFailure) as err:
+        ex.call("evict_to_free_tokens", entries=rows, num_tokens=4)
+    assert err.value.failure.clause == "CAP-1", err.value.failure.report()
+    assert "left the tree cache broken: an entry is not a list of slots" in err.value.failure.detail
+
+
+def test_a_spec_cache_breaking_its_invariants_is_the_oracles_error(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def breaks(self: AllocatorModel, tree_cache: Any, num_tokens: int) -> None:
+        tree_cache.num_evicted = -1
+
+    monkeypatch.setattr(AllocatorModel, "evict_to_free_tokens", breaks)
+    ex = Executor(TOKEN_TARGET, Config(1, False))
+    ex.create(16)
+    row = ex.call("alloc", need_size=8)
+    with pytest.raises(OracleError, match="the spec's tree cache broke its invariants: num_evi"):
+        ex.call("evict_to_free_tokens", entries=[row], num_tokens=16)
