@@ -8,7 +8,8 @@ Used only when ``torch.cuda.is_available()`` (and not ``--no-cuda``). ``cuda_mea
 - ``kernel_launches``: CUDA kernels and memcpy/memset activities recorded by
   ``torch.profiler`` over ``PROBE_STEPS`` steps, divided by the step count;
 - ``host_syncs``: synchronising calls reported by ``torch.cuda.set_sync_debug_mode("warn")``
-  over ``PROBE_STEPS`` steps, divided by the step count.
+  over ``PROBE_STEPS`` steps, divided by the step count (only its "called a synchronizing CUDA
+  operation" warnings count: torch 2.11 also warns once that the mode is a prototype).
 """
 
 from __future__ import annotations
@@ -52,39 +53,44 @@ def _event_us(step: Step, n: int) -> float:
     return float(start.elapsed_time(end)) * 1e3 / n
 
 
-def _launches(step: Step) -> float:
+SYNC_WARNING = "called a synchronizing CUDA operation"
+
+
+def launches(step: Step, num_steps: int = PROBE_STEPS) -> float:
+    """CUDA kernels, memcpys and memsets per step over ``num_steps`` steps (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        for _ in range(PROBE_STEPS):
+        for _ in range(num_steps):
             step()
         torch.cuda.synchronize()
     count = 0
     for evt in prof.events():
         if str(evt.device_type).endswith("CUDA"):
             count += 1
-    return count / PROBE_STEPS
+    return count / num_steps
 
 
-def _syncs(step: Step) -> float:
+def syncs(step: Step, num_steps: int = PROBE_STEPS) -> float:
+    """Host-device synchronisations per step over ``num_steps`` steps (sync debug mode)."""
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         torch.cuda.set_sync_debug_mode("warn")
         try:
-            for _ in range(PROBE_STEPS):
+            for _ in range(num_steps):
                 step()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return sum("synchroniz" in str(w.message).lower() for w in caught) / PROBE_STEPS
+    return sum(SYNC_WARNING in str(w.message) for w in caught) / num_steps
 
 
 def cuda_measure(step: Step, settings: Settings, max_steps: int | None = None) -> CudaSample:
     """Host timing, CUDA-event timing, launches and syncs per step of ``step``."""
     host = measure(step, settings, max_steps)
     return CudaSample(host, _event_us(step, max(1, host.steps_per_window)),
-                      _launches(step), _syncs(step))
+                      launches(step), syncs(step))
 
 
 def cuda_available() -> bool:

@@ -14,6 +14,13 @@ compare the three backends on random batches, under ``TRITON_INTERPRET=1`` on a 
 indices are clamped to the pages handed in, and no store goes past ``extend_num_tokens``, so
 an inconsistent unchecked batch reads and writes nothing out of bounds.
 
+The host ints (batch size, page count, token count) are not specialised on: Triton would
+otherwise compile a variant per value class (1, a multiple of 16, other) of each, and a serving
+engine's changing batches would keep meeting new ones (on an H200, 120 changing extend batches:
+11 variants in 0.71 s as shipped, 17 in 2.66 s under the default; ``python -m
+benchmarks.device_calls``). What stays compiled in is the page size and the batch's next power
+of two (``BATCH``), as in SGLang's kernels, and the pointers' alignment.
+
 Used by :func:`kvpool.impl.backend.ops_for` on CUDA when ``triton`` imports (the optional
 ``triton`` extra) and ``KVPOOL_TRITON`` is not ``0``.
 """
@@ -31,7 +38,7 @@ from .backend import INT64, TorchOps
 BLOCK = 256  # tokens per inner step of an extend program
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["batch_size", "num_pages", "num_tokens"])
 def _extend_kernel(pre_ptr, seq_ptr, last_ptr, pages_ptr, out_ptr, batch_size, num_pages,
                    num_tokens, PS: tl.constexpr, BATCH: tl.constexpr, BLOCK: tl.constexpr):
     r = tl.program_id(0)
@@ -58,7 +65,7 @@ def _extend_kernel(pre_ptr, seq_ptr, last_ptr, pages_ptr, out_ptr, batch_size, n
         tl.store(out_ptr + dest, slot, mask=(pos < seq) & (dest < num_tokens))
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["batch_size", "num_pages"])
 def _decode_kernel(seq_ptr, last_ptr, pages_ptr, out_ptr, batch_size, num_pages,
                    PS: tl.constexpr, BATCH: tl.constexpr):
     r = tl.program_id(0)

@@ -191,6 +191,7 @@ def test_guard_catches_a_sync_and_pool_work(monkeypatch: pytest.MonkeyPatch) -> 
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.filterwarnings("ignore:Synchronization debug mode is a prototype:UserWarning")
 @pytest.mark.parametrize("ps", [1, 16])
 def test_cuda_hot_paths_do_not_sync(ps: int) -> None:
     """On CUDA, the hot paths run under ``set_sync_debug_mode("error")``."""

@@ -1,0 +1,359 @@
+"""Per-call device figures of ``alloc_extend`` and ``alloc_decode``, kvpool beside SGLang.
+
+``python -m benchmarks.device_calls [--out DIR] [--device cuda]`` builds, for every page size
+in ``PAGE_SIZES``, a fresh paged allocator of ``NUM_PAGES`` pages per implementation (kvpool's
+default backend, kvpool's torch fallback with ``KVPOOL_TRITON=0``, SGLang 0.5.23 when it
+imports) and measures the two calls alone, never a restore step beside them:
+
+- ``launches``: CUDA kernels, memcpys and memsets ``torch.profiler`` records over
+  ``PROBE_CALLS`` consecutive calls, per call (on the CPU: torch operators per call);
+- ``syncs``: synchronising calls ``torch.cuda.set_sync_debug_mode("warn")`` reports over
+  ``PROBE_CALLS`` calls, per call (CUDA only);
+- ``host_us``: the median over ``WINDOWS`` windows of ``CALLS_PER_WINDOW`` consecutive calls
+  of the host time per call (what the scheduler's thread pays);
+- ``event_us``: the same windows' device-timeline span from CUDA events, per call;
+- ``same_slots``: every call's result equals the first implementation's (kvpool's default),
+  call for call from the same fresh state and inputs: SGLang's order on the device;
+- a ``floor`` row per cell on CUDA: one Triton launch writing as many int64 values as the call
+  returns (the least a one-kernel call costs on that machine).
+
+On CUDA it also runs :func:`specialisation`: the cold-start cost of the extend kernel over
+changing batches, as shipped and under Triton's default integer specialisation.
+
+The batches are W3's (64 requests, mixed unaligned prefixes, about 8.7k new tokens at ps 16)
+and W2's (256 requests, each opening a page). The pool is large enough that no call merges or
+runs short, so consecutive calls need no restore. Writes ``device_calls.json`` and
+``device_calls.md`` into ``--out`` and prints the table. Exits 0 unless the harness breaks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from benchmarks import cuda
+from benchmarks.adapters import make_allocator
+from benchmarks.workloads import DECODE_BATCH, extend_batch
+
+PAGE_SIZES = (1, 16, 64)
+NUM_PAGES = 400_000
+PROBE_CALLS = 10
+CALLS_PER_WINDOW = 40
+WINDOWS = 5
+Call = Callable[[], Any]
+# Cells where a peer differs from the spec by a registered divergence (kvpool.oracle.divergences).
+KNOWN = {("sglang", "alloc_decode", 1): "SGL-DECODE-PS1"}
+
+
+def _extend_call(alloc: Any, ps: int, device: str) -> Call:
+    """W3's batch: prefixes taken first (their last slots are ``last_loc``), then the call."""
+    prefix, seq = extend_batch(ps)
+    rows = [alloc.alloc(-(-p // ps) * ps) if p else None for p in prefix]
+    last = [int(r[p - 1]) if p else -1 for r, p in zip(rows, prefix, strict=True)]
+    pre_cpu = torch.tensor(prefix, dtype=torch.int64)
+    seq_cpu = torch.tensor(seq, dtype=torch.int64)
+    pre_d, seq_d = pre_cpu.to(device), seq_cpu.to(device)
+    last_d = torch.tensor(last, dtype=torch.int64, device=device)
+    tokens = sum(seq) - sum(prefix)
+    return lambda: alloc.alloc_extend(pre_d, pre_cpu, seq_d, seq_cpu, last_d, tokens)
+
+
+def _decode_call(alloc: Any, ps: int, device: str) -> Call:
+    """W2's batch: 256 requests, each owning one page and opening the next (``seq = ps + 1``)."""
+    base = alloc.alloc(DECODE_BATCH * ps)
+    seq = ps + 1
+    seq_cpu = torch.full((DECODE_BATCH,), seq, dtype=torch.int64)
+    seq_d = seq_cpu.to(device)
+    last_loc = (base[::ps] // ps) * ps + (seq - 2)
+    return lambda: alloc.alloc_decode(seq_d, seq_cpu, last_loc)
+
+
+CALLS: dict[str, Callable[[Any, int, str], Call]] = {
+    "alloc_extend": _extend_call, "alloc_decode": _decode_call}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _launches(call: Call, device: str) -> float:
+    if device.startswith("cuda"):
+        return cuda.launches(call, PROBE_CALLS)
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(PROBE_CALLS):
+            call()
+    count = sum(e.name.startswith("aten::") and e.cpu_parent is None for e in prof.events())
+    return count / PROBE_CALLS
+
+
+def _syncs(call: Call, device: str) -> float | None:
+    return cuda.syncs(call, PROBE_CALLS) if device.startswith("cuda") else None
+
+
+def _timed(call: Call, device: str) -> tuple[float, float | None]:
+    """Median host µs and median CUDA-event µs per call over ``WINDOWS`` windows."""
+    host: list[float] = []
+    event: list[float] = []
+    cuda = device.startswith("cuda")
+    for _ in range(WINDOWS):
+        _sync(device)
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+        t0 = time.perf_counter()
+        for _ in range(CALLS_PER_WINDOW):
+            call()
+        host.append((time.perf_counter() - t0) * 1e6 / CALLS_PER_WINDOW)
+        if cuda:
+            end.record()
+            torch.cuda.synchronize()
+            event.append(start.elapsed_time(end) * 1e3 / CALLS_PER_WINDOW)
+    return statistics.median(host), (statistics.median(event) if event else None)
+
+
+def _results(call: Call, device: str, num_calls: int) -> list[list[int]]:
+    outs = [call() for _ in range(num_calls)]
+    return [o.tolist() if o is not None else [] for o in outs]
+
+
+def probe(name: str, module: Any, call_name: str, ps: int, device: str) -> dict[str, Any]:
+    """Every figure of one (implementation, call, page size) cell, on fresh allocators."""
+    def fresh() -> Call:
+        alloc = make_allocator(module, "paged", NUM_PAGES, ps, False, device)
+        return CALLS[call_name](alloc, ps, device)
+
+    slots = _results(fresh(), device, 3)  # the first calls from a fresh state
+    call = fresh()
+    for _ in range(3):  # warm-up (Triton compiles on its first launch)
+        call()
+    launches = _launches(call, device)
+    syncs = _syncs(call, device)
+    host_us, event_us = _timed(call, device)
+    return {"impl": name, "call": call_name, "page_size": ps, "device": device,
+            "launches": launches, "syncs": syncs, "host_us": host_us, "event_us": event_us,
+            "num_slots": len(slots[0]), "slots": slots}
+
+
+def _variants(kernel: Any) -> int | None:
+    """Compiled variants a Triton JIT function holds (None where this Triton hides them)."""
+    try:
+        return sum(len(entry[0]) for entry in kernel.device_caches.values())
+    except (AttributeError, TypeError, IndexError):
+        return None
+
+
+def specialisation(device: str, num_batches: int = 120, seed: int = 5) -> list[dict[str, Any]]:
+    """Cold-start cost of kvpool's extend kernel over changing batches, as shipped (host ints
+    not specialised on) beside the same kernel under Triton's default specialisation.
+
+    ``num_batches`` random extend batches (1-128 requests, ps 16) run once through each; the
+    figures are the seconds of that pass (compiles included) and the variants compiled.
+    """
+    import random
+
+    import triton
+    from kvpool.impl import triton_ops
+
+    shipped = triton_ops._extend_kernel
+    default = triton.jit(shipped.fn)  # the same function, every int specialised
+    rng = random.Random(seed)
+    batches = []
+    for _ in range(num_batches):
+        bs = rng.randint(1, 128)
+        pre = [rng.choice([0, rng.randint(1, 300)]) for _ in range(bs)]
+        seq = [p + rng.randint(1, 200) for p in pre]
+        batches.append((pre, seq))
+    rows = []
+    for label, kernel in (("kvpool (ints not specialised)", shipped),
+                          ("Triton default specialisation", default)):
+        ops = triton_ops.TritonOps(16, device)
+        ops_kernel = triton_ops._extend_kernel
+        triton_ops._extend_kernel = kernel
+        try:
+            _sync(device)
+            t0 = time.perf_counter()
+            for pre, seq in batches:
+                pre_d = torch.tensor(pre, dtype=torch.int64, device=device)
+                seq_d = torch.tensor(seq, dtype=torch.int64, device=device)
+                last_d = torch.tensor([p * 16 - 1 if p else -1 for p in pre],
+                                      dtype=torch.int64, device=device)
+                num_pages = sum(-(-s // 16) - -(-p // 16) for p, s in zip(pre, seq, strict=True))
+                pages = torch.arange(1, num_pages + 1, dtype=torch.int64, device=device)
+                ops.extend_slots(pre_d, seq_d, last_d, pages, sum(seq) - sum(pre))
+            _sync(device)
+            seconds = time.perf_counter() - t0
+        finally:
+            triton_ops._extend_kernel = ops_kernel
+        rows.append({"kernel": label, "batches": num_batches, "seconds": seconds,
+                     "variants": _variants(kernel)})
+        print(f"  specialisation: {label:32} {num_batches} batches {seconds:7.2f} s, "
+              f"variants {_variants(kernel)}", flush=True)
+    return rows
+
+
+def launch_floor(device: str, num_tokens: int) -> dict[str, Any] | None:
+    """Host and event µs of one Triton launch that writes ``num_tokens`` int64 values: what
+    any one-kernel call that returns that many slots costs at least (None without Triton)."""
+    try:
+        import triton
+        import triton.language as tl
+    except ImportError:
+        return None
+
+    @triton.jit(do_not_specialize=["n"])
+    def _fill(out_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(out_ptr + i, i, mask=i < n)
+
+    def call() -> torch.Tensor:
+        out = torch.empty(num_tokens, dtype=torch.int64, device=device)
+        _fill[(triton.cdiv(num_tokens, 1024),)](out, num_tokens, BLOCK=1024)
+        return out
+
+    for _ in range(3):
+        call()
+    host_us, event_us = _timed(call, device)
+    return {"impl": "floor", "num_slots": num_tokens, "host_us": host_us, "event_us": event_us,
+            "launches": _launches(call, device), "syncs": _syncs(call, device)}
+
+
+def implementations(device: str) -> dict[str, Any]:
+    """name -> (module, environment) for every implementation that imports here."""
+    import kvpool.impl as kvpool_impl
+
+    impls: dict[str, Any] = {"kvpool": (kvpool_impl, {})}
+    if device.startswith("cuda"):
+        impls["kvpool-torch"] = (kvpool_impl, {"KVPOOL_TRITON": "0"})
+    try:
+        from kvpool.oracle.peer_import import load_sglang_allocators
+
+        impls["sglang"] = (load_sglang_allocators(), {})
+    except Exception as exc:  # a missing peer is reported, not fatal
+        print(f"SKIP sglang: {type(exc).__name__}: {exc}")
+    return impls
+
+
+def run(device: str) -> list[dict[str, Any]]:
+    """Probe every cell; ``same_slots`` compares each result with kvpool's default backend."""
+    rows: list[dict[str, Any]] = []
+    for ps in PAGE_SIZES:
+        for call_name in CALLS:
+            first: list[list[int]] | None = None
+            for name, (module, env) in implementations(device).items():
+                saved = {k: os.environ.get(k) for k in env}
+                os.environ.update(env)
+                try:
+                    row = probe(name, module, call_name, ps, device)
+                except Exception as exc:
+                    print(f"  ERROR {name} {call_name} ps={ps}: {type(exc).__name__}: {exc}")
+                    continue
+                finally:
+                    for k, v in saved.items():
+                        if v is None:
+                            os.environ.pop(k, None)
+                        else:
+                            os.environ[k] = v
+                slots = row.pop("slots")
+                first = slots if first is None else first
+                row["same_slots"] = slots == first
+                row["known"] = KNOWN.get((name, call_name, ps))
+                rows.append(row)
+                print(_line(row), flush=True)
+            cuda_floor = rows and device.startswith("cuda")
+            floor = launch_floor(device, rows[-1]["num_slots"]) if cuda_floor else None
+            if floor is not None:
+                floor.update(call=call_name, page_size=ps, device=device, same_slots=True,
+                             known=None)
+                rows.append(floor)
+                print(_line(floor), flush=True)
+    return rows
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _line(r: dict[str, Any]) -> str:
+    return (f"  {r['call']:12} ps={r['page_size']:<3} {r['impl']:12} slots {r['num_slots']:5}"
+            f"  launches {_fmt(r['launches'], '.1f'):>5}  syncs {_fmt(r['syncs'], '.1f'):>4}"
+            f"  host {r['host_us']:8.1f} µs  event {_fmt(r['event_us'], '.1f'):>7} µs"
+            f"  same slots {_same(r)}")
+
+
+def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """The table of one run, with the machine it ran on."""
+    lines = [f"**Device calls** ({meta['device_name']}; torch {meta['torch']}, triton "
+             f"{meta['triton']}; {NUM_PAGES} pages, windows of {CALLS_PER_WINDOW} calls, median "
+             f"of {WINDOWS}; launches and syncs over {PROBE_CALLS} calls)", "",
+             "| call | ps | impl | slots | launches / call | syncs / call | host µs | "
+             "event µs | same slots as kvpool |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['call']} | {r['page_size']} | {r['impl']} | {r['num_slots']} | "
+                     f"{_fmt(r['launches'], '.1f')} | {_fmt(r['syncs'], '.1f')} | "
+                     f"{r['host_us']:.1f} | {_fmt(r['event_us'], '.1f')} | "
+                     f"{_same(r)} |")
+    return "\n".join(lines) + "\n"
+
+
+def specialisation_markdown(rows: list[dict[str, Any]]) -> str:
+    """The cold-start table (empty without rows)."""
+    if not rows:
+        return ""
+    lines = ["", f"**Cold start over {rows[0]['batches']} changing extend batches** (ps 16, "
+             "compiles included)", "", "| kernel | seconds | variants compiled |", "|---|---|---|"]
+    lines += [f"| {r['kernel']} | {r['seconds']:.2f} | {_fmt(r['variants'], 'd')} |"
+              for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def _same(r: dict[str, Any]) -> str:
+    if r["impl"] == "floor":
+        return "-"
+    if r["same_slots"]:
+        return "yes"
+    return f"no ({r['known']})" if r.get("known") else "NO"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, probe, write ``device_calls.json`` / ``.md``; 0 unless the harness breaks."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks.device_calls", description=__doc__)
+    p.add_argument("--out", default="benchmarks/results", help="output folder")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    args = p.parse_args(argv)
+    torch.set_num_threads(1)
+    try:
+        import triton
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = "absent"
+    meta = {"device": args.device, "torch": torch.__version__, "triton": triton_version,
+            "device_name": (torch.cuda.get_device_name(0) if args.device.startswith("cuda")
+                            else "CPU"),
+            "date_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())}
+    print(f"device calls on {meta['device_name']} (torch {meta['torch']}, triton "
+          f"{meta['triton']})")
+    rows = run(args.device)
+    spec_rows = specialisation(args.device) if args.device.startswith("cuda") else []
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "device_calls.json").write_text(json.dumps(
+        {"meta": meta, "rows": rows, "specialisation": spec_rows}, indent=1))
+    md = markdown(rows, meta) + specialisation_markdown(spec_rows)
+    (out / "device_calls.md").write_text(md)
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
