@@ -23,7 +23,8 @@ changing batches, as shipped and under Triton's default integer specialisation.
 The batches are W3's (64 requests, mixed unaligned prefixes, about 8.7k new tokens at ps 16)
 and W2's (256 requests, each opening a page). The pool is large enough that no call merges or
 runs short, so consecutive calls need no restore. Writes ``device_calls.json`` and
-``device_calls.md`` into ``--out`` and prints the table. Exits 0 unless the harness breaks.
+``device_calls.md`` into ``--out`` and prints the table. Exits 1 when an implementation's slots
+differ from kvpool's outside a registered divergence (``KNOWN``), else 0.
 """
 
 from __future__ import annotations
@@ -326,7 +327,7 @@ def _same(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Parse, probe, write ``device_calls.json`` / ``.md``; 0 unless the harness breaks."""
+    """Parse, probe, write ``device_calls.json`` / ``.md``; 1 if slots differ unexpectedly."""
     p = argparse.ArgumentParser(prog="python -m benchmarks.device_calls", description=__doc__)
     p.add_argument("--out", default="benchmarks/results", help="output folder")
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
@@ -352,7 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     md = markdown(rows, meta) + specialisation_markdown(spec_rows)
     (out / "device_calls.md").write_text(md)
     print(md)
-    return 0
+    differ = [r for r in rows if not r["same_slots"] and not r.get("known")]
+    for r in differ:
+        print(f"DIFFERENT SLOTS: {r['impl']} {r['call']} ps={r['page_size']} (not a registered "
+              "divergence)")
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
