@@ -17,8 +17,9 @@ imports) and measures the two calls alone, never a restore step beside them:
 - a ``floor`` row per cell on CUDA: one Triton launch writing as many int64 values as the call
   returns (the least a one-kernel call costs on that machine).
 
-On CUDA it also runs :func:`specialisation`: the cold-start cost of the extend kernel over
-changing batches, as shipped and under Triton's default integer specialisation.
+On CUDA it also runs :func:`benchmarks.device_kernels.specialisation`: the cold-start cost of
+the extend kernel over changing batches, as shipped and under Triton's default integer
+specialisation.
 
 The batches are W3's (64 requests, mixed unaligned prefixes, about 8.7k new tokens at ps 16)
 and W2's (256 requests, each opening a page). The pool is large enough that no call merges or
@@ -81,12 +82,14 @@ CALLS: dict[str, Callable[[Any, int, str], Call]] = {
     "alloc_extend": _extend_call, "alloc_decode": _decode_call}
 
 
-def _sync(device: str) -> None:
+def sync(device: str) -> None:
+    """Wait for the device (no-op on the CPU)."""
     if device.startswith("cuda"):
         torch.cuda.synchronize()
 
 
-def _launches(call: Call, device: str) -> float:
+def call_launches(call: Call, device: str) -> float:
+    """Launches per call over ``PROBE_CALLS`` calls (CPU: top-level torch operators)."""
     if device.startswith("cuda"):
         return cuda.launches(call, PROBE_CALLS)
     from torch.profiler import ProfilerActivity, profile
@@ -98,17 +101,18 @@ def _launches(call: Call, device: str) -> float:
     return count / PROBE_CALLS
 
 
-def _syncs(call: Call, device: str) -> float | None:
+def call_syncs(call: Call, device: str) -> float | None:
+    """Host-device syncs per call over ``PROBE_CALLS`` calls (None on the CPU)."""
     return cuda.syncs(call, PROBE_CALLS) if device.startswith("cuda") else None
 
 
-def _timed(call: Call, device: str) -> tuple[float, float | None]:
+def timed(call: Call, device: str) -> tuple[float, float | None]:
     """Median host µs and median CUDA-event µs per call over ``WINDOWS`` windows."""
     host: list[float] = []
     event: list[float] = []
     cuda = device.startswith("cuda")
     for _ in range(WINDOWS):
-        _sync(device)
+        sync(device)
         if cuda:
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()
@@ -138,95 +142,12 @@ def probe(name: str, module: Any, call_name: str, ps: int, device: str) -> dict[
     call = fresh()
     for _ in range(3):  # warm-up (Triton compiles on its first launch)
         call()
-    launches = _launches(call, device)
-    syncs = _syncs(call, device)
-    host_us, event_us = _timed(call, device)
+    launches = call_launches(call, device)
+    syncs = call_syncs(call, device)
+    host_us, event_us = timed(call, device)
     return {"impl": name, "call": call_name, "page_size": ps, "device": device,
             "launches": launches, "syncs": syncs, "host_us": host_us, "event_us": event_us,
             "num_slots": len(slots[0]), "slots": slots}
-
-
-def _variants(kernel: Any) -> int | None:
-    """Compiled variants a Triton JIT function holds (None where this Triton hides them)."""
-    try:
-        return sum(len(entry[0]) for entry in kernel.device_caches.values())
-    except (AttributeError, TypeError, IndexError):
-        return None
-
-
-def specialisation(device: str, num_batches: int = 120, seed: int = 5) -> list[dict[str, Any]]:
-    """Cold-start cost of kvpool's extend kernel over changing batches, as shipped (host ints
-    not specialised on) beside the same kernel under Triton's default specialisation.
-
-    ``num_batches`` random extend batches (1-128 requests, ps 16) run once through each; the
-    figures are the seconds of that pass (compiles included) and the variants compiled.
-    """
-    import random
-
-    import triton
-    from kvpool.impl import triton_ops
-
-    shipped = triton_ops._extend_kernel
-    default = triton.jit(shipped.fn)  # the same function, every int specialised
-    rng = random.Random(seed)
-    batches = []
-    for _ in range(num_batches):
-        bs = rng.randint(1, 128)
-        pre = [rng.choice([0, rng.randint(1, 300)]) for _ in range(bs)]
-        seq = [p + rng.randint(1, 200) for p in pre]
-        batches.append((pre, seq))
-    rows = []
-    for label, kernel in (("kvpool (ints not specialised)", shipped),
-                          ("Triton default specialisation", default)):
-        ops = triton_ops.TritonOps(16, device)
-        ops_kernel = triton_ops._extend_kernel
-        triton_ops._extend_kernel = kernel
-        try:
-            _sync(device)
-            t0 = time.perf_counter()
-            for pre, seq in batches:
-                pre_d = torch.tensor(pre, dtype=torch.int64, device=device)
-                seq_d = torch.tensor(seq, dtype=torch.int64, device=device)
-                last_d = torch.tensor([p * 16 - 1 if p else -1 for p in pre],
-                                      dtype=torch.int64, device=device)
-                num_pages = sum(-(-s // 16) - -(-p // 16) for p, s in zip(pre, seq, strict=True))
-                pages = torch.arange(1, num_pages + 1, dtype=torch.int64, device=device)
-                ops.extend_slots(pre_d, seq_d, last_d, pages, sum(seq) - sum(pre))
-            _sync(device)
-            seconds = time.perf_counter() - t0
-        finally:
-            triton_ops._extend_kernel = ops_kernel
-        rows.append({"kernel": label, "batches": num_batches, "seconds": seconds,
-                     "variants": _variants(kernel)})
-        print(f"  specialisation: {label:32} {num_batches} batches {seconds:7.2f} s, "
-              f"variants {_variants(kernel)}", flush=True)
-    return rows
-
-
-def launch_floor(device: str, num_tokens: int) -> dict[str, Any] | None:
-    """Host and event µs of one Triton launch that writes ``num_tokens`` int64 values: what
-    any one-kernel call that returns that many slots costs at least (None without Triton)."""
-    try:
-        import triton
-        import triton.language as tl
-    except ImportError:
-        return None
-
-    @triton.jit(do_not_specialize=["n"])
-    def _fill(out_ptr, n, BLOCK: tl.constexpr):
-        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-        tl.store(out_ptr + i, i, mask=i < n)
-
-    def call() -> torch.Tensor:
-        out = torch.empty(num_tokens, dtype=torch.int64, device=device)
-        _fill[(triton.cdiv(num_tokens, 1024),)](out, num_tokens, BLOCK=1024)
-        return out
-
-    for _ in range(3):
-        call()
-    host_us, event_us = _timed(call, device)
-    return {"impl": "floor", "num_slots": num_tokens, "host_us": host_us, "event_us": event_us,
-            "launches": _launches(call, device), "syncs": _syncs(call, device)}
 
 
 def implementations(device: str) -> dict[str, Any]:
@@ -247,6 +168,8 @@ def implementations(device: str) -> dict[str, Any]:
 
 def run(device: str) -> list[dict[str, Any]]:
     """Probe every cell; ``same_slots`` compares each result with kvpool's default backend."""
+    from benchmarks import device_kernels
+
     rows: list[dict[str, Any]] = []
     for ps in PAGE_SIZES:
         for call_name in CALLS:
@@ -272,7 +195,8 @@ def run(device: str) -> list[dict[str, Any]]:
                 rows.append(row)
                 print(_line(row), flush=True)
             cuda_floor = rows and device.startswith("cuda")
-            floor = launch_floor(device, rows[-1]["num_slots"]) if cuda_floor else None
+            floor = device_kernels.launch_floor(device, rows[-1]["num_slots"]) \
+                if cuda_floor else None
             if floor is not None:
                 floor.update(call=call_name, page_size=ps, device=device, same_slots=True,
                              known=None)
@@ -281,14 +205,15 @@ def run(device: str) -> list[dict[str, Any]]:
     return rows
 
 
-def _fmt(value: float | None, spec: str) -> str:
+def fmt(value: float | None, spec: str) -> str:
+    """``value`` formatted, or "-" for a figure this device has not got."""
     return "-" if value is None else format(value, spec)
 
 
 def _line(r: dict[str, Any]) -> str:
     return (f"  {r['call']:12} ps={r['page_size']:<3} {r['impl']:12} slots {r['num_slots']:5}"
-            f"  launches {_fmt(r['launches'], '.1f'):>5}  syncs {_fmt(r['syncs'], '.1f'):>4}"
-            f"  host {r['host_us']:8.1f} µs  event {_fmt(r['event_us'], '.1f'):>7} µs"
+            f"  launches {fmt(r['launches'], '.1f'):>5}  syncs {fmt(r['syncs'], '.1f'):>4}"
+            f"  host {r['host_us']:8.1f} µs  event {fmt(r['event_us'], '.1f'):>7} µs"
             f"  same slots {_same(r)}")
 
 
@@ -301,20 +226,9 @@ def markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
              "event µs | same slots as kvpool |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['call']} | {r['page_size']} | {r['impl']} | {r['num_slots']} | "
-                     f"{_fmt(r['launches'], '.1f')} | {_fmt(r['syncs'], '.1f')} | "
-                     f"{r['host_us']:.1f} | {_fmt(r['event_us'], '.1f')} | "
+                     f"{fmt(r['launches'], '.1f')} | {fmt(r['syncs'], '.1f')} | "
+                     f"{r['host_us']:.1f} | {fmt(r['event_us'], '.1f')} | "
                      f"{_same(r)} |")
-    return "\n".join(lines) + "\n"
-
-
-def specialisation_markdown(rows: list[dict[str, Any]]) -> str:
-    """The cold-start table (empty without rows)."""
-    if not rows:
-        return ""
-    lines = ["", f"**Cold start over {rows[0]['batches']} changing extend batches** (ps 16, "
-             "compiles included)", "", "| kernel | seconds | variants compiled |", "|---|---|---|"]
-    lines += [f"| {r['kernel']} | {r['seconds']:.2f} | {_fmt(r['variants'], 'd')} |"
-              for r in rows]
     return "\n".join(lines) + "\n"
 
 
@@ -333,6 +247,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
+    from benchmarks import device_kernels
+
     try:
         import triton
         triton_version = triton.__version__
@@ -345,12 +261,13 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device calls on {meta['device_name']} (torch {meta['torch']}, triton "
           f"{meta['triton']})")
     rows = run(args.device)
-    spec_rows = specialisation(args.device) if args.device.startswith("cuda") else []
+    spec_rows = device_kernels.specialisation(args.device) if args.device.startswith("cuda") \
+        else []
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "device_calls.json").write_text(json.dumps(
         {"meta": meta, "rows": rows, "specialisation": spec_rows}, indent=1))
-    md = markdown(rows, meta) + specialisation_markdown(spec_rows)
+    md = markdown(rows, meta) + device_kernels.specialisation_markdown(spec_rows)
     (out / "device_calls.md").write_text(md)
     print(md)
     differ = [r for r in rows if not r["same_slots"] and not r.get("known")]
