@@ -30,9 +30,14 @@ def make_allocator(
             raise ValueError("token allocators have page_size 1")
         return module.TokenToKVPoolAllocator(num_pages, KV_DTYPE, device, None, need_sort)
     if kind == "paged":
-        return module.PagedTokenToKVPoolAllocator(
+        alloc = module.PagedTokenToKVPoolAllocator(
             num_pages * page_size, page_size, KV_DTYPE, device, None, need_sort
         )
+        if torch.device(device).type == "cpu" and getattr(alloc, "use_triton_kernels", False):
+            # SGLang picks its Triton kernels by platform: on a GPU machine they would be
+            # launched on CPU tensors and refuse them; its torch path is its CPU path
+            alloc.use_triton_kernels = False
+        return alloc
     raise ValueError(f"unknown allocator kind {kind!r}")
 
 
