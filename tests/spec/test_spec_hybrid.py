@@ -29,6 +29,8 @@ def test_alloc_pairs_in_order_SWA_6() -> None:
     assert h.alloc(3) == [1, 2, 3] and h.mapping == {1: 1, 2: 2, 3: 3}
     before = h.snapshot()
     assert h.alloc(2) is None and h.snapshot() == before   # SWA side has 1 slot left
+    assert h.alloc(1) == [4] and h.mapping[4] == 4         # exactly what the SWA side has
+    assert h.swa_available_size() == 0 and h.alloc(0) == []
     with pytest.raises(NotImplementedError, match="SWA-6"):
         hybrid().alloc(4)
 
