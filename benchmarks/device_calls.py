@@ -43,7 +43,7 @@ import torch
 
 from benchmarks import cuda
 from benchmarks.adapters import make_allocator
-from benchmarks.workloads import DECODE_BATCH, extend_batch
+from benchmarks.workloads import DECODE_BATCH, extend_batch, extend_inputs
 
 PAGE_SIZES = (1, 16, 64)
 NUM_PAGES = 400_000
@@ -57,15 +57,12 @@ KNOWN = {("sglang", "alloc_decode", 1): "SGL-DECODE-PS1"}
 
 def _extend_call(alloc: Any, ps: int, device: str) -> Call:
     """W3's batch: prefixes taken first (their last slots are ``last_loc``), then the call."""
-    prefix, seq = extend_batch(ps)
-    rows = [alloc.alloc(-(-p // ps) * ps) if p else None for p in prefix]
-    last = [int(r[p - 1]) if p else -1 for r, p in zip(rows, prefix, strict=True)]
-    pre_cpu = torch.tensor(prefix, dtype=torch.int64)
-    seq_cpu = torch.tensor(seq, dtype=torch.int64)
-    pre_d, seq_d = pre_cpu.to(device), seq_cpu.to(device)
-    last_d = torch.tensor(last, dtype=torch.int64, device=device)
-    tokens = sum(seq) - sum(prefix)
-    return lambda: alloc.alloc_extend(pre_d, pre_cpu, seq_d, seq_cpu, last_d, tokens)
+    rows, args = extend_inputs(alloc, *extend_batch(ps), device)
+
+    def call() -> Any:
+        _ = rows  # the prefix rows own their pages for the call's lifetime
+        return alloc.alloc_extend(*args)
+    return call
 
 
 def _decode_call(alloc: Any, ps: int, device: str) -> Call:

@@ -190,6 +190,24 @@ def extend_batch(ps: int, seed: int = 1234) -> tuple[list[int], list[int]]:
     return prefix, seq
 
 
+def extend_inputs(alloc: Any, prefix: list[int], seq: list[int],
+                  device: str) -> tuple[list[Any], tuple[Any, ...]]:
+    """Take each request's prefix pages from ``alloc`` and build ``alloc_extend``'s arguments.
+
+    Returns the prefix rows (keep them alive: they own the pages) and the positional arguments
+    ``(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc, extend_num_tokens)``,
+    where ``last_loc`` is each prefix's last slot (-1 for a fresh request).
+    """
+    ps = alloc.page_size
+    rows = [alloc.alloc(-(-p // ps) * ps) if p else None for p in prefix]
+    last = [int(r[p - 1]) if p else -1 for r, p in zip(rows, prefix, strict=True)]
+    pre_cpu = torch.tensor(prefix, dtype=torch.int64)
+    seq_cpu = torch.tensor(seq, dtype=torch.int64)
+    last_d = torch.tensor(last, dtype=torch.int64, device=device)
+    return rows, (pre_cpu.to(device), pre_cpu, seq_cpu.to(device), seq_cpu, last_d,
+                  sum(seq) - sum(prefix))
+
+
 def new_page_positions(prefix: list[int], seq: list[int], ps: int) -> torch.Tensor:
     """Flat indices into an alloc_extend result of the slots that lie on new pages."""
     idx: list[int] = []
@@ -215,20 +233,14 @@ def w3_extend(cfg: Config) -> Iterator[Case]:
                          ns: bool = ns, prefix: list[int] = prefix, seq: list[int] = seq,
                          new_pages: list[int] = new_pages) -> Any:
                     a = make_allocator(module, "paged", n, ps, ns, cfg.device)
-                    rows: list[Any] = [a.alloc(-(-p // ps) * ps) if p else None for p in prefix]
-                    last = [int(r[p - 1]) if p else -1 for r, p in zip(rows, prefix, strict=True)]
+                    rows, args = extend_inputs(a, prefix, seq, cfg.device)
                     spare = a.available_size() // ps - 2 * sum(new_pages) - EXTEND_BATCH
                     held = a.alloc(max(0, min(n // 2, spare)) * ps)
-                    pre_cpu = torch.tensor(prefix, dtype=torch.int64)
-                    seq_cpu = torch.tensor(seq, dtype=torch.int64)
-                    pre_d, seq_d = pre_cpu.to(cfg.device), seq_cpu.to(cfg.device)
-                    last_d = torch.tensor(last, dtype=torch.int64, device=cfg.device)
-                    ext_tokens = sum(seq) - sum(prefix)
                     new_pos = new_page_positions(prefix, seq, ps).to(cfg.device)
 
                     def estep() -> float:
                         t0 = time.perf_counter()
-                        out = a.alloc_extend(pre_d, pre_cpu, seq_d, seq_cpu, last_d, ext_tokens)
+                        out = a.alloc_extend(*args)
                         t = time.perf_counter() - t0
                         a.free(out[new_pos])
                         _ = held, rows
