@@ -21,6 +21,7 @@ from benchmarks.workloads import (
     Case,
     Config,
     extend_batch,
+    extend_inputs,
     new_page_positions,
     w1_alloc_free,
     w2_decode,
@@ -111,10 +112,7 @@ def _backend_counts(backend: str, ops_cls: Any) -> list[dict[str, Any]]:
     finally:
         base.ops_for = original
     prefix, seq = extend_batch(ps)
-    rows = [a.alloc(-(-p // ps) * ps) if p else None for p in prefix]
-    last = torch.tensor([int(r[p - 1]) if p else -1 for r, p in zip(rows, prefix, strict=True)])
-    pre_t, seq_t = torch.tensor(prefix), torch.tensor(seq)
-    tokens = sum(seq) - sum(prefix)
+    _rows, args = extend_inputs(a, prefix, seq, "cpu")  # on the CPU: one tensor per length
     new_pos = new_page_positions(prefix, seq, ps)
     owned = a.alloc(DECODE_BATCH * ps)
     assert owned is not None
@@ -123,7 +121,7 @@ def _backend_counts(backend: str, ops_cls: Any) -> list[dict[str, Any]]:
     state: dict[str, Any] = {}
 
     def extend() -> None:
-        state["out"] = a.alloc_extend(pre_t, pre_t, seq_t, seq_t, last, tokens)
+        state["out"] = a.alloc_extend(*args)
         state["new"] = new_pos
 
     def decode() -> None:
