@@ -230,22 +230,8 @@ def w3_extend(cfg: Config) -> Iterator[Case]:
             new_pages = [-(-s // ps) - -(-p // ps) for p, s in zip(prefix, seq, strict=True)]
             for name, module, ns in _each_impl(cfg):
                 def make(module: Any = module, n: int = num_pages, ps: int = ps,
-                         ns: bool = ns, prefix: list[int] = prefix, seq: list[int] = seq,
-                         new_pages: list[int] = new_pages) -> Any:
-                    a = make_allocator(module, "paged", n, ps, ns, cfg.device)
-                    rows, args = extend_inputs(a, prefix, seq, cfg.device)
-                    spare = a.available_size() // ps - 2 * sum(new_pages) - EXTEND_BATCH
-                    held = a.alloc(max(0, min(n // 2, spare)) * ps)
-                    new_pos = new_page_positions(prefix, seq, ps).to(cfg.device)
-
-                    def estep() -> float:
-                        t0 = time.perf_counter()
-                        out = a.alloc_extend(*args)
-                        t = time.perf_counter() - t0
-                        a.free(out[new_pos])
-                        _ = held, rows
-                        return t
-                    return estep, None
+                         ns: bool = ns) -> Any:
+                    return w3_step(module, n, ps, ns, cfg.device)[0], None
                 yield Case("w3_extend", f"bs={EXTEND_BATCH}", "paged", ps, ns, num_pages, name,
                            make)
             if cfg.vllm is not None:
@@ -254,6 +240,29 @@ def w3_extend(cfg: Config) -> Iterator[Case]:
             if cfg.device == "cpu":
                 yield Case("w3_extend", f"bs={EXTEND_BATCH}", "paged", ps, None, num_pages,
                            "floor", output_floor(sum(seq) - sum(prefix)))
+
+
+def w3_step(module: Any, num_pages: int, ps: int, need_sort: bool,
+            device: str) -> tuple[Step, tuple[Any, ...]]:
+    """W3's step on a fresh allocator of ``module``: one timed ``alloc_extend`` of
+    :func:`extend_batch`, then an untimed free of its new pages (the state is the same after
+    every step). Returns the step and the ``alloc_extend`` arguments it passes."""
+    prefix, seq = extend_batch(ps)
+    new_pages = [-(-s // ps) - -(-p // ps) for p, s in zip(prefix, seq, strict=True)]
+    a = make_allocator(module, "paged", num_pages, ps, need_sort, device)
+    rows, args = extend_inputs(a, prefix, seq, device)
+    spare = a.available_size() // ps - 2 * sum(new_pages) - EXTEND_BATCH
+    held = a.alloc(max(0, min(num_pages // 2, spare)) * ps)
+    new_pos = new_page_positions(prefix, seq, ps).to(device)
+
+    def estep() -> float:
+        t0 = time.perf_counter()
+        out = a.alloc_extend(*args)
+        t = time.perf_counter() - t0
+        a.free(out[new_pos])
+        _ = held, rows
+        return t
+    return estep, args
 
 
 def output_floor(num_tokens: int) -> Callable[[], tuple[Step, None]]:
