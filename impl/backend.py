@@ -283,11 +283,19 @@ class NumpyOps(TorchOps):
 
 
 def ops_for(page_size: int, device: Any) -> TorchOps:
-    """:class:`NumpyOps` for a CPU device; on CUDA :class:`~kvpool.impl.triton_ops.TritonOps`
-    when ``triton`` imports and ``KVPOOL_TRITON`` is not ``0``; else :class:`TorchOps`
-    (chosen once per allocator)."""
+    """The backend of one allocator (chosen once, at construction).
+
+    CPU: :class:`~kvpool.impl.native_ops.NativeOps` when the compiled extension is built and
+    ``KVPOOL_NATIVE`` is not ``0``, else :class:`NumpyOps`. CUDA:
+    :class:`~kvpool.impl.triton_ops.TritonOps` when ``triton`` imports and ``KVPOOL_TRITON`` is
+    not ``0``, else :class:`TorchOps`. Any other device: :class:`TorchOps`.
+    """
     kind = torch.device(device).type
     if kind == "cpu":
+        if os.environ.get("KVPOOL_NATIVE", "1") != "0":
+            from .native_ops import NativeOps, native_available
+            if native_available():
+                return NativeOps(page_size, device)
         return NumpyOps(page_size, device)
     if kind == "cuda" and os.environ.get("KVPOOL_TRITON", "1") != "0":
         try:

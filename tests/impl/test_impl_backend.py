@@ -1,10 +1,12 @@
-"""The CPU backend (numpy on the shared buffers) equals the pure-torch backend, number for number.
+"""The CPU backends (numpy; compiled loops where built) equal the torch one, number for number.
 
-``NumpyOps`` must return what ``TorchOps`` (the CUDA path, :mod:`kvpool.impl.layout`) returns
-for the same inputs: fresh int64 tensors, for int32 or int64 inputs, contiguous or strided, and
-also for inconsistent unchecked inputs (more opening requests than new pages: both clamp).
-Whole allocators are compared too: the case table and seeded soaks on the torch backend forced
-on CPU (the default CPU runs are in ``test_impl_cases.py`` / ``test_impl_differential.py``).
+``NumpyOps`` and ``NativeOps`` must return what ``TorchOps`` (the CUDA path,
+:mod:`kvpool.impl.layout`) returns for the same inputs: fresh int64 tensors, for int32 or int64
+inputs, contiguous or strided, and also for inconsistent unchecked inputs (more opening
+requests than new pages: both clamp).
+Whole allocators are compared too: the case table and seeded soaks on the torch and numpy
+backends forced on CPU (the default CPU runs are in ``test_impl_cases.py`` /
+``test_impl_differential.py``).
 ci profile: about 5 s.
 """
 
@@ -16,12 +18,14 @@ import numpy as np
 import pytest
 import torch
 from cases import run_case
+from host_backends import HOST_OPS
 from hypothesis import given
 from hypothesis import strategies as st
 from impl_adapter import free_list
 from impl_scheduler import Driver, RandomChooser, choose_config
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
 from kvpool.impl.backend import NumpyOps, TorchOps, ops_for
+from kvpool.impl.native_ops import NativeOps, native_available
 from kvpool.spec import AllocatorModel, ContractViolation
 from test_impl_cases import PARAMS, _runner
 
@@ -44,14 +48,16 @@ def _same(got: torch.Tensor, want: torch.Tensor) -> None:
 INPUT_FORMS = st.tuples(st.sampled_from([torch.int64, torch.int32]), st.booleans())
 
 
+@pytest.mark.parametrize("host_cls", HOST_OPS)
 @given(ps=PAGE_SIZES, data=st.data(), form=INPUT_FORMS)
-def test_decode_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]) -> None:
+def test_decode_slots_and_count_agree(host_cls: type[NumpyOps], ps: int, data: Any,
+                                      form: tuple[Any, bool]) -> None:
     """DECODE-4/5: the same opening count and slots; clamped alike when pages run short."""
     seq = data.draw(st.lists(st.integers(-3 * ps, 5 * ps), max_size=40))
     last = data.draw(st.lists(st.integers(-1, 10**6), min_size=len(seq), max_size=len(seq)))
     num_pages = data.draw(st.integers(0, len(seq) + 2))
     pages = np.arange(1000, 1000 + num_pages, dtype=np.int64)
-    host, ref = NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")
+    host, ref = host_cls(ps, "cpu"), TorchOps(ps, "cpu")
     seq_t, last_t = _as_input(seq, *form), _as_input(last, *form)
     assert host.decode_new_pages(seq_t) == ref.decode_new_pages(seq_t)
     _same(host.decode_slots(seq_t, last_t, pages),
@@ -78,14 +84,16 @@ def test_decode_slots_clamp_when_pages_run_short_DECODE_4(ops: type[TorchOps]) -
         _same(backend.decode_slots(seq, last, new_pages), torch.tensor(want))
 
 
+@pytest.mark.parametrize("host_cls", HOST_OPS)
 @given(ps=PAGE_SIZES, data=st.data(), form=INPUT_FORMS)
-def test_extend_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]) -> None:
+def test_extend_slots_and_count_agree(host_cls: type[NumpyOps], ps: int, data: Any,
+                                      form: tuple[Any, bool]) -> None:
     """EXTEND-4/5: the same page count and three-part layout for any valid batch."""
     pre = data.draw(st.lists(st.integers(0, 4 * ps), max_size=12))
     ext = data.draw(st.lists(st.integers(0, 3 * ps), min_size=len(pre), max_size=len(pre)))
     seq = [p + e for p, e in zip(pre, ext, strict=True)]
     last = [-1 if p == 0 else 50 * ps + (p - 1) % ps for p in pre]
-    host, ref = NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")
+    host, ref = host_cls(ps, "cpu"), TorchOps(ps, "cpu")
     pre_t, seq_t, last_t = (_as_input(v, *form) for v in (pre, seq, last))
     num_pages = ref.extend_new_pages(pre_t, seq_t)
     assert host.extend_new_pages(pre_t, seq_t) == num_pages
@@ -94,11 +102,13 @@ def test_extend_slots_and_count_agree(ps: int, data: Any, form: tuple[Any, bool]
           ref.extend_slots(pre_t, seq_t, last_t, torch.from_numpy(pages), sum(ext)))
 
 
+@pytest.mark.parametrize("host_cls", HOST_OPS)
 @given(ps=PAGE_SIZES, slots=st.lists(st.integers(0, 5000), max_size=60), form=INPUT_FORMS)
-def test_distinct_pages_and_slots_of_pages_agree(ps: int, slots: list[int],
+def test_distinct_pages_and_slots_of_pages_agree(host_cls: type[NumpyOps], ps: int,
+                                                 slots: list[int],
                                                  form: tuple[Any, bool]) -> None:
     """FREE-4/5 (sorted distinct pages) and ALLOC-4 (page-major slots)."""
-    host, ref = NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")
+    host, ref = host_cls(ps, "cpu"), TorchOps(ps, "cpu")
     slots_t = _as_input(slots, *form)
     distinct = host.distinct_pages(slots_t)  # numpy form: what the free lists store
     assert isinstance(distinct, np.ndarray)
@@ -168,7 +178,8 @@ def test_same_tensor_as_device_and_host_lengths_EXTEND_4_DECODE_4(ps: int,
     alloc.check_invariants()
 
 
-def test_decode_slots_whatever_was_counted_before_DECODE_4() -> None:
+@pytest.mark.parametrize("host_cls", HOST_OPS)
+def test_decode_slots_whatever_was_counted_before_DECODE_4(host_cls: type[NumpyOps]) -> None:
     """``decode_slots`` reuses the openings ``decode_new_pages`` found only for that very
     tensor: called alone, after counting another tensor, or after counting this one, it gives
     the torch backend's slots."""
@@ -178,7 +189,7 @@ def test_decode_slots_whatever_was_counted_before_DECODE_4() -> None:
     pages = np.array([7, 3], dtype=np.int64)
     ref = TorchOps(ps, "cpu")
     for counted in (None, seq_a, seq_b):
-        host = NumpyOps(ps, "cpu")
+        host = host_cls(ps, "cpu")
         if counted is not None:
             host.decode_new_pages(counted)
         _same(host.decode_slots(seq_b, last, pages),
@@ -193,8 +204,10 @@ def _outcome(call: Any, *args: Any) -> Any:
         return type(error)
 
 
+@pytest.mark.parametrize("host_cls", HOST_OPS)
 @pytest.mark.parametrize("batch_size", [4, 7])  # both sides of the few-requests threshold
-def test_extend_slots_whatever_was_counted_before_EXTEND_4(batch_size: int) -> None:
+def test_extend_slots_whatever_was_counted_before_EXTEND_4(host_cls: type[NumpyOps],
+                                                           batch_size: int) -> None:
     """``extend_slots`` reuses the host lengths ``extend_new_pages`` read only for those very
     tensors. When ``prefix_lens_cpu`` or ``seq_lens_cpu`` is another tensor with other values
     (an unchecked EXTEND-1 misuse; here with the same page and token totals), the layout comes
@@ -212,7 +225,7 @@ def test_extend_slots_whatever_was_counted_before_EXTEND_4(batch_size: int) -> N
     for counted, device in ((None, (pre, seq)), ((pre, seq), (pre, seq)),
                             ((other_pre, seq), (pre, seq)), ((pre, other_seq), (pre, seq)),
                             ((other_pre, seq), (seq, seq))):
-        host = NumpyOps(ps, "cpu")
+        host = host_cls(ps, "cpu")
         if counted is not None:
             assert host.extend_new_pages(*counted) == len(pages)
         got = _outcome(host.extend_slots, *device, last, pages.copy(), tokens)
@@ -252,26 +265,35 @@ def test_backend_choice_on_cuda_follows_KVPOOL_TRITON(monkeypatch: pytest.Monkey
     assert type(ops_for(16, "meta")) is FakeTorchOps
 
 
-def test_results_are_fresh_arrays_ALIAS_1() -> None:
+@pytest.mark.parametrize("host_cls", HOST_OPS)
+def test_results_are_fresh_arrays_ALIAS_1(host_cls: type[NumpyOps]) -> None:
     """Results never share memory with the inputs or the pages handed in."""
-    host = NumpyOps(4, "cpu")
+    host = host_cls(4, "cpu")
     pages = np.arange(3, 6, dtype=np.int64)
     seq, last = torch.tensor([5, 6, 9]), torch.tensor([15, 16, 20])
     for out in (host.slots_of_pages(pages), host.decode_slots(seq, last, pages),
                 torch.from_numpy(host.distinct_pages(last)),
-                NumpyOps(1, "cpu").slots_of_pages(pages)):
+                host_cls(1, "cpu").slots_of_pages(pages),
+                host.extend_slots(seq[:1] * 0, seq[:1] - 1, last[:1], pages[:1], 4)):
         out.fill_(-7)
     assert pages.tolist() == [3, 4, 5] and last.tolist() == [15, 16, 20]
 
 
-def test_backend_choice() -> None:
-    """CPU gets the numpy backend; other devices the torch one (decided at construction)."""
-    assert type(ops_for(16, "cpu")) is NumpyOps
-    assert type(ops_for(16, torch.device("cpu"))) is NumpyOps
-    assert type(ops_for(16, "meta")) is TorchOps
-    paged = PagedTokenToKVPoolAllocator(64, 16, torch.float16, "cpu", None, False)
-    token = TokenToKVPoolAllocator(64, torch.float16, "cpu", None, True)
-    assert type(paged._ops) is NumpyOps and type(token._ops) is NumpyOps
+def test_backend_choice(monkeypatch: pytest.MonkeyPatch) -> None:
+    """CPU gets the compiled backend where it is built and ``KVPOOL_NATIVE`` is not 0, else the
+    numpy one; other devices the torch one (decided at construction)."""
+    host = NativeOps if native_available() else NumpyOps
+    for setting, want in ((None, host), ("1", host), ("0", NumpyOps)):
+        if setting is None:
+            monkeypatch.delenv("KVPOOL_NATIVE", raising=False)
+        else:
+            monkeypatch.setenv("KVPOOL_NATIVE", setting)
+        assert type(ops_for(16, "cpu")) is want
+        assert type(ops_for(16, torch.device("cpu"))) is want
+        assert type(ops_for(16, "meta")) is TorchOps
+        paged = PagedTokenToKVPoolAllocator(64, 16, torch.float16, "cpu", None, False)
+        token = TokenToKVPoolAllocator(64, torch.float16, "cpu", None, True)
+        assert type(paged._ops) is want and type(token._ops) is want
 
 
 def test_mixed_input_forms_on_allocators() -> None:
@@ -295,19 +317,32 @@ def test_mixed_input_forms_on_allocators() -> None:
     assert results[0][0] == results[0][2] == torch.int64
 
 
-@pytest.mark.usefixtures("torch_ops")
+FORCED = pytest.mark.parametrize("forced", [TorchOps, NumpyOps])
+
+
+def _force(forced: type[TorchOps], request: pytest.FixtureRequest) -> None:
+    """Allocators built from here on use ``forced`` on the CPU (the conftest fixtures)."""
+    request.getfixturevalue("numpy_ops" if forced is NumpyOps else "torch_ops")
+
+
+@FORCED
 @pytest.mark.parametrize(("case", "checked"), PARAMS)
-def test_impl_case_torch_backend(case: Any, checked: bool) -> None:
-    """The case table on the torch backend forced on CPU (the CUDA code path)."""
+def test_impl_case_forced_backend(forced: type[TorchOps], case: Any, checked: bool,
+                                  request: pytest.FixtureRequest) -> None:
+    """The case table on the torch backend forced on CPU (the CUDA code path) and on the numpy
+    one (an install without the compiled backend)."""
+    _force(forced, request)
     make, call = _runner("cpu", checked)
     alloc = make(case)
-    assert type(alloc._ops) is TorchOps
+    assert type(alloc._ops) is forced
     run_case(case, make, call, free_list, ContractViolation)
 
 
-@pytest.mark.usefixtures("torch_ops")
+@FORCED
 @pytest.mark.parametrize("seed", range(10))
-def test_torch_backend_matches_model_seeded_soak(seed: int) -> None:
-    """Random sequences of 60 calls on the torch backend forced on CPU equal the model."""
+def test_forced_backend_matches_model_seeded_soak(forced: type[TorchOps], seed: int,
+                                                  request: pytest.FixtureRequest) -> None:
+    """Random sequences of 60 calls on the torch or numpy backend forced equal the model."""
+    _force(forced, request)
     choose = RandomChooser(seed)
     Driver(choose, **choose_config(choose)).run(60)

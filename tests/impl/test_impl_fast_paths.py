@@ -2,8 +2,8 @@
 
 The random tests (``test_impl_host_layout.py``, ``test_impl_backend.py``, the case table) tie
 these paths to the spec; the examples below pin each branch with hand-computed numbers, on the
-numpy backend (the CPU default) and on the torch backend forced on the CPU (the CUDA path), so
-that a change in either shows as a wrong number here:
+CPU's default backend (compiled where built), on the numpy backend forced and on the torch
+backend forced on the CPU (the CUDA path), so that a change in any shows as a wrong number here:
 
 - ``host_layout.extend_slots_few`` writes whole page rows in place; a request's last row runs
   into the next request's span (overwritten next) or into the spare page at the end
@@ -25,17 +25,19 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from host_backends import HOST_OPS
 from impl_adapter import free_list
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, host_layout
 from kvpool.impl.backend import NumpyOps, TorchOps
 from kvpool.spec import ContractViolation
 
-BACKENDS = pytest.mark.parametrize("backend", ["numpy", "torch"])
+BACKENDS = pytest.mark.parametrize("backend", ["default", "numpy", "torch"])
 
 
 def _use(backend: str, request: pytest.FixtureRequest) -> None:
-    if backend == "torch":
-        request.getfixturevalue("torch_ops")
+    """``default``: the CPU's own choice (compiled when built); ``numpy`` / ``torch`` forced."""
+    if backend != "default":
+        request.getfixturevalue(f"{backend}_ops")
 
 
 def _paged(size: int, ps: int, need_sort: bool = False) -> PagedTokenToKVPoolAllocator:
@@ -174,7 +176,7 @@ def test_group_copies_agree_across_backends(dtype: torch.dtype, ps: int) -> None
     values = [9, 4, 4, 17, 0, 8, 30, 9]
     for form in ("flat", "strided", "2d"):
         results: list[list[list[int]]] = []
-        for ops in (NumpyOps(ps, "cpu"), TorchOps(ps, "cpu")):
+        for ops in (*(host(ps, "cpu") for host in HOST_OPS), TorchOps(ps, "cpu")):
             source = torch.tensor(values, dtype=dtype)
             slots: Any = {"flat": source, "strided": torch.tensor(
                 [v for v in values for _ in (0, 1)], dtype=dtype)[::2],
@@ -184,7 +186,7 @@ def test_group_copies_agree_across_backends(dtype: torch.dtype, ps: int) -> None
             distinct = ops.distinct(ops.page_ids(torch.tensor(values, dtype=dtype)))
             results.append([[int(v) for v in x.tolist()] for x in (ids, copied, distinct)])
             assert all(str(x.dtype).endswith("int64") for x in (ids, copied, distinct))
-        assert results[0] == results[1]
+        assert all(result == results[0] for result in results)
         assert results[0][0] == [v // ps for v in values]
         assert results[0][1] == values
         assert results[0][2] == sorted({v // ps for v in values})
@@ -252,7 +254,7 @@ def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> No
     alloc.check_invariants()
 
 
-@pytest.mark.parametrize("ops", [NumpyOps(4, "cpu"), TorchOps(4, "cpu")])
+@pytest.mark.parametrize("ops", [*(host(4, "cpu") for host in HOST_OPS), TorchOps(4, "cpu")])
 @pytest.mark.parametrize(("pages", "want"), [
     ([5, 5, 3, 3, 5, 5, 1], [1, 3, 5]),  # page-major runs that repeat later (runs first)
     ([2, 7, 7, 2], [2, 7]),  # no run at the front, a repeat later

@@ -34,6 +34,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "impl/checked.py": IMPL_TESTS,
     "impl/hooks.py": IMPL_TESTS,
     "impl/host_layout.py": IMPL_TESTS,
+    "impl/native_ops.py": IMPL_TESTS,
     "impl/swa.py": IMPL_TESTS,
     "impl/swa_census.py": IMPL_TESTS,
     "impl/swa_pairs.py": IMPL_TESTS,

@@ -1,6 +1,7 @@
 """A private copy of the repository where mutants are applied, never the working tree.
 
-The copy holds the tracked files (``git ls-files``) plus a ``kvpool/`` package folder laid out
+The copy holds the tracked files (``git ls-files``), the compiled extensions built in place in the
+package folders (``impl/_native*.so``), plus a ``kvpool/`` package folder laid out
 as ``pyproject.toml``'s ``package-dir`` says (``kvpool`` from ``kvpool_pkg/``, ``kvpool.spec``
 a symlink to the copied ``spec/``, ...), so that with the copy first on ``sys.path`` every import
 of ``kvpool`` (tests, the pytest plugin, subprocesses) reads the mutated file.
@@ -39,6 +40,9 @@ def make_sandbox(root: Path, dest: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(root / rel, target)
     dirs = package_dirs(root)
+    for folder in set(dirs.values()):  # compiled extensions built in place (ignored by git)
+        for built in (root / folder).glob("*.so"):
+            shutil.copy2(built, dest / folder / built.name)
     pkg = dest / "kvpool"
     shutil.copytree(dest / dirs["kvpool"], pkg)
     for name, folder in dirs.items():

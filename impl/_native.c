@@ -1,0 +1,248 @@
+/* kvpool.impl._native: the CPU hot paths of kvpool.impl.native_ops as compiled loops.
+ *
+ * Every function takes int64 data as raw addresses (a CPU tensor's data_ptr(), checked
+ * int64, contiguous and on the CPU by the Python caller) or as a buffer (a numpy array), and
+ * gives exactly the numbers of the numpy forms in kvpool.impl.backend / host_layout,
+ * wrap-around on int64 overflow included (all value arithmetic is unsigned, as numpy's).
+ * Nothing here keeps a pointer past the call. A layout that does not fit its counts returns
+ * -1 and the caller takes the numpy / torch form, so both backends raise the same errors.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int64_t i64;
+typedef uint64_t u64;
+
+static inline i64 wrap_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
+static inline i64 wrap_mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
+static inline i64 wrap_neg(i64 a) { return (i64)(0u - (u64)a); }
+
+/* floor division / modulo by ps >= 1 (numpy's // and % for a positive divisor) */
+static inline i64 div_floor(i64 a, i64 ps) {
+    i64 q = a / ps;
+    return (a % ps != 0 && a < 0) ? q - 1 : q;
+}
+static inline i64 mod_floor(i64 a, i64 ps) {
+    i64 r = a % ps;
+    return (r < 0) ? r + ps : r;
+}
+
+static int arg_ptr(PyObject *o, void **out) {
+    *out = PyLong_AsVoidPtr(o);
+    return (*out == NULL && PyErr_Occurred()) ? -1 : 0;
+}
+static int arg_i64(PyObject *o, i64 *out) {
+    *out = PyLong_AsLongLong(o);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+/* a C-contiguous buffer of 8-byte items (a numpy int64 array); released by the caller */
+static int arg_buf(PyObject *o, Py_buffer *b, int writable) {
+    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
+        return -1;
+    if (b->itemsize != 8) {
+        PyBuffer_Release(b);
+        PyErr_SetString(PyExc_TypeError, "kvpool.impl._native: an int64 buffer is required");
+        return -1;
+    }
+    return 0;
+}
+static int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name) {
+    if (n == want) return 0;
+    PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, want, n);
+    return -1;
+}
+
+/* extend_count(pre, seq, bs, ps) -> sum over requests of
+ * (seq + ps - 1) // ps - (pre + ps - 1) // ps   (layout.new_pages_per_request, wrapped) */
+static PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pp, *sp;
+    i64 bs, ps;
+    if (nargs_is(n, 4, "extend_count") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
+        arg_i64(args[2], &bs) || arg_i64(args[3], &ps))
+        return NULL;
+    const i64 *pre = pp, *seq = sp;
+    u64 total = 0;
+    for (i64 r = 0; r < bs; r++)
+        total += (u64)(div_floor(wrap_add(seq[r], ps - 1), ps) -
+                       div_floor(wrap_add(pre[r], ps - 1), ps));
+    return PyLong_FromLongLong((i64)total);
+}
+
+/* extend_layout(pre, seq, last, bs, new_pages, ps, out) -> 0, or -1 when the batch is irregular
+ * (a negative extend, Σ extend != len(out), Σ new pages != len(new_pages)).
+ * Request r writes last_r + 1 + i for the rest of its prefix's last page, then whole rows
+ * new_page * ps + i, the last one cut to the tokens left (host_layout.extend_slots). */
+static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pp, *sp, *lp;
+    i64 bs, ps;
+    Py_buffer pages_buf, out_buf;
+    if (nargs_is(n, 7, "extend_layout") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
+        arg_ptr(args[2], &lp) || arg_i64(args[3], &bs) || arg_i64(args[5], &ps))
+        return NULL;
+    if (arg_buf(args[4], &pages_buf, 0)) return NULL;
+    if (arg_buf(args[6], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
+    const i64 *pre = pp, *seq = sp, *last = lp, *pages = pages_buf.buf;
+    i64 *out = out_buf.buf;
+    const i64 num_pages = pages_buf.len / 8, num_tokens = out_buf.len / 8;
+    i64 t = 0, page = 0;
+    int status = 0;
+    for (i64 r = 0; r < bs && status == 0; r++) {
+        const i64 e = (i64)((u64)seq[r] - (u64)pre[r]);
+        if (e < 0 || e > num_tokens - t) { status = -1; break; }
+        i64 p1 = mod_floor(wrap_neg(pre[r]), ps);
+        if (p1 > e) p1 = e;
+        const i64 v = wrap_add(last[r], 1);
+        for (i64 i = 0; i < p1; i++) out[t++] = wrap_add(v, i);
+        for (i64 m = e - p1; m > 0;) {
+            if (page >= num_pages) { status = -1; break; }
+            const i64 base = wrap_mul(pages[page++], ps);
+            const i64 k = m < ps ? m : ps;
+            for (i64 i = 0; i < k; i++) out[t++] = wrap_add(base, i);
+            m -= k;
+        }
+    }
+    if (t != num_tokens || page != num_pages) status = -1;
+    PyBuffer_Release(&pages_buf);
+    PyBuffer_Release(&out_buf);
+    return PyLong_FromLong(status);
+}
+
+/* decode_count(seq, bs, ps) -> how many requests open a page: seq % ps == 1 % ps */
+static PyObject *decode_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp;
+    i64 bs, ps;
+    if (nargs_is(n, 3, "decode_count") || arg_ptr(args[0], &sp) || arg_i64(args[1], &bs) ||
+        arg_i64(args[2], &ps))
+        return NULL;
+    const i64 *seq = sp;
+    const i64 opening = 1 % ps;
+    i64 count = 0;
+    for (i64 r = 0; r < bs; r++) count += mod_floor(seq[r], ps) == opening;
+    return PyLong_FromLongLong(count);
+}
+
+/* decode_layout(seq, last, new_pages, ps, out): for r < len(out), the r-th opening request takes
+ * new_pages[min(r, len - 1)] * ps, every other one last + 1 (layout.decode_slots); with no new
+ * pages every request continues. */
+static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp, *lp;
+    i64 ps;
+    Py_buffer pages_buf, out_buf;
+    if (nargs_is(n, 5, "decode_layout") || arg_ptr(args[0], &sp) || arg_ptr(args[1], &lp) ||
+        arg_i64(args[3], &ps))
+        return NULL;
+    if (arg_buf(args[2], &pages_buf, 0)) return NULL;
+    if (arg_buf(args[4], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
+    const i64 *seq = sp, *last = lp, *pages = pages_buf.buf;
+    i64 *out = out_buf.buf;
+    const i64 bs = out_buf.len / 8, num_pages = pages_buf.len / 8, opening = 1 % ps;
+    i64 rank = 0;
+    for (i64 r = 0; r < bs; r++) {
+        if (num_pages > 0 && mod_floor(seq[r], ps) == opening) {
+            out[r] = wrap_mul(pages[rank < num_pages ? rank : num_pages - 1], ps);
+            rank++;
+        } else {
+            out[r] = wrap_add(last[r], 1);
+        }
+    }
+    PyBuffer_Release(&pages_buf);
+    PyBuffer_Release(&out_buf);
+    Py_RETURN_NONE;
+}
+
+/* page_ids(slots, n, ps, out): out[i] = slots[i] // ps (floor) */
+static PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp;
+    i64 count, ps;
+    Py_buffer out_buf;
+    if (nargs_is(n, 4, "page_ids") || arg_ptr(args[0], &sp) || arg_i64(args[1], &count) ||
+        arg_i64(args[2], &ps))
+        return NULL;
+    if (arg_buf(args[3], &out_buf, 1)) return NULL;
+    const i64 *slots = sp;
+    i64 *out = out_buf.buf;
+    if (count > out_buf.len / 8) count = out_buf.len / 8;
+    if ((ps & (ps - 1)) == 0) {
+        int shift = 0;
+        while (((i64)1 << shift) < ps) shift++;
+        for (i64 i = 0; i < count; i++) out[i] = slots[i] >> shift; /* arithmetic: floor */
+    } else {
+        for (i64 i = 0; i < count; i++) out[i] = div_floor(slots[i], ps);
+    }
+    PyBuffer_Release(&out_buf);
+    Py_RETURN_NONE;
+}
+
+/* distinct_runs(pages) -> k or -k: compresses every run of equal values of ``pages`` in place
+ * to its first entry, so that pages[:k] holds one entry per run in order. k when those ascend
+ * (they are then the sorted distinct values), -k when they do not (the caller sorts pages[:k]
+ * and drops repeats); 0 for an empty buffer. */
+static PyObject *distinct_runs(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    Py_buffer b;
+    if (nargs_is(n, 1, "distinct_runs") || arg_buf(args[0], &b, 1)) return NULL;
+    i64 *p = b.buf;
+    const i64 len = b.len / 8;
+    i64 k = len > 0 ? 1 : 0;
+    int ascending = 1;
+    for (i64 i = 1; i < len; i++) {
+        if (p[i] == p[k - 1]) continue;
+        if (p[i] < p[k - 1]) ascending = 0;
+        p[k++] = p[i];
+    }
+    PyBuffer_Release(&b);
+    return PyLong_FromLongLong(ascending ? k : -k);
+}
+
+/* merge_below(free, staged, out) -> below, or -1 when staged is not ascending.
+ * free ascends; below = how many free pages are < max(staged); out[:below + len(staged)]
+ * receives the merge of free[:below] and staged, ascending (equal values: free's first). */
+static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    Py_buffer fb, sb, ob;
+    if (nargs_is(n, 3, "merge_below") || arg_buf(args[0], &fb, 0)) return NULL;
+    if (arg_buf(args[1], &sb, 0)) { PyBuffer_Release(&fb); return NULL; }
+    if (arg_buf(args[2], &ob, 1)) {
+        PyBuffer_Release(&fb);
+        PyBuffer_Release(&sb);
+        return NULL;
+    }
+    const i64 *f = fb.buf, *s = sb.buf;
+    i64 *o = ob.buf;
+    const i64 nf = fb.len / 8, ns = sb.len / 8, no = ob.len / 8;
+    i64 result = -1;
+    int ascending = ns > 0;
+    for (i64 j = 1; j < ns && ascending; j++) ascending = s[j] >= s[j - 1];
+    if (ascending) {
+        const i64 top = s[ns - 1];
+        i64 lo = 0, hi = nf; /* first free index with f >= top */
+        while (lo < hi) {
+            const i64 mid = lo + (hi - lo) / 2;
+            if (f[mid] < top) lo = mid + 1; else hi = mid;
+        }
+        if (lo + ns <= no) {
+            i64 i = 0, j = 0, k = 0;
+            while (i < lo && j < ns) o[k++] = (s[j] < f[i]) ? s[j++] : f[i++];
+            while (i < lo) o[k++] = f[i++];
+            while (j < ns) o[k++] = s[j++];
+            result = lo;
+        } else {
+            PyErr_SetString(PyExc_ValueError, "merge_below: output too small");
+        }
+    }
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&sb);
+    PyBuffer_Release(&ob);
+    if (result == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLongLong(result);
+}
+
+#define FAST(name) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, NULL}
+static PyMethodDef methods[] = {
+    FAST(extend_count), FAST(extend_layout), FAST(decode_count), FAST(decode_layout),
+    FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  {NULL, NULL, 0, NULL},
+};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
+                                    "kvpool's compiled CPU hot paths", -1, methods};
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -1,0 +1,207 @@
+"""The compiled CPU backend (``NativeOps``) against the numpy one, at the edges the loops own.
+
+``test_impl_backend.py`` ties both host backends to the torch one on random valid batches; here:
+int64 wrap-around (the loops compute in unsigned arithmetic, as numpy does), the inputs the loops
+hand to the numpy form (int32, strided, lengths that disagree, irregular batches: same result or
+same error), ``distinct`` on unsorted runs, the merge with staged pages in several runs, and the
+extension's own argument checks. Where the extension is not built the module checks only that
+this is allowed (``KVPOOL_REQUIRE_NATIVE`` unset).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from kvpool.impl import PagedTokenToKVPoolAllocator
+from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.impl.native_ops import NativeOps, native_available
+
+INT64_MAX = 2**63 - 1
+
+
+def test_native_is_built_where_required() -> None:
+    """CI sets ``KVPOOL_REQUIRE_NATIVE=1``: there the extension must have been compiled."""
+    if os.environ.get("KVPOOL_REQUIRE_NATIVE") == "1":
+        assert native_available(), "kvpool.impl._native was not built"
+    if not native_available():
+        with pytest.raises(ImportError):
+            NativeOps(4, "cpu")
+
+
+needs_native = pytest.mark.skipif(not native_available(), reason="extension not built")
+
+
+def _outcome(call: Any, *args: Any) -> Any:
+    """``call(*args)`` as an int or a list of ints, or the type of the error it raised."""
+    try:
+        out = call(*args)
+    except Exception as error:  # compared between the backends, not swallowed
+        return type(error)
+    if isinstance(out, int):
+        return out
+    return [int(v) for v in out.tolist()]
+
+
+def _both(ps: int) -> tuple[NativeOps, NumpyOps]:
+    return NativeOps(ps, "cpu"), NumpyOps(ps, "cpu")
+
+
+BIG = st.integers(-(2**63), INT64_MAX)
+
+
+@needs_native
+@given(ps=st.sampled_from([1, 3, 4, 16]), data=st.data())
+def test_wraparound_matches_numpy(ps: int, data: Any) -> None:
+    """Values anywhere in int64 (overflowing sums and products included): the same counts and
+    slots as the numpy backend, or the same error."""
+    native, host = _both(ps)
+    bs = data.draw(st.integers(1, 6))
+    seq = torch.tensor(data.draw(st.lists(BIG, min_size=bs, max_size=bs)))
+    last = torch.tensor(data.draw(st.lists(BIG, min_size=bs, max_size=bs)))
+    pages = np.array(data.draw(st.lists(BIG, min_size=0, max_size=bs)), dtype=np.int64)
+    assert native.decode_new_pages(seq) == host.decode_new_pages(seq)
+    assert (_outcome(native.decode_slots, seq, last, pages)
+            == _outcome(host.decode_slots, seq, last, pages))
+    assert _outcome(native.page_ids, seq) == _outcome(host.page_ids, seq)
+    pre = torch.tensor(data.draw(st.lists(BIG, min_size=bs, max_size=bs)))
+    # the torch form wraps like the loops (numpy's few-requests form counts in host ints)
+    assert native.extend_new_pages(pre, seq) == TorchOps(ps, "cpu").extend_new_pages(pre, seq)
+
+
+@needs_native
+@given(ps=st.sampled_from([1, 2, 4, 16]), data=st.data())
+def test_extend_near_the_int64_edges_matches_numpy(ps: int, data: Any) -> None:
+    """Regular batches whose slots sit next to the int64 limits: the same slots as the torch
+    form, which wraps around like the loops (numpy's few-requests form adds host ints and
+    raises OverflowError instead)."""
+    native, ref = NativeOps(ps, "cpu"), TorchOps(ps, "cpu")
+    bs = data.draw(st.integers(1, 6))
+    pre = [data.draw(st.integers(0, 3 * ps)) for _ in range(bs)]
+    seq = [p + data.draw(st.integers(0, 3 * ps)) for p in pre]
+    last = [data.draw(st.sampled_from([INT64_MAX, INT64_MAX - 1, -(2**63), -1, 5]))
+            for _ in range(bs)]
+    pre_t, seq_t, last_t = torch.tensor(pre), torch.tensor(seq), torch.tensor(last)
+    count = ref.extend_new_pages(pre_t, seq_t)
+    assert native.extend_new_pages(pre_t, seq_t) == count
+    page_values = st.sampled_from([INT64_MAX // ps, min(INT64_MAX // ps + 1, INT64_MAX), 2**62,
+                                   7])
+    pages = np.array([data.draw(page_values) for _ in range(count)], dtype=np.int64)
+    tokens = sum(seq) - sum(pre)
+    assert (_outcome(native.extend_slots, pre_t, seq_t, last_t, pages, tokens)
+            == _outcome(ref.extend_slots, pre_t, seq_t, last_t, torch.from_numpy(pages), tokens))
+
+
+@needs_native
+@pytest.mark.parametrize("ps", [1, 4])
+@pytest.mark.parametrize(("pre", "seq", "pages", "tokens"), [
+    ([0, 2], [5, 1], [3, 4], 5),  # a negative extend
+    ([0, 0], [5, 3], [3, 4], 9),  # token total above Σ extend
+    ([0, 0], [5, 3], [3, 4], 7),  # token total below Σ extend
+    ([0, 0], [5, 3], [3], 8),  # fewer pages than the batch needs
+    ([0, 0], [5, 3], [3, 4, 5, 6, 7, 8, 9, 10, 11], 8),  # more pages than the batch needs
+    ([], [], [], 3),  # an empty batch with tokens
+])
+def test_irregular_batches_take_the_numpy_form(ps: int, pre: list[int], seq: list[int],
+                                               pages: list[int], tokens: int) -> None:
+    """An irregular batch: the same result or the same error as the numpy backend."""
+    native, host = _both(ps)
+    pre_t, seq_t = torch.tensor(pre, dtype=torch.int64), torch.tensor(seq, dtype=torch.int64)
+    last = torch.full((len(pre),), 40, dtype=torch.int64)
+    pages_np = np.array(pages, dtype=np.int64)
+    assert (_outcome(native.extend_slots, pre_t, seq_t, last, pages_np.copy(), tokens)
+            == _outcome(host.extend_slots, pre_t, seq_t, last, pages_np.copy(), tokens))
+
+
+@needs_native
+@pytest.mark.parametrize("form", ["int32", "strided", "short_last", "short_prefix"])
+def test_other_inputs_take_the_numpy_form(form: str) -> None:
+    """int32 or strided lengths, or lengths that disagree in size: the numpy backend's result
+    or error (the loops read only int64, contiguous, equal-length CPU tensors)."""
+    native, host = _both(4)
+    pre, seq, last = torch.tensor([0, 3, 1]), torch.tensor([6, 9, 4]), torch.tensor([-1, 30, 8])
+    if form == "int32":
+        pre, seq, last = (t.to(torch.int32) for t in (pre, seq, last))
+    elif form == "strided":
+        pre, seq, last = (t.repeat_interleave(2)[::2] for t in (pre, seq, last))
+    elif form == "short_last":
+        last = last[:2]
+    else:
+        pre = pre[:2]
+    pages = np.array([11, 12, 13, 14], dtype=np.int64)
+    for call in ("decode_new_pages", "page_ids"):
+        assert _outcome(getattr(native, call), seq) == _outcome(getattr(host, call), seq)
+    assert (_outcome(native.decode_slots, seq, last, pages[:2])
+            == _outcome(host.decode_slots, seq, last, pages[:2]))
+    count = _outcome(host.extend_new_pages, pre, seq)
+    assert _outcome(native.extend_new_pages, pre, seq) == count
+    assert (_outcome(native.extend_slots, pre, seq, last, pages[:3], 15)
+            == _outcome(host.extend_slots, pre, seq, last, pages[:3], 15))
+
+
+@needs_native
+@given(runs=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 5)), max_size=30))
+def test_distinct_of_runs_matches_numpy(runs: list[tuple[int, int]]) -> None:
+    """Runs of equal pages in any order: each page once, ascending, as the numpy backend."""
+    values = np.array([v for v, n in runs for _ in range(n)], dtype=np.int64)
+    native, host = _both(4)
+    assert native.distinct(values.copy()).tolist() == host.distinct(values.copy()).tolist()
+
+
+@needs_native
+@given(free=st.lists(st.integers(1, 200), unique=True), data=st.data())
+def test_merge_matches_numpy(free: list[int], data: Any) -> None:
+    """Staged pages in one or several sorted runs (a repeat of a free page included: an
+    unchecked double free): the same replaced count and merged pages as the numpy backend."""
+    free.sort()
+    runs = data.draw(st.lists(st.lists(st.integers(1, 220), min_size=1, max_size=8),
+                              min_size=1, max_size=4))
+    staged = torch.tensor([p for run in runs for p in sorted(run)], dtype=torch.int64)
+    front = torch.tensor(free, dtype=torch.int64)
+    native, host = _both(1)
+    got_k, got = native.merge_sorted(front, staged, front_sorted=True)
+    want_k, want = host.merge_sorted(front, staged, front_sorted=True)
+    assert (got_k, got.tolist()) == (want_k, want.tolist())
+    # unsorted front: both take the whole-list sort
+    got_k, got = native.merge_sorted(front.flip(0), staged, front_sorted=False)
+    want_k, want = host.merge_sorted(front.flip(0), staged, front_sorted=False)
+    assert (got_k, torch.as_tensor(got).tolist()) == (want_k, torch.as_tensor(want).tolist())
+
+
+@needs_native
+def test_a_cpu_allocator_uses_the_loops() -> None:
+    """An allocator on the CPU runs ``NativeOps`` (unless ``KVPOOL_NATIVE=0``), and its results
+    are fresh tensors (``ALIAS-1``)."""
+    if os.environ.get("KVPOOL_NATIVE") == "0":
+        pytest.skip("KVPOOL_NATIVE=0 in this environment")
+    alloc = PagedTokenToKVPoolAllocator(64, 4, torch.float16, "cpu", None, False)
+    assert type(alloc._ops) is NativeOps
+    lens = torch.tensor([0]), torch.tensor([6])
+    out = alloc.alloc_extend(lens[0], lens[0], lens[1], lens[1], torch.tensor([-1]), 6)
+    assert out is not None and out.tolist() == [4, 5, 6, 7, 8, 9]
+    before = alloc.free_pages.tolist()
+    out.fill_(-1)
+    assert alloc.free_pages.tolist() == before
+
+
+@needs_native
+def test_extension_argument_checks() -> None:
+    """The extension refuses a wrong argument count or a buffer of another item size with
+    TypeError (never reads it)."""
+    from kvpool.impl import _native  # type: ignore[attr-defined]
+
+    with pytest.raises(TypeError, match="takes 1 arguments"):
+        _native.distinct_runs()
+    with pytest.raises(TypeError, match="int64 buffer"):
+        _native.distinct_runs(np.zeros(3, dtype=np.int32))
+    with pytest.raises(TypeError):
+        _native.merge_below(np.zeros(3, dtype=np.int64), np.ones(2, dtype=np.int64),
+                            np.zeros(5, dtype=np.int32))
+    with pytest.raises(ValueError, match="output too small"):
+        _native.merge_below(np.arange(5, dtype=np.int64), np.array([9], dtype=np.int64),
+                            np.zeros(2, dtype=np.int64))
