@@ -55,6 +55,17 @@ static int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name) {
     return -1;
 }
 
+/* dst[i] = first + i for i in [0, n), wrapping (one vectorisable loop; a whole page of the
+ * common sizes as a fixed-length one, which the compiler unrolls) */
+static inline void fill_run(i64 *restrict dst, i64 first, i64 n) {
+    const u64 base = (u64)first;
+    if (n == 16) {
+        for (int i = 0; i < 16; i++) dst[i] = (i64)(base + (u64)i);
+        return;
+    }
+    for (i64 i = 0; i < n; i++) dst[i] = (i64)(base + (u64)i);
+}
+
 /* extend_count(pre, seq, bs, ps) -> sum over requests of
  * (seq + ps - 1) // ps - (pre + ps - 1) // ps   (layout.new_pages_per_request, wrapped) */
 static PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -92,15 +103,22 @@ static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     for (i64 r = 0; r < bs && status == 0; r++) {
         const i64 e = (i64)((u64)seq[r] - (u64)pre[r]);
         if (e < 0 || e > num_tokens - t) { status = -1; break; }
+        if (ps == 1) { /* every token is the next new page */
+            if (e > num_pages - page) { status = -1; break; }
+            memcpy(out + t, pages + page, (size_t)e * sizeof(i64));
+            t += e;
+            page += e;
+            continue;
+        }
         i64 p1 = mod_floor(wrap_neg(pre[r]), ps);
         if (p1 > e) p1 = e;
-        const i64 v = wrap_add(last[r], 1);
-        for (i64 i = 0; i < p1; i++) out[t++] = wrap_add(v, i);
+        fill_run(out + t, wrap_add(last[r], 1), p1);
+        t += p1;
         for (i64 m = e - p1; m > 0;) {
             if (page >= num_pages) { status = -1; break; }
-            const i64 base = wrap_mul(pages[page++], ps);
             const i64 k = m < ps ? m : ps;
-            for (i64 i = 0; i < k; i++) out[t++] = wrap_add(base, i);
+            fill_run(out + t, wrap_mul(pages[page++], ps), k);
+            t += k;
             m -= k;
         }
     }
@@ -176,10 +194,12 @@ static PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
-/* distinct_runs(pages) -> k or -k: compresses every run of equal values of ``pages`` in place
- * to its first entry, so that pages[:k] holds one entry per run in order. k when those ascend
- * (they are then the sorted distinct values), -k when they do not (the caller sorts pages[:k]
- * and drops repeats); 0 for an empty buffer. */
+/* distinct_runs(pages) -> k or -k: the sorted distinct values of ``pages`` as pages[:k], in
+ * place. Every run of equal values is first compressed to one entry; when those do not ascend
+ * and number at most SMALL_SORT they are insertion-sorted here and repeats dropped (k); more
+ * than that returns -k with pages[:k] the compressed runs, for the caller to sort and dedup
+ * (numpy's sort beats a scalar one there). 0 for an empty buffer. */
+#define SMALL_SORT 64
 static PyObject *distinct_runs(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_buffer b;
     if (nargs_is(n, 1, "distinct_runs") || arg_buf(args[0], &b, 1)) return NULL;
@@ -192,8 +212,40 @@ static PyObject *distinct_runs(PyObject *self, PyObject *const *args, Py_ssize_t
         if (p[i] < p[k - 1]) ascending = 0;
         p[k++] = p[i];
     }
+    if (!ascending && k <= SMALL_SORT) {
+        for (i64 i = 1; i < k; i++) {
+            const i64 v = p[i];
+            i64 j = i;
+            for (; j > 0 && p[j - 1] > v; j--) p[j] = p[j - 1];
+            p[j] = v;
+        }
+        i64 kept = 1;
+        for (i64 i = 1; i < k; i++)
+            if (p[i] != p[kept - 1]) p[kept++] = p[i];
+        k = kept;
+        ascending = 1;
+    }
     PyBuffer_Release(&b);
     return PyLong_FromLongLong(ascending ? k : -k);
+}
+
+/* The first index k in [from, to) with a[k] >= bound (strict) or a[k] > bound (not strict), for
+ * ascending a: a few steps of linear scan (interleaved runs), then galloping (long runs). */
+static i64 run_end(const i64 *a, i64 from, i64 to, i64 bound, int strict) {
+    i64 k = from;
+    for (int step = 0; step < 8; step++, k++)
+        if (k >= to || (strict ? a[k] >= bound : a[k] > bound)) return k;
+    i64 lo = k, span = 1; /* a[lo - 1] is still inside the run */
+    while (lo + span < to && (strict ? a[lo + span] < bound : a[lo + span] <= bound)) {
+        lo += span;
+        span *= 2;
+    }
+    i64 hi = lo + span < to ? lo + span : to; /* a[hi] ends the run, or hi == to */
+    while (lo < hi) {
+        const i64 mid = lo + (hi - lo) / 2;
+        if (strict ? a[mid] < bound : a[mid] <= bound) lo = mid + 1; else hi = mid;
+    }
+    return lo;
 }
 
 /* merge_below(free, staged, out) -> below, or -1 when staged is not ascending.
@@ -223,9 +275,20 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
         if (lo + ns <= no) {
             i64 i = 0, j = 0, k = 0;
-            while (i < lo && j < ns) o[k++] = (s[j] < f[i]) ? s[j++] : f[i++];
-            while (i < lo) o[k++] = f[i++];
-            while (j < ns) o[k++] = s[j++];
+            while (i < lo && j < ns) { /* copy whole runs: staged below f[i], free up to s[j] */
+                const i64 js = run_end(s, j, ns, f[i], 1);
+                memcpy(o + k, s + j, (size_t)(js - j) * sizeof(i64));
+                k += js - j;
+                j = js;
+                if (j == ns) break;
+                const i64 is = run_end(f, i, lo, s[j], 0);
+                memcpy(o + k, f + i, (size_t)(is - i) * sizeof(i64));
+                k += is - i;
+                i = is;
+            }
+            memcpy(o + k, f + i, (size_t)(lo - i) * sizeof(i64));
+            k += lo - i;
+            memcpy(o + k, s + j, (size_t)(ns - j) * sizeof(i64));
             result = lo;
         } else {
             PyErr_SetString(PyExc_ValueError, "merge_below: output too small");

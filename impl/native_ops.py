@@ -53,6 +53,21 @@ class NativeOps(NumpyOps):
         if _native is None:
             raise ImportError("kvpool.impl._native is not built (no C compiler at install)")
         super().__init__(page_size, device)
+        # the host lengths a count just read, with their addresses: the layout that follows in
+        # the same call reads them again when it gets these very tensors (used once, dropped)
+        self._read: tuple[torch.Tensor, int, torch.Tensor | None, int] | None = None
+
+    def _known(self, t: torch.Tensor, read: tuple[Any, ...] | None) -> int | None:
+        """The address of ``t``: from ``read`` when the count just read this very tensor at this
+        very address, else checked afresh (:func:`_addr`)."""
+        if read is not None:
+            if read[0] is t and t.data_ptr() == read[1]:
+                address: int = read[1]
+                return address
+            if read[2] is t and t.data_ptr() == read[3]:
+                address = read[3]
+                return address
+        return _addr(t)
 
     def page_ids(self, slots: torch.Tensor) -> Any:
         address = _addr(slots)
@@ -68,9 +83,10 @@ class NativeOps(NumpyOps):
     def distinct(self, pages: Any) -> Any:
         if pages.size < 2:
             return pages
-        # one entry per run of equal pages, in place (a row's slots: one per page)
+        # in place: one entry per run of equal pages (a row's slots: one per page), sorted
+        # there too when few; many unsorted runs come back for numpy's sort
         num_runs = _native.distinct_runs(pages)
-        if num_runs > 0:  # ascending: already the sorted distinct pages
+        if num_runs > 0:
             return pages[:num_runs]
         head = pages[:-num_runs]
         head.sort()
@@ -94,13 +110,16 @@ class NativeOps(NumpyOps):
         if pre is None or seq is None or prefix_lens_cpu.numel() != batch_size:
             return super().extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         self._lists_of = self._arrays_of = None  # nothing read here for a later numpy layout
+        self._read = (prefix_lens_cpu, pre, seq_lens_cpu, seq)
         count: int = _native.extend_count(pre, seq, batch_size, self.page_size)
         return count
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,
                      extend_num_tokens: int) -> torch.Tensor:
-        pre, seq, last = _addr(prefix_lens), _addr(seq_lens), _addr(last_loc)
+        read, self._read = self._read, None
+        pre, seq = self._known(prefix_lens, read), self._known(seq_lens, read)
+        last = _addr(last_loc)
         batch_size = seq_lens.numel()
         if (extend_num_tokens > 0 and pre is not None and seq is not None and last is not None
                 and prefix_lens.numel() == batch_size == last_loc.numel()):
@@ -117,12 +136,14 @@ class NativeOps(NumpyOps):
         if self.page_size == 1 or seq is None:
             return super().decode_new_pages(seq_lens_cpu)
         self._opening_of = None  # nothing read here for a later numpy layout
+        self._read = (seq_lens_cpu, seq, None, 0)
         count: int = _native.decode_count(seq, seq_lens_cpu.numel(), self.page_size)
         return count
 
     def decode_slots(self, seq_lens: torch.Tensor, last_loc: torch.Tensor,
                      new_pages: Any) -> torch.Tensor:
-        seq, last = _addr(seq_lens), _addr(last_loc)
+        read, self._read = self._read, None
+        seq, last = self._known(seq_lens, read), _addr(last_loc)
         batch_size = last_loc.numel()
         if seq is None or last is None or seq_lens.numel() != batch_size:
             return super().decode_slots(seq_lens, last_loc, new_pages)

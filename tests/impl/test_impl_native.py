@@ -145,12 +145,14 @@ def test_other_inputs_take_the_numpy_form(form: str) -> None:
 
 
 @needs_native
-@given(runs=st.lists(st.tuples(st.integers(0, 40), st.integers(1, 5)), max_size=30))
+@given(runs=st.lists(st.tuples(st.integers(0, 200), st.integers(1, 5)), max_size=150))
 def test_distinct_of_runs_matches_numpy(runs: list[tuple[int, int]]) -> None:
-    """Runs of equal pages in any order: each page once, ascending, as the numpy backend."""
+    """Runs of equal pages in any order, few (sorted by the loop) or many (by numpy): each page
+    once, ascending, as the numpy backend."""
     values = np.array([v for v, n in runs for _ in range(n)], dtype=np.int64)
     native, host = _both(4)
     assert native.distinct(values.copy()).tolist() == host.distinct(values.copy()).tolist()
+    assert native.distinct(values.copy()).tolist() == sorted({v for v, _ in runs})
 
 
 @needs_native
@@ -205,3 +207,21 @@ def test_extension_argument_checks() -> None:
     with pytest.raises(ValueError, match="output too small"):
         _native.merge_below(np.arange(5, dtype=np.int64), np.array([9], dtype=np.int64),
                             np.zeros(2, dtype=np.int64))
+
+
+@needs_native
+@pytest.mark.parametrize(("free", "staged"), [
+    ([*range(1, 51), *range(200, 401)], [*range(60, 151), *range(401, 406)]),  # long runs
+    ([*range(2, 600, 2)], [*range(1, 500, 2)]),  # interleaved one by one
+    ([*range(1, 300)], [*range(300, 310)]),  # every free page below the staged ones
+    ([*range(100, 300)], [*range(1, 90)]),  # every staged page below the free ones
+    ([*range(1, 40), *range(41, 90)], [40, 40, 90]),  # repeats (unchecked double frees)
+])
+def test_merge_of_long_runs_matches_numpy(free: list[int], staged: list[int]) -> None:
+    """The run-copying merge on runs longer than its linear scan: numpy's result."""
+    native, host = _both(1)
+    front, new = torch.tensor(free), torch.tensor(staged)
+    got_k, got = native.merge_sorted(front, new, front_sorted=True)
+    want_k, want = host.merge_sorted(front, new, front_sorted=True)
+    assert (got_k, got.tolist()) == (want_k, want.tolist())
+    assert got.tolist() == sorted([p for p in free if p < max(staged)] + staged)
