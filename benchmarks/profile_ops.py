@@ -88,7 +88,8 @@ def _top_level_ops(call: Any, calls: int = PROFILE_CALLS) -> float:
 
 def fallback_op_counts() -> list[dict[str, Any]]:
     """Torch operators per ``alloc_extend`` / ``alloc_decode`` call of kvpool's torch path
-    (the CUDA fallback when Triton is absent, forced here on the CPU), and of the CPU path.
+    (the CUDA fallback when Triton is absent, forced here on the CPU), and of the CPU paths
+    (numpy, and the compiled one where it is built).
 
     On CUDA each of these operators is one kernel launch; the Triton path replaces the layout
     operators by one kernel per call (launches are measured in the CUDA section when a GPU is
@@ -96,9 +97,13 @@ def fallback_op_counts() -> list[dict[str, Any]]:
     page); the new pages are given back between calls, outside the profile.
     """
     from kvpool.impl.backend import NumpyOps, TorchOps
+    from kvpool.impl.native_ops import NativeOps, native_available
 
-    return [*_backend_counts("torch (CUDA fallback)", TorchOps),
-            *_backend_counts("numpy (CPU)", NumpyOps)]
+    rows = [*_backend_counts("torch (CUDA fallback)", TorchOps),
+            *_backend_counts("numpy (CPU without a C compiler)", NumpyOps)]
+    if native_available():
+        rows += _backend_counts("compiled (CPU default)", NativeOps)
+    return rows
 
 
 def _backend_counts(backend: str, ops_cls: Any) -> list[dict[str, Any]]:

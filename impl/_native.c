@@ -66,45 +66,28 @@ static inline void fill_run(i64 *restrict dst, i64 first, i64 n) {
     for (i64 i = 0; i < n; i++) dst[i] = (i64)(base + (u64)i);
 }
 
-/* extend_count(pre, seq, bs, ps) -> sum over requests of
- * (seq + ps - 1) // ps - (pre + ps - 1) // ps   (layout.new_pages_per_request, wrapped) */
-static PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *pp, *sp;
-    i64 bs, ps;
-    if (nargs_is(n, 4, "extend_count") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
-        arg_i64(args[2], &bs) || arg_i64(args[3], &ps))
-        return NULL;
-    const i64 *pre = pp, *seq = sp;
+/* Σ over requests of (seq + ps - 1) // ps - (pre + ps - 1) // ps, wrapped
+ * (layout.new_pages_per_request summed) */
+static i64 count_extend(const i64 *pre, const i64 *seq, i64 bs, i64 ps) {
     u64 total = 0;
     for (i64 r = 0; r < bs; r++)
         total += (u64)(div_floor(wrap_add(seq[r], ps - 1), ps) -
                        div_floor(wrap_add(pre[r], ps - 1), ps));
-    return PyLong_FromLongLong((i64)total);
+    return (i64)total;
 }
 
-/* extend_layout(pre, seq, last, bs, new_pages, ps, out) -> 0, or -1 when the batch is irregular
- * (a negative extend, Σ extend != len(out), Σ new pages != len(new_pages)).
- * Request r writes last_r + 1 + i for the rest of its prefix's last page, then whole rows
- * new_page * ps + i, the last one cut to the tokens left (host_layout.extend_slots). */
-static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *pp, *sp, *lp;
-    i64 bs, ps;
-    Py_buffer pages_buf, out_buf;
-    if (nargs_is(n, 7, "extend_layout") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
-        arg_ptr(args[2], &lp) || arg_i64(args[3], &bs) || arg_i64(args[5], &ps))
-        return NULL;
-    if (arg_buf(args[4], &pages_buf, 0)) return NULL;
-    if (arg_buf(args[6], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
-    const i64 *pre = pp, *seq = sp, *last = lp, *pages = pages_buf.buf;
-    i64 *out = out_buf.buf;
-    const i64 num_pages = pages_buf.len / 8, num_tokens = out_buf.len / 8;
+/* The extend layout into out[0, num_tokens): 0, or -1 when the batch is irregular (a negative
+ * extend, Σ extend != num_tokens, Σ new pages != num_pages). Request r writes last_r + 1 + i
+ * for the rest of its prefix's last page, then whole rows new_page * ps + i, the last one cut
+ * to the tokens left (host_layout.extend_slots); at ps 1 its tokens are its new pages. */
+static int lay_out_extend(const i64 *pre, const i64 *seq, const i64 *last, i64 bs,
+                          const i64 *pages, i64 num_pages, i64 ps, i64 *out, i64 num_tokens) {
     i64 t = 0, page = 0;
-    int status = 0;
-    for (i64 r = 0; r < bs && status == 0; r++) {
+    for (i64 r = 0; r < bs; r++) {
         const i64 e = (i64)((u64)seq[r] - (u64)pre[r]);
-        if (e < 0 || e > num_tokens - t) { status = -1; break; }
+        if (e < 0 || e > num_tokens - t) return -1;
         if (ps == 1) { /* every token is the next new page */
-            if (e > num_pages - page) { status = -1; break; }
+            if (e > num_pages - page) return -1;
             memcpy(out + t, pages + page, (size_t)e * sizeof(i64));
             t += e;
             page += e;
@@ -115,48 +98,30 @@ static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t
         fill_run(out + t, wrap_add(last[r], 1), p1);
         t += p1;
         for (i64 m = e - p1; m > 0;) {
-            if (page >= num_pages) { status = -1; break; }
+            if (page >= num_pages) return -1;
             const i64 k = m < ps ? m : ps;
             fill_run(out + t, wrap_mul(pages[page++], ps), k);
             t += k;
             m -= k;
         }
     }
-    if (t != num_tokens || page != num_pages) status = -1;
-    PyBuffer_Release(&pages_buf);
-    PyBuffer_Release(&out_buf);
-    return PyLong_FromLong(status);
+    return (t == num_tokens && page == num_pages) ? 0 : -1;
 }
 
-/* decode_count(seq, bs, ps) -> how many requests open a page: seq % ps == 1 % ps */
-static PyObject *decode_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp;
-    i64 bs, ps;
-    if (nargs_is(n, 3, "decode_count") || arg_ptr(args[0], &sp) || arg_i64(args[1], &bs) ||
-        arg_i64(args[2], &ps))
-        return NULL;
-    const i64 *seq = sp;
+/* How many requests open a page: seq % ps == 1 % ps */
+static i64 count_decode(const i64 *seq, i64 bs, i64 ps) {
     const i64 opening = 1 % ps;
     i64 count = 0;
     for (i64 r = 0; r < bs; r++) count += mod_floor(seq[r], ps) == opening;
-    return PyLong_FromLongLong(count);
+    return count;
 }
 
-/* decode_layout(seq, last, new_pages, ps, out): for r < len(out), the r-th opening request takes
- * new_pages[min(r, len - 1)] * ps, every other one last + 1 (layout.decode_slots); with no new
+/* The decode layout into out[0, bs): the r-th opening request takes
+ * pages[min(r, num_pages - 1)] * ps, every other one last + 1 (layout.decode_slots); with no
  * pages every request continues. */
-static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp, *lp;
-    i64 ps;
-    Py_buffer pages_buf, out_buf;
-    if (nargs_is(n, 5, "decode_layout") || arg_ptr(args[0], &sp) || arg_ptr(args[1], &lp) ||
-        arg_i64(args[3], &ps))
-        return NULL;
-    if (arg_buf(args[2], &pages_buf, 0)) return NULL;
-    if (arg_buf(args[4], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
-    const i64 *seq = sp, *last = lp, *pages = pages_buf.buf;
-    i64 *out = out_buf.buf;
-    const i64 bs = out_buf.len / 8, num_pages = pages_buf.len / 8, opening = 1 % ps;
+static void lay_out_decode(const i64 *seq, const i64 *last, i64 bs, const i64 *pages,
+                           i64 num_pages, i64 ps, i64 *out) {
+    const i64 opening = 1 % ps;
     i64 rank = 0;
     for (i64 r = 0; r < bs; r++) {
         if (num_pages > 0 && mod_floor(seq[r], ps) == opening) {
@@ -166,9 +131,115 @@ static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t
             out[r] = wrap_add(last[r], 1);
         }
     }
+}
+
+/* extend_count(pre, seq, bs, ps) -> count_extend */
+static PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pp, *sp;
+    i64 bs, ps;
+    if (nargs_is(n, 4, "extend_count") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
+        arg_i64(args[2], &bs) || arg_i64(args[3], &ps))
+        return NULL;
+    return PyLong_FromLongLong(count_extend(pp, sp, bs, ps));
+}
+
+/* extend_layout(pre, seq, last, bs, new_pages, ps, out) -> lay_out_extend's 0 / -1, all of
+ * new_pages taken and len(out) tokens */
+static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pp, *sp, *lp;
+    i64 bs, ps;
+    Py_buffer pages_buf, out_buf;
+    if (nargs_is(n, 7, "extend_layout") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
+        arg_ptr(args[2], &lp) || arg_i64(args[3], &bs) || arg_i64(args[5], &ps))
+        return NULL;
+    if (arg_buf(args[4], &pages_buf, 0)) return NULL;
+    if (arg_buf(args[6], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
+    const int status = lay_out_extend(pp, sp, lp, bs, pages_buf.buf, pages_buf.len / 8, ps,
+                                      out_buf.buf, out_buf.len / 8);
+    PyBuffer_Release(&pages_buf);
+    PyBuffer_Release(&out_buf);
+    return PyLong_FromLong(status);
+}
+
+/* extend_take(pre_cpu, seq_cpu, pre, seq, last, bs, free, top, ps, out) -> taken, -1, or None.
+ * One pass of alloc_extend after its merge: the new pages counted from the host lengths; -1
+ * when they exceed the free list free[top:] (nothing written but out); else the layout of
+ * the device lengths on the first ``taken`` free pages into out, and ``taken`` (the caller
+ * drops them from the list). None: a negative count or an irregular layout, for the caller's
+ * two-step path. */
+static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pcp, *scp, *pp, *sp, *lp;
+    i64 bs, top, ps;
+    Py_buffer free_buf, out_buf;
+    if (nargs_is(n, 10, "extend_take") || arg_ptr(args[0], &pcp) || arg_ptr(args[1], &scp) ||
+        arg_ptr(args[2], &pp) || arg_ptr(args[3], &sp) || arg_ptr(args[4], &lp) ||
+        arg_i64(args[5], &bs) || arg_i64(args[7], &top) || arg_i64(args[8], &ps))
+        return NULL;
+    if (arg_buf(args[6], &free_buf, 0)) return NULL;
+    if (arg_buf(args[9], &out_buf, 1)) { PyBuffer_Release(&free_buf); return NULL; }
+    const i64 free_len = free_buf.len / 8;
+    const i64 count = count_extend(pcp, scp, bs, ps);
+    i64 result = count;
+    int irregular = count < 0 || top < 0 || top > free_len;
+    if (!irregular && count > free_len - top) result = -1;
+    else if (!irregular)
+        irregular = lay_out_extend(pp, sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps,
+                                   out_buf.buf, out_buf.len / 8) != 0;
+    PyBuffer_Release(&free_buf);
+    PyBuffer_Release(&out_buf);
+    if (irregular) Py_RETURN_NONE;
+    return PyLong_FromLongLong(result);
+}
+
+/* decode_count(seq, bs, ps) -> count_decode */
+static PyObject *decode_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp;
+    i64 bs, ps;
+    if (nargs_is(n, 3, "decode_count") || arg_ptr(args[0], &sp) || arg_i64(args[1], &bs) ||
+        arg_i64(args[2], &ps))
+        return NULL;
+    return PyLong_FromLongLong(count_decode(sp, bs, ps));
+}
+
+/* decode_layout(seq, last, new_pages, ps, out): lay_out_decode for len(out) requests */
+static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp, *lp;
+    i64 ps;
+    Py_buffer pages_buf, out_buf;
+    if (nargs_is(n, 5, "decode_layout") || arg_ptr(args[0], &sp) || arg_ptr(args[1], &lp) ||
+        arg_i64(args[3], &ps))
+        return NULL;
+    if (arg_buf(args[2], &pages_buf, 0)) return NULL;
+    if (arg_buf(args[4], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
+    lay_out_decode(sp, lp, out_buf.len / 8, pages_buf.buf, pages_buf.len / 8, ps, out_buf.buf);
     PyBuffer_Release(&pages_buf);
     PyBuffer_Release(&out_buf);
     Py_RETURN_NONE;
+}
+
+/* decode_take(seq_cpu, seq, last, free, top, ps, out) -> taken or -1: one pass of
+ * alloc_decode after its merge, for len(out) requests. The opening requests counted from the
+ * host lengths (every request at ps 1); -1 when they exceed free[top:] (nothing written but
+ * out); else the layout on the first ``taken`` free pages, and ``taken``. */
+static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *scp, *sp, *lp;
+    i64 top, ps;
+    Py_buffer free_buf, out_buf;
+    if (nargs_is(n, 7, "decode_take") || arg_ptr(args[0], &scp) || arg_ptr(args[1], &sp) ||
+        arg_ptr(args[2], &lp) || arg_i64(args[4], &top) || arg_i64(args[5], &ps))
+        return NULL;
+    if (arg_buf(args[3], &free_buf, 0)) return NULL;
+    if (arg_buf(args[6], &out_buf, 1)) { PyBuffer_Release(&free_buf); return NULL; }
+    const i64 bs = out_buf.len / 8, free_len = free_buf.len / 8;
+    const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
+    i64 result = -1;
+    if (top >= 0 && top <= free_len && count <= free_len - top) {
+        lay_out_decode(sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps, out_buf.buf);
+        result = count;
+    }
+    PyBuffer_Release(&free_buf);
+    PyBuffer_Release(&out_buf);
+    return PyLong_FromLongLong(result);
 }
 
 /* page_ids(slots, n, ps, out): out[i] = slots[i] // ps (floor) */
@@ -191,6 +262,28 @@ static PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         for (i64 i = 0; i < count; i++) out[i] = div_floor(slots[i], ps);
     }
     PyBuffer_Release(&out_buf);
+    Py_RETURN_NONE;
+}
+
+/* write_at(buf, start, src, n): buf[start : start + n] = the n int64 values at address src;
+ * ValueError (nothing written) when that span is not inside buf */
+static PyObject *write_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp;
+    i64 start, count;
+    Py_buffer b;
+    if (nargs_is(n, 4, "write_at") || arg_i64(args[1], &start) || arg_ptr(args[2], &sp) ||
+        arg_i64(args[3], &count))
+        return NULL;
+    if (arg_buf(args[0], &b, 1)) return NULL;
+    const i64 len = b.len / 8;
+    if (start < 0 || count < 0 || count > len - start) {
+        PyBuffer_Release(&b);
+        PyErr_Format(PyExc_ValueError, "write_at: [%lld, %lld + %lld) is outside a buffer of %lld",
+                     (long long)start, (long long)start, (long long)count, (long long)len);
+        return NULL;
+    }
+    memmove((i64 *)b.buf + start, sp, (size_t)count * sizeof(i64));
+    PyBuffer_Release(&b);
     Py_RETURN_NONE;
 }
 
@@ -304,8 +397,10 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
 #define FAST(name) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, NULL}
 static PyMethodDef methods[] = {
     FAST(extend_count), FAST(extend_layout), FAST(decode_count), FAST(decode_layout),
-    FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  {NULL, NULL, 0, NULL},
+    FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
+    FAST(extend_take),  FAST(decode_take),   {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
-                                    "kvpool's compiled CPU hot paths", -1, methods};
+                                    "kvpool's compiled CPU hot paths", -1, methods,
+                                    NULL, NULL, NULL, NULL};
 PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }

@@ -26,6 +26,8 @@ Each method's contract:
 - ``extend_new_pages`` / ``decode_new_pages``: host counts from the ``*_cpu`` lengths.
 - ``extend_slots`` / ``decode_slots``: as :func:`kvpool.impl.layout.extend_slots` /
   :func:`~kvpool.impl.layout.decode_slots`.
+- ``take_extend`` / ``take_decode``: a call's count, shortage check and layout in one pass
+  (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
 - ``merge_sorted(front, staged, front_sorted=...)``: ``(k, merged)`` such that replacing the
   first ``k`` free pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is
   ``len(front)`` unless ``front_sorted`` lets the CPU move only the pages below the largest
@@ -95,6 +97,23 @@ class TorchOps:
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         return layout.decode_new_pages(seq_lens_cpu, self.page_size)
+
+    def take_extend(self, free: Any, top: int, prefix_lens: torch.Tensor,
+                    prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
+                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
+                    extend_num_tokens: int) -> tuple[torch.Tensor | None, int] | None:
+        """``alloc_extend`` after its merge in one pass, where the backend has one: the count,
+        the shortage check against the free list ``free[top:]`` (backend form) and the layout
+        on its first pages. ``(slots, pages taken)``; ``(None, 0)`` when short (nothing read
+        from the list); None when this backend (or this batch) takes the two-step path of
+        ``extend_new_pages`` and ``extend_slots``. Here: always None."""
+        return None
+
+    def take_decode(self, free: Any, top: int, seq_lens: torch.Tensor,
+                    seq_lens_cpu: torch.Tensor,
+                    last_loc: torch.Tensor) -> tuple[torch.Tensor | None, int] | None:
+        """``alloc_decode``'s one pass, as :meth:`take_extend`. Here: always None."""
+        return None
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,

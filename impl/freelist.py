@@ -45,7 +45,7 @@ class PageStack:
         self.capacity = capacity
         self.buf = torch.empty(capacity, dtype=INT64, device=device)
         self._ops = ops
-        self._view = ops.view(self.buf)
+        self.view = ops.view(self.buf)  # the buffer in the backend's form (shares its memory)
         self.top = capacity
 
     def __len__(self) -> int:
@@ -59,7 +59,7 @@ class PageStack:
     def front(self, num_pages: int) -> Any:
         """A view of the first ``num_pages`` pages, backend form (``num_pages <= len(self)``)."""
         # [top, top + num_pages) of buf
-        return self._view[self.top : self.top + num_pages]
+        return self.view[self.top : self.top + num_pages]
 
     def advance(self, num_pages: int) -> None:
         """Drop the first ``num_pages`` pages (after reading them with ``front``)."""
@@ -77,7 +77,7 @@ class PageStack:
         room (O(k))."""
         k = len(pages)
         # [top - k, top) of buf receives the pages
-        self._ops.write(self._view, self.top - k, pages)
+        self._ops.write(self.view, self.top - k, pages)
         self.top -= k
 
     def contents(self) -> torch.Tensor:
@@ -114,7 +114,7 @@ class PageRing:
         self.capacity = capacity
         self.buf = torch.empty(capacity, dtype=INT64, device=device)
         self._ops = ops
-        self._view = ops.view(self.buf)
+        self.view = ops.view(self.buf)
         self.head = 0
         self.count = 0
 
@@ -147,10 +147,10 @@ class PageRing:
         buffer)."""
         head, end = self.head, self.head + num_pages
         if end < self.capacity:  # [head, end) without wrapping: one view
-            pages = self._view[head:end]
+            pages = self.view[head:end]
             self.head = end
         else:
-            parts = [self._view[a:b] for a, b in self._span(head, num_pages)]
+            parts = [self.view[a:b] for a, b in self._span(head, num_pages)]
             pages = parts[0] if len(parts) == 1 else self._ops.cat(parts)
             self.head = end % max(self.capacity, 1)
         self.count -= num_pages
@@ -162,10 +162,10 @@ class PageRing:
         done, k = 0, len(pages)
         tail = self.tail()
         if tail + k <= self.capacity:  # [tail, tail + k) without wrapping
-            self._ops.write(self._view, tail, pages)
+            self._ops.write(self.view, tail, pages)
         else:
             for a, b in self._span(tail, k):
-                self._ops.write(self._view, a, pages[done : done + b - a])
+                self._ops.write(self.view, a, pages[done : done + b - a])
                 done += b - a
         self.count += k
 
@@ -183,7 +183,7 @@ class PageRing:
         self.count += k - num_pages
         done = 0
         for a, b in self._span(self.head, k):
-            self._ops.write(self._view, a, pages[done : done + b - a])
+            self._ops.write(self.view, a, pages[done : done + b - a])
             done += b - a
 
     def check_invariants(self) -> list[str]:
@@ -218,7 +218,7 @@ class Staging:
         self._ops = ops
         self.buf = free.buf
         self.capacity = free.capacity
-        self._view = free._view
+        self.view = free.view
         self.base = 0
         self.count = 0
 
@@ -241,11 +241,11 @@ class Staging:
         done, k = 0, len(pages)
         begin = self.base + self.count
         if begin + k <= self.capacity:  # [begin, begin + k) without wrapping
-            self._ops.write(self._view, begin, pages)
+            self._ops.write(self.view, begin, pages)
             self.count += k
             return
         for a, b in self._spans(self.count, k):
-            self._ops.write(self._view, a, pages if b - a == k else pages[done : done + b - a])
+            self._ops.write(self.view, a, pages if b - a == k else pages[done : done + b - a])
             done += b - a
         self.count += k
 

@@ -16,6 +16,7 @@ install`` compiles it where a C compiler is present; without one the install sti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -69,13 +70,29 @@ class NativeOps(NumpyOps):
                 return address
         return _addr(t)
 
-    def page_ids(self, slots: torch.Tensor) -> Any:
+    def write(self, view: Any, start: int, pages: Any) -> None:
+        address = _addr(pages) if isinstance(pages, torch.Tensor) else None
+        if address is None:
+            super().write(view, start, pages)
+        else:
+            _native.write_at(view, start, address, pages.numel())
+
+    @staticmethod
+    def _divided(slots: torch.Tensor, divisor: int, numpy_form: Callable[[Any], Any]) -> Any:
+        """``slots // divisor`` as a new 1-D int64 array (divisor 1: a copy); ``numpy_form``
+        for inputs the loop does not read."""
         address = _addr(slots)
         if address is None:
-            return super().page_ids(slots)
-        pages = np.empty(slots.numel(), dtype=np.int64)
-        _native.page_ids(address, pages.size, self.page_size, pages)
-        return pages
+            return numpy_form(slots)
+        out = np.empty(slots.numel(), dtype=np.int64)
+        _native.page_ids(address, out.size, divisor, out)
+        return out
+
+    def page_ids(self, slots: torch.Tensor) -> Any:
+        return self._divided(slots, self.page_size, super().page_ids)
+
+    def copy(self, slots: torch.Tensor) -> Any:
+        return self._divided(slots, 1, super().copy)
 
     def distinct_pages(self, slots: torch.Tensor) -> Any:
         return self.distinct(self.page_ids(slots))
@@ -150,3 +167,38 @@ class NativeOps(NumpyOps):
         out = np.empty(batch_size, dtype=np.int64)
         _native.decode_layout(seq, last, new_pages, self.page_size, out)
         return torch.from_numpy(out)
+
+    def take_extend(self, free: Any, top: int, prefix_lens: torch.Tensor,
+                    prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
+                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
+                    extend_num_tokens: int) -> tuple[torch.Tensor | None, int] | None:
+        pre_cpu, seq_cpu = _addr(prefix_lens_cpu), _addr(seq_lens_cpu)
+        # a length passed as both the host and the device tensor is checked once
+        pre = pre_cpu if prefix_lens is prefix_lens_cpu else _addr(prefix_lens)
+        seq = seq_cpu if seq_lens is seq_lens_cpu else _addr(seq_lens)
+        last = _addr(last_loc)
+        batch_size = seq_lens_cpu.numel()
+        if (extend_num_tokens <= 0 or pre_cpu is None or seq_cpu is None or pre is None
+                or seq is None or last is None or not prefix_lens_cpu.numel() == batch_size
+                == prefix_lens.numel() == seq_lens.numel() == last_loc.numel()):
+            return None
+        out = np.empty(extend_num_tokens, dtype=np.int64)
+        taken = _native.extend_take(pre_cpu, seq_cpu, pre, seq, last, batch_size, free, top,
+                                    self.page_size, out)
+        if taken is None:  # an irregular batch: the two-step path gives its result or error
+            return None
+        return (None, 0) if taken < 0 else (torch.from_numpy(out), taken)
+
+    def take_decode(self, free: Any, top: int, seq_lens: torch.Tensor,
+                    seq_lens_cpu: torch.Tensor,
+                    last_loc: torch.Tensor) -> tuple[torch.Tensor | None, int] | None:
+        seq_cpu = _addr(seq_lens_cpu)
+        seq = seq_cpu if seq_lens is seq_lens_cpu else _addr(seq_lens)
+        last = _addr(last_loc)
+        batch_size = last_loc.numel()
+        if (seq_cpu is None or seq is None or last is None
+                or not seq_lens_cpu.numel() == seq_lens.numel() == batch_size):
+            return None
+        out = np.empty(batch_size, dtype=np.int64)
+        taken = _native.decode_take(seq_cpu, seq, last, free, top, self.page_size, out)
+        return (None, 0) if taken < 0 else (torch.from_numpy(out), taken)

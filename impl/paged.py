@@ -119,12 +119,19 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             if num_new_pages is not None and num_new_pages != sum(per_request):
                 raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
                                         f"Σ new pages {sum(per_request)}")
+        bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
+        if num_new_pages is None and self._table is None:  # the backend's one pass, if any
+            stack = self._merged_above(bound)
+            one_pass = self._ops.take_extend(stack.view, stack.top, prefix_lens,
+                                             prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
+                                             extend_num_tokens)
+            if one_pass is not None:
+                return self._advanced(stack, one_pass)
         # counted even when given: the CPU backend keeps the host lengths it reads for the
         # layout of this very call (never a stale one from an earlier call)
         counted = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         if num_new_pages is None:
             num_new_pages = counted
-        bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         return self._take_new_pages(num_new_pages, bound, lambda pages: self._ops.extend_slots(
             prefix_lens, seq_lens, last_loc, pages, extend_num_tokens))
 
@@ -138,22 +145,43 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         ps = self.page_size
         if self._table is not None:
             self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, ps)
+        else:  # the backend's one pass, if any
+            stack = self._merged_above(seq_lens_cpu.numel())
+            one_pass = self._ops.take_decode(stack.view, stack.top, seq_lens, seq_lens_cpu,
+                                             last_loc)
+            if one_pass is not None:
+                return self._advanced(stack, one_pass)
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
                                     lambda pages: self._ops.decode_slots(seq_lens, last_loc, pages))
 
-    def _take_new_pages(self, num_new_pages: int, merge_above: int,
-                        lay_out: Callable[[Any], torch.Tensor]) -> torch.Tensor | None:
-        """Shared tail of extend and decode: merge when ``merge_above > len(free)`` (``SORT-2``),
-        None iff the free list cannot cover ``num_new_pages`` (decided before any read), else
-        ``lay_out(first num_new_pages free pages)`` and drop those pages from the list."""
+    def _merged_above(self, merge_above: int) -> PageStack:
+        """The free list, after sorting the staged pages into it when ``merge_above`` exceeds
+        its length (``SORT-2``: extend's bound, decode's batch size)."""
         stack = self._free
         assert isinstance(stack, PageStack)
-        free_count = stack.capacity - stack.top  # len(stack), read once on the hot path
-        if merge_above > free_count:
+        if merge_above > stack.capacity - stack.top:  # len(stack), inlined on the hot path
             self.merge_and_sort_free()  # the same stack, rewritten in place
-            free_count = len(stack)
-        if num_new_pages > free_count:
+        return stack
+
+    @staticmethod
+    def _advanced(stack: PageStack, one_pass: tuple[torch.Tensor | None, int]
+                  ) -> torch.Tensor | None:
+        """A backend's one-pass result: drop the pages it took from the front of the list and
+        return its slots (None: short, nothing taken)."""
+        out, num_pages = one_pass
+        if out is not None:
+            stack.advance(num_pages)
+        return out
+
+    def _take_new_pages(self, num_new_pages: int, merge_above: int,
+                        lay_out: Callable[[Any], torch.Tensor]) -> torch.Tensor | None:
+        """Shared tail of extend and decode's two-step path: merge when ``merge_above >
+        len(free)`` (``SORT-2``), None iff the free list cannot cover ``num_new_pages`` (decided
+        before any read), else ``lay_out(first num_new_pages free pages)`` and drop those pages
+        from the list."""
+        stack = self._merged_above(merge_above)
+        if num_new_pages > stack.capacity - stack.top:
             return None
         pages = stack.front(num_new_pages)
         out = lay_out(pages)

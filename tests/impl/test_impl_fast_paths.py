@@ -235,6 +235,33 @@ def test_extend_reuses_host_arrays_only_for_the_same_tensors_EXTEND_5() -> None:
     assert got.tolist() == [4 * p + i for p in pages.tolist() for i in range(4)]
 
 
+@pytest.mark.parametrize("host", HOST_OPS)
+def test_regular_batches_never_take_the_torch_form_EXTEND_5(
+        host: type[NumpyOps], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A regular batch above ``FEW_REQUESTS``, counted then laid out with the same tensors, is
+    laid out by the host form itself (the torch form is only the irregular batches' fallback):
+    the same slots as the torch backend with that fallback made to fail."""
+    from kvpool.impl import backend
+
+    ps, size = 4, host_layout.FEW_REQUESTS + 3
+    pre = torch.tensor([0, 3, 5, 1, 0, 8, 2][:size])
+    seq = torch.tensor([6, 9, 5, 4, 13, 17, 3][:size])
+    last = torch.tensor([-1, 30, 44, 60, -1, 71, 85][:size])
+    ref = TorchOps(ps, "cpu")
+    num_pages = ref.extend_new_pages(pre, seq)
+    pages = np.arange(100, 100 + num_pages, dtype=np.int64)
+    tokens = int((seq - pre).sum())
+    want = ref.extend_slots(pre, seq, last, torch.from_numpy(pages), tokens).tolist()
+
+    def torch_form(*args: Any) -> torch.Tensor:
+        raise AssertionError("a regular batch took the torch form")
+
+    monkeypatch.setattr(backend.layout, "extend_slots", torch_form)
+    ops = host(ps, "cpu")
+    assert ops.extend_new_pages(pre, seq) == num_pages
+    assert ops.extend_slots(pre, seq, last, pages, tokens).tolist() == want
+
+
 @pytest.mark.parametrize("batch", [1, host_layout.FEW_REQUESTS + 1])
 def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> None:
     """``num_new_pages`` given (SGLang's SWA composite): a short call that left its host lengths

@@ -225,3 +225,169 @@ def test_merge_of_long_runs_matches_numpy(free: list[int], staged: list[int]) ->
     want_k, want = host.merge_sorted(front, new, front_sorted=True)
     assert (got_k, got.tolist()) == (want_k, want.tolist())
     assert got.tolist() == sorted([p for p in free if p < max(staged)] + staged)
+
+
+@needs_native
+def test_a_view_at_a_counted_address_is_checked_afresh() -> None:
+    """The layout reuses the count's checked addresses only for the very tensors it counted: a
+    strided view starting at the same address (another tensor) is read as the numpy form reads
+    it, for the extend and for the decode."""
+    native, host = _both(4)
+    pre, seq = torch.tensor([0, 3, 1, 2]), torch.tensor([5, 9, 6, 9])
+    last = torch.tensor([-1, 30])
+    pages = np.array([11, 12, 13, 14], dtype=np.int64)
+    pre_view, seq_view = pre.view(2, 2)[:, 0], seq.view(2, 2)[:, 0]  # [0, 1] and [5, 6]
+    assert seq_view.data_ptr() == seq.data_ptr() and not seq_view.is_contiguous()
+    tokens = int((seq_view - pre_view).sum())
+    for first, second in ((pre, seq), (seq, pre)):  # either argument of the count
+        native.extend_new_pages(first, second)
+        got = _outcome(native.extend_slots, pre_view, seq_view, last, pages[:3], tokens)
+        assert got == _outcome(host.extend_slots, pre_view, seq_view, last, pages[:3], tokens)
+    native.decode_new_pages(seq)
+    assert (_outcome(native.decode_slots, seq_view, last, pages[:1])
+            == _outcome(host.decode_slots, seq_view, last, pages[:1]))
+
+
+def test_without_the_extension_the_numpy_backend_serves(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An install without a C compiler: ``native_available()`` is False, ``NativeOps`` refuses
+    to be built (ImportError) and CPU allocators run ``NumpyOps``."""
+    from kvpool.impl import native_ops
+    from kvpool.impl.backend import ops_for
+
+    monkeypatch.setattr(native_ops, "_native", None)
+    monkeypatch.delenv("KVPOOL_NATIVE", raising=False)
+    assert not native_ops.native_available()
+    with pytest.raises(ImportError, match="not built"):
+        NativeOps(4, "cpu")
+    assert type(ops_for(4, "cpu")) is NumpyOps
+    alloc = PagedTokenToKVPoolAllocator(64, 4, torch.float16, "cpu", None, False)
+    assert type(alloc._ops) is NumpyOps
+
+
+@needs_native
+def test_a_counted_tensor_moved_to_other_memory_is_read_there() -> None:
+    """A counted tensor whose storage is replaced before the layout (``set_``) is read at its
+    new address, not the one the count checked."""
+    native, host = _both(4)
+    pre, seq = torch.tensor([0, 3]), torch.tensor([5, 9])
+    old_seq = seq.clone()  # keeps the counted values alive elsewhere
+    last = torch.tensor([-1, 30])
+    pages = np.array([11, 12], dtype=np.int64)
+    native.extend_new_pages(pre, seq)
+    seq.set_(torch.tensor([4, 8]))  # another allocation: the same page count, other tokens
+    assert not torch.equal(seq, old_seq)
+    assert (_outcome(native.extend_slots, pre, seq, last, pages, 9)
+            == _outcome(host.extend_slots, pre, seq, last, pages, 9))
+    native.decode_new_pages(seq)
+    seq.set_(torch.tensor([5, 9]))
+    assert (_outcome(native.decode_slots, seq, last, pages[:1])
+            == _outcome(host.decode_slots, seq, last, pages[:1]))
+
+
+@needs_native
+def test_merge_of_nothing_staged_is_refused_like_numpy() -> None:
+    """The allocator merges only when pages are staged; called with none, both CPU backends
+    refuse (numpy's max of an empty array) rather than move any free page."""
+    front = torch.tensor([1, 2, 3])
+    for backend in _both(1):
+        with pytest.raises(ValueError):
+            backend.merge_sorted(front, torch.empty(0, dtype=torch.int64), front_sorted=True)
+
+
+@needs_native
+@pytest.mark.parametrize("form", ["int64", "int32", "strided", "array"])
+def test_write_matches_numpy(form: str) -> None:
+    """``write`` puts the pages at ``[start, start + k)`` of the buffer and nothing elsewhere,
+    whatever the pages' form (the loop copies int64 contiguous tensors; others take numpy)."""
+    values = [7, 3, 9]
+    pages: Any = {"int64": torch.tensor(values), "int32": torch.tensor(values, dtype=torch.int32),
+                  "strided": torch.tensor([v for v in values for _ in (0, 1)])[::2],
+                  "array": np.array(values, dtype=np.int64)}[form]
+    results = []
+    for backend in _both(1):
+        view = np.zeros(8, dtype=np.int64)
+        backend.write(view, 4, pages)
+        results.append(view.tolist())
+    assert results[0] == results[1] == [0, 0, 0, 0, 7, 3, 9, 0]
+
+
+@needs_native
+@pytest.mark.parametrize(("start", "count"), [(6, 3), (-1, 2), (0, -1), (9, 0)])
+def test_write_outside_the_buffer_is_refused(start: int, count: int) -> None:
+    """The extension never writes outside the buffer: ValueError, buffer unchanged."""
+    from kvpool.impl import _native  # type: ignore[attr-defined]
+
+    view = np.zeros(8, dtype=np.int64)
+    src = torch.arange(1, 4)
+    with pytest.raises(ValueError, match="outside a buffer of 8"):
+        _native.write_at(view, start, src.data_ptr(), count)
+    assert view.tolist() == [0] * 8
+
+
+def _two_step(host: NumpyOps, free: np.ndarray, top: int, count: int, lay_out: Any) -> Any:
+    """What the allocator's two-step path gives: None when short, else the layout of the first
+    ``count`` free pages (or the error it raises) and ``count``."""
+    if count > free.size - top:
+        return None
+    return _outcome(lay_out, free[top : top + count]), count
+
+
+@needs_native
+@given(ps=st.sampled_from([1, 2, 4, 16]), data=st.data())
+def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
+    """``take_extend``: the numpy backend's count, shortage and layout (free lists long enough
+    or not; token totals right or not, which the one pass hands back to the two steps)."""
+    native, host = _both(ps)
+    bs = data.draw(st.integers(1, 8))
+    pre = [data.draw(st.integers(0, 3 * ps)) for _ in range(bs)]
+    seq = [p + data.draw(st.integers(0, 3 * ps)) for p in pre]
+    last = [-1 if p == 0 else 40 * ps + (p - 1) % ps for p in pre]
+    tokens = sum(seq) - sum(pre) + data.draw(st.sampled_from([0, 0, 0, 1, -1]))
+    free = np.array(data.draw(st.lists(st.integers(1, 500), max_size=3 * bs + 2)),
+                    dtype=np.int64)
+    top = data.draw(st.integers(0, free.size))
+    pre_t, seq_t, last_t = torch.tensor(pre), torch.tensor(seq), torch.tensor(last)
+    one_pass = native.take_extend(free, top, pre_t, pre_t, seq_t, seq_t, last_t, tokens)
+    count = host.extend_new_pages(pre_t, seq_t)
+    want = _two_step(host, free, top, count, lambda pages: host.extend_slots(
+        pre_t, seq_t, last_t, pages, tokens))
+    if one_pass is None:  # handed back: only where the layout is irregular or no tokens
+        assert tokens <= 0 or tokens != sum(seq) - sum(pre)
+        return
+    slots, taken = one_pass
+    assert (None if slots is None else (slots.tolist(), taken)) == want
+
+
+@needs_native
+@given(ps=st.sampled_from([1, 3, 4, 16]), data=st.data())
+def test_one_pass_decode_matches_the_two_steps(ps: int, data: Any) -> None:
+    """``take_decode``: the numpy backend's count of opening requests, shortage and layout."""
+    native, host = _both(ps)
+    bs = data.draw(st.integers(0, 10))
+    seq = torch.tensor(data.draw(st.lists(st.integers(1, 6 * ps), min_size=bs, max_size=bs)),
+                       dtype=torch.int64)
+    last = torch.tensor(data.draw(st.lists(st.integers(0, 10**6), min_size=bs, max_size=bs)),
+                        dtype=torch.int64)
+    free = np.array(data.draw(st.lists(st.integers(1, 500), max_size=bs + 2)), dtype=np.int64)
+    top = data.draw(st.integers(0, free.size))
+    one_pass = native.take_decode(free, top, seq, seq.clone(), last)
+    assert one_pass is not None
+    slots, taken = one_pass
+    want = _two_step(host, free, top, host.decode_new_pages(seq),
+                     lambda pages: host.decode_slots(seq, last, pages))
+    assert (None if slots is None else (slots.tolist(), taken)) == want
+
+
+@needs_native
+def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
+    """int32 or strided lengths, lengths of different sizes, or no tokens: None (the two-step
+    path decides), with nothing taken."""
+    native = NativeOps(4, "cpu")
+    free = np.arange(1, 20, dtype=np.int64)
+    pre, seq, last = torch.tensor([0, 4]), torch.tensor([6, 9]), torch.tensor([-1, 30])
+    for args in ((pre.int(), pre, seq, seq, last, 11), (pre, pre, seq, seq, last[:1], 11),
+                 (pre, pre, seq.repeat_interleave(2)[::2], seq, last, 11),
+                 (pre, pre, seq, seq, last, 0)):
+        assert native.take_extend(free, 0, *args) is None
+    for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last)):
+        assert native.take_decode(free, 0, *args) is None
