@@ -49,6 +49,19 @@ static int arg_buf(PyObject *o, Py_buffer *b, int writable) {
     }
     return 0;
 }
+/* an int64 buffer to read and one to write, both or neither (release both with release2) */
+static int arg_bufs(PyObject *in, Py_buffer *in_buf, PyObject *out, Py_buffer *out_buf) {
+    if (arg_buf(in, in_buf, 0)) return -1;
+    if (arg_buf(out, out_buf, 1)) {
+        PyBuffer_Release(in_buf);
+        return -1;
+    }
+    return 0;
+}
+static void release2(Py_buffer *a, Py_buffer *b) {
+    PyBuffer_Release(a);
+    PyBuffer_Release(b);
+}
 static int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name) {
     if (n == want) return 0;
     PyErr_Format(PyExc_TypeError, "%s takes %zd arguments (%zd given)", name, want, n);
@@ -152,12 +165,10 @@ static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     if (nargs_is(n, 7, "extend_layout") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
         arg_ptr(args[2], &lp) || arg_i64(args[3], &bs) || arg_i64(args[5], &ps))
         return NULL;
-    if (arg_buf(args[4], &pages_buf, 0)) return NULL;
-    if (arg_buf(args[6], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
+    if (arg_bufs(args[4], &pages_buf, args[6], &out_buf)) return NULL;
     const int status = lay_out_extend(pp, sp, lp, bs, pages_buf.buf, pages_buf.len / 8, ps,
                                       out_buf.buf, out_buf.len / 8);
-    PyBuffer_Release(&pages_buf);
-    PyBuffer_Release(&out_buf);
+    release2(&pages_buf, &out_buf);
     return PyLong_FromLong(status);
 }
 
@@ -175,8 +186,7 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         arg_ptr(args[2], &pp) || arg_ptr(args[3], &sp) || arg_ptr(args[4], &lp) ||
         arg_i64(args[5], &bs) || arg_i64(args[7], &top) || arg_i64(args[8], &ps))
         return NULL;
-    if (arg_buf(args[6], &free_buf, 0)) return NULL;
-    if (arg_buf(args[9], &out_buf, 1)) { PyBuffer_Release(&free_buf); return NULL; }
+    if (arg_bufs(args[6], &free_buf, args[9], &out_buf)) return NULL;
     const i64 free_len = free_buf.len / 8;
     const i64 count = count_extend(pcp, scp, bs, ps);
     i64 result = count;
@@ -185,8 +195,7 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
     else if (!irregular)
         irregular = lay_out_extend(pp, sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps,
                                    out_buf.buf, out_buf.len / 8) != 0;
-    PyBuffer_Release(&free_buf);
-    PyBuffer_Release(&out_buf);
+    release2(&free_buf, &out_buf);
     if (irregular) Py_RETURN_NONE;
     return PyLong_FromLongLong(result);
 }
@@ -209,11 +218,9 @@ static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     if (nargs_is(n, 5, "decode_layout") || arg_ptr(args[0], &sp) || arg_ptr(args[1], &lp) ||
         arg_i64(args[3], &ps))
         return NULL;
-    if (arg_buf(args[2], &pages_buf, 0)) return NULL;
-    if (arg_buf(args[4], &out_buf, 1)) { PyBuffer_Release(&pages_buf); return NULL; }
+    if (arg_bufs(args[2], &pages_buf, args[4], &out_buf)) return NULL;
     lay_out_decode(sp, lp, out_buf.len / 8, pages_buf.buf, pages_buf.len / 8, ps, out_buf.buf);
-    PyBuffer_Release(&pages_buf);
-    PyBuffer_Release(&out_buf);
+    release2(&pages_buf, &out_buf);
     Py_RETURN_NONE;
 }
 
@@ -228,8 +235,7 @@ static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (nargs_is(n, 7, "decode_take") || arg_ptr(args[0], &scp) || arg_ptr(args[1], &sp) ||
         arg_ptr(args[2], &lp) || arg_i64(args[4], &top) || arg_i64(args[5], &ps))
         return NULL;
-    if (arg_buf(args[3], &free_buf, 0)) return NULL;
-    if (arg_buf(args[6], &out_buf, 1)) { PyBuffer_Release(&free_buf); return NULL; }
+    if (arg_bufs(args[3], &free_buf, args[6], &out_buf)) return NULL;
     const i64 bs = out_buf.len / 8, free_len = free_buf.len / 8;
     const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
     i64 result = -1;
@@ -237,8 +243,7 @@ static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         lay_out_decode(sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps, out_buf.buf);
         result = count;
     }
-    PyBuffer_Release(&free_buf);
-    PyBuffer_Release(&out_buf);
+    release2(&free_buf, &out_buf);
     return PyLong_FromLongLong(result);
 }
 
@@ -347,12 +352,7 @@ static i64 run_end(const i64 *a, i64 from, i64 to, i64 bound, int strict) {
 static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_buffer fb, sb, ob;
     if (nargs_is(n, 3, "merge_below") || arg_buf(args[0], &fb, 0)) return NULL;
-    if (arg_buf(args[1], &sb, 0)) { PyBuffer_Release(&fb); return NULL; }
-    if (arg_buf(args[2], &ob, 1)) {
-        PyBuffer_Release(&fb);
-        PyBuffer_Release(&sb);
-        return NULL;
-    }
+    if (arg_bufs(args[1], &sb, args[2], &ob)) { PyBuffer_Release(&fb); return NULL; }
     const i64 *f = fb.buf, *s = sb.buf;
     i64 *o = ob.buf;
     const i64 nf = fb.len / 8, ns = sb.len / 8, no = ob.len / 8;
@@ -388,8 +388,7 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
         }
     }
     PyBuffer_Release(&fb);
-    PyBuffer_Release(&sb);
-    PyBuffer_Release(&ob);
+    release2(&sb, &ob);
     if (result == -1 && PyErr_Occurred()) return NULL;
     return PyLong_FromLongLong(result);
 }
