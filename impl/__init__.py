@@ -5,8 +5,10 @@ Drop-in for SGLang 0.5.23's ``TokenToKVPoolAllocator``, ``PagedTokenToKVPoolAllo
 call for call equal to :class:`kvpool.spec.AllocatorModel` (the reference order). Free lists live
 in preallocated tensors with host-side counters, so ``alloc`` and every kind of free cost
 O(pages moved); ``checked=True`` validates every call with the spec's rules. On CUDA the hot
-paths are sync-free torch ops; on CPU the same arithmetic runs in numpy on the same buffers
-(:mod:`kvpool.impl.backend`), avoiding torch's per-op dispatch cost.
+paths are sync-free torch ops (one Triton kernel per call with the ``triton`` extra); on CPU the
+same arithmetic runs on the same buffers as compiled loops (:mod:`kvpool.impl.native_ops`, an
+optional extension) or in numpy (:mod:`kvpool.impl.backend`), avoiding torch's per-op
+dispatch cost.
 """
 
 from .paged import PagedTokenToKVPoolAllocator

@@ -49,8 +49,10 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     On the CPU, ``free`` of slots in page-major runs (a row) sorts one entry per run:
     O(k + P log P) instead of O(k log k).
 
-    Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA, numpy on
-    the same memory on CPU; same results, same costs in O terms.
+    Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops (or Triton kernels)
+    on CUDA; on CPU compiled loops over the same memory (:mod:`kvpool.impl.native_ops`, one pass
+    per ``alloc_extend`` / ``alloc_decode``) or numpy where the extension is not built; same
+    results, same costs in O terms.
 
     A shortage is decided on the host before any tensor is read: the call returns None and
     nothing changes (``EXTEND-6``). With ``checked=True`` every caller error raises

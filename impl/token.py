@@ -35,8 +35,9 @@ class TokenToKVPoolAllocator(AllocatorBase):
     verify_byte_accounting    O(N)                              yes (reads the lists)
     ========================  ================================  ==========================
 
-    Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA, numpy on
-    the same memory on CPU; same results, same costs in O terms.
+    Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA; on CPU
+    compiled loops over the same memory (:mod:`kvpool.impl.native_ops`) or numpy where the
+    extension is not built; same results, same costs in O terms.
 
     ``alloc_extend`` / ``alloc_decode`` raise NotImplementedError (``EXTEND-9``). With
     ``checked=True`` every caller error raises ContractViolation before any change (``ERR-1``);
