@@ -20,16 +20,14 @@ measures one pool size with short windows (a smoke run).
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import kvpool.impl as kvpool_impl
 import torch
 
-from benchmarks.timing import Settings, Step, measure_interleaved
+from benchmarks.timing import Settings, Step, measure_interleaved, probe_args
 from benchmarks.workloads import output_floor, w3_step
 
 FULL = Settings()
@@ -101,11 +99,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure every cell, print and write the results; 0 on success."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.call_floor",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--quick", action="store_true", help="one pool size, short windows")
-    ns = parser.parse_args(argv)
+    ns = probe_args("call_floor", __doc__, "one pool size, short windows", argv)
     torch.set_num_threads(1)
     settings, sizes = (QUICK, POOL_SIZES[:1]) if ns.quick else (FULL, POOL_SIZES)
     rows: list[dict[str, Any]] = []

@@ -18,13 +18,11 @@ W5 digests differ.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import kvpool.impl as kvpool_impl
@@ -32,7 +30,7 @@ import torch
 from kvpool.impl.native_ops import native_available
 
 from benchmarks.adapters import make_allocator
-from benchmarks.timing import Settings, Step, measure_interleaved
+from benchmarks.timing import Settings, Step, measure_interleaved, probe_args
 from benchmarks.trace import make_trace, replay, summary
 from benchmarks.workloads import output_floor, w3_step
 
@@ -111,11 +109,7 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Measure every cell, print and write the results; 0 on success, 1 as the docstring says."""
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.host_backends",
-                                     description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
-    parser.add_argument("--quick", action="store_true", help="short windows, 300 trace steps")
-    ns = parser.parse_args(argv)
+    ns = probe_args("host_backends", __doc__, "short windows, 300 trace steps", argv)
     if not native_available():
         print("kvpool.impl._native is not built: only the numpy backend is installed")
         return 1

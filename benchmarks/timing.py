@@ -9,10 +9,12 @@ that must not be timed as a whole (e.g. the untimed free that restores the state
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 # A step either returns None (the whole call is timed) or the seconds it timed itself.
 Step = Callable[[], float | None]
@@ -121,3 +123,14 @@ def measure_interleaved(steps: dict[str, Step], settings: Settings,
                 on_error(name, exc)
                 del means[name]
     return {name: _sample(m, counts[name]) for name, m in means.items()}
+
+
+def probe_args(module: str, doc: str, quick_help: str,
+               argv: list[str] | None) -> argparse.Namespace:
+    """The command line of a one-script probe, ``python -m benchmarks.<module> [--out DIR]
+    [--quick]`` (``--out`` defaults to ``benchmarks/results``), parsed from ``argv``."""
+    parser = argparse.ArgumentParser(prog=f"python -m benchmarks.{module}",
+                                     description=doc.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results"))
+    parser.add_argument("--quick", action="store_true", help=quick_help)
+    return parser.parse_args(argv)
