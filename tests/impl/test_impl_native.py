@@ -228,24 +228,30 @@ def test_merge_of_long_runs_matches_numpy(free: list[int], staged: list[int]) ->
 
 
 @needs_native
-def test_a_view_at_a_counted_address_is_checked_afresh() -> None:
+@pytest.mark.parametrize("viewed", ["prefix", "seq"])
+def test_a_view_at_a_counted_address_is_checked_afresh(viewed: str) -> None:
     """The layout reuses the count's checked addresses only for the very tensors it counted: a
-    strided view starting at the same address (another tensor) is read as the numpy form reads
-    it, for the extend and for the decode."""
+    strided view starting at the address of either counted tensor (another tensor) is read as
+    the numpy form reads it, for the extend and for the decode."""
     native, host = _both(4)
-    pre, seq = torch.tensor([0, 3, 1, 2]), torch.tensor([5, 9, 6, 9])
-    last = torch.tensor([-1, 30])
+    # the views' values and the first three at their address differ but have the same token
+    # and page totals, so reading the wrong ones would not look irregular
+    pre, seq = torch.tensor([0, 2, 1, 0, 2, 0]), torch.tensor([5, 7, 6, 0, 7, 0])
+    last = torch.tensor([-1, 30, 41])
     pages = np.array([11, 12, 13, 14], dtype=np.int64)
-    pre_view, seq_view = pre.view(2, 2)[:, 0], seq.view(2, 2)[:, 0]  # [0, 1] and [5, 6]
-    assert seq_view.data_ptr() == seq.data_ptr() and not seq_view.is_contiguous()
-    tokens = int((seq_view - pre_view).sum())
-    for first, second in ((pre, seq), (seq, pre)):  # either argument of the count
-        native.extend_new_pages(first, second)
-        got = _outcome(native.extend_slots, pre_view, seq_view, last, pages[:3], tokens)
-        assert got == _outcome(host.extend_slots, pre_view, seq_view, last, pages[:3], tokens)
-    native.decode_new_pages(seq)
-    assert (_outcome(native.decode_slots, seq_view, last, pages[:1])
-            == _outcome(host.decode_slots, seq_view, last, pages[:1]))
+    if viewed == "prefix":  # [0, 1, 2] at pre's address (which holds 0, 2, 1 first)
+        pre_arg, seq_arg = pre.view(3, 2)[:, 0], torch.tensor([5, 6, 7])
+    else:  # [5, 6, 7] at seq's address (which holds 5, 7, 6 first)
+        pre_arg, seq_arg = torch.tensor([0, 1, 2]), seq.view(3, 2)[:, 0]
+    assert pre_arg.tolist() == [0, 1, 2] and seq_arg.tolist() == [5, 6, 7]
+    tokens = int((seq_arg - pre_arg).sum())
+    native.extend_new_pages(pre, seq)
+    got = _outcome(native.extend_slots, pre_arg, seq_arg, last, pages, tokens)
+    assert got == _outcome(host.extend_slots, pre_arg, seq_arg, last, pages, tokens)
+    if viewed == "seq":
+        native.decode_new_pages(seq)
+        assert (_outcome(native.decode_slots, seq_arg, last, pages[:1])
+                == _outcome(host.decode_slots, seq_arg, last, pages[:1]))
 
 
 def test_without_the_extension_the_numpy_backend_serves(monkeypatch: pytest.MonkeyPatch) -> None:
