@@ -119,20 +119,26 @@ def test_irregular_batches_take_the_numpy_form(ps: int, pre: list[int], seq: lis
 
 
 @needs_native
-@pytest.mark.parametrize("form", ["int32", "strided", "short_last", "short_prefix"])
+@pytest.mark.parametrize("form", ["int32", "int32_prefix", "int32_seq", "strided",
+                                  "short_last", "short_prefix"])
 def test_other_inputs_take_the_numpy_form(form: str) -> None:
-    """int32 or strided lengths, or lengths that disagree in size: the numpy backend's result
-    or error (the loops read only int64, contiguous, equal-length CPU tensors)."""
+    """int32 (all, or one of the lengths) or strided lengths, or lengths that disagree in size:
+    the numpy backend's result or error (the loops read only int64, contiguous, equal-length
+    CPU tensors)."""
     native, host = _both(4)
     pre, seq, last = torch.tensor([0, 3, 1]), torch.tensor([6, 9, 4]), torch.tensor([-1, 30, 8])
     if form == "int32":
         pre, seq, last = (t.to(torch.int32) for t in (pre, seq, last))
+    elif form == "int32_prefix":
+        pre = pre.to(torch.int32)
+    elif form == "int32_seq":
+        seq = seq.to(torch.int32)
     elif form == "strided":
         pre, seq, last = (t.repeat_interleave(2)[::2] for t in (pre, seq, last))
-    elif form == "short_last":
-        last = last[:2]
+    elif form == "short_last":  # contiguous slices: what follows them in memory is known
+        last = torch.tensor([-1, 30, 10**6])[:2]
     else:
-        pre = pre[:2]
+        pre = torch.tensor([0, 3, 101])[:2]
     pages = np.array([11, 12, 13, 14], dtype=np.int64)
     for call in ("decode_new_pages", "page_ids"):
         assert _outcome(getattr(native, call), seq) == _outcome(getattr(host, call), seq)
@@ -397,3 +403,25 @@ def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
         assert native.take_extend(free, 0, *args) is None
     for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last)):
         assert native.take_decode(free, 0, *args) is None
+
+
+@needs_native
+def test_a_native_count_forgets_what_the_numpy_count_kept() -> None:
+    """A count the numpy form made (strided lengths) keeps host arrays for the layout; when the
+    same tensor objects are counted again by the loop (``set_`` moved them to contiguous memory
+    with other values), a numpy layout that follows must not use those stale arrays: the
+    result (or error) is the numpy backend's for the new values."""
+    size, ps = 6, 4
+    outcomes = []
+    for backend in _both(ps):
+        old_pre = torch.zeros(2 * size, dtype=torch.int64)
+        pre = old_pre[::2]  # strided: the numpy form counts it (and keeps its arrays)
+        seq = torch.full((size,), 4)
+        assert backend.extend_new_pages(pre, seq) == size
+        pre.set_(torch.tensor([1] + [0] * (size - 1)))  # contiguous now, one token fewer
+        backend.extend_new_pages(pre, seq)
+        last = torch.tensor([40] + [-1] * (size - 1))
+        pages = np.arange(10, 10 + size, dtype=np.int64)
+        # 4 * size tokens: right for the old lengths, irregular for the new ones
+        outcomes.append(_outcome(backend.extend_slots, pre, seq, last, pages, 4 * size))
+    assert outcomes[0] == outcomes[1]
