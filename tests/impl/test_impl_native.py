@@ -119,8 +119,8 @@ def test_irregular_batches_take_the_numpy_form(ps: int, pre: list[int], seq: lis
 
 
 @needs_native
-@pytest.mark.parametrize("form", ["int32", "int32_prefix", "int32_seq", "strided",
-                                  "short_last", "short_prefix"])
+@pytest.mark.parametrize("form", ["int32", "int32_prefix", "int32_seq", "int32_last",
+                                  "strided", "short_last", "short_prefix"])
 def test_other_inputs_take_the_numpy_form(form: str) -> None:
     """int32 (all, or one of the lengths) or strided lengths, or lengths that disagree in size:
     the numpy backend's result or error (the loops read only int64, contiguous, equal-length
@@ -133,10 +133,13 @@ def test_other_inputs_take_the_numpy_form(form: str) -> None:
         pre = pre.to(torch.int32)
     elif form == "int32_seq":
         seq = seq.to(torch.int32)
+    elif form == "int32_last":
+        last = last.to(torch.int32)
     elif form == "strided":
         pre, seq, last = (t.repeat_interleave(2)[::2] for t in (pre, seq, last))
     elif form == "short_last":  # contiguous slices: what follows them in memory is known
         last = torch.tensor([-1, 30, 10**6])[:2]
+        seq = torch.tensor([6, 9, 5])  # an opener past the end of last_loc
     else:
         pre = torch.tensor([0, 3, 101])[:2]
     pages = np.array([11, 12, 13, 14], dtype=np.int64)
@@ -425,3 +428,21 @@ def test_a_native_count_forgets_what_the_numpy_count_kept() -> None:
         # 4 * size tokens: right for the old lengths, irregular for the new ones
         outcomes.append(_outcome(backend.extend_slots, pre, seq, last, pages, 4 * size))
     assert outcomes[0] == outcomes[1]
+
+
+@needs_native
+def test_a_native_decode_count_forgets_what_the_numpy_count_kept() -> None:
+    """As for the extend: openings the numpy form found for a strided ``seq_lens`` are not
+    reused by a numpy layout after the loop counted the same tensor moved to other values."""
+    ps = 4
+    outcomes = []
+    for backend in _both(ps):
+        old_seq = torch.tensor([5, 0, 9, 0, 2, 0])
+        seq = old_seq[::2]  # strided [5, 9, 2]: the numpy form finds openers 0 and 1
+        assert backend.decode_new_pages(seq) == 2
+        seq.set_(torch.tensor([2, 5, 9]))  # contiguous: openers 1 and 2
+        backend.decode_new_pages(seq)
+        last = torch.tensor([40, 20, 60], dtype=torch.int32)  # int32: the numpy layout
+        pages = np.array([7, 8], dtype=np.int64)
+        outcomes.append(_outcome(backend.decode_slots, seq, last, pages))
+    assert outcomes[0] == outcomes[1] == [41, 28, 32]
