@@ -281,6 +281,23 @@ def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> No
     alloc.check_invariants()
 
 
+@BACKENDS
+def test_a_given_page_count_is_what_the_call_takes_EXTEND_4(
+        backend: str, request: pytest.FixtureRequest) -> None:
+    """Unchecked, ``alloc_extend`` takes ``num_new_pages`` pages from the free list when the
+    caller gives it, even a wrong count (as SGLang, which slices its free list by it): one more
+    than the batch needs leaves one page fewer free than the counted call."""
+    _use(backend, request)
+    left = []
+    for given in (None, 3, 4):  # the batch needs 3 pages (4 + 4 + 1 tokens at ps 4)
+        alloc = _paged(64, 4)
+        out = alloc.alloc_extend(_t([0, 0]), _t([0, 0]), _t([8, 1]), _t([8, 1]), _t([-1, -1]),
+                                 9, num_new_pages=given)
+        assert out is not None and len(out) == 9
+        left.append(alloc.available_size() // 4)
+    assert left == [13, 13, 12]
+
+
 @pytest.mark.parametrize("ops", [*(host(4, "cpu") for host in HOST_OPS), TorchOps(4, "cpu")])
 @pytest.mark.parametrize(("pages", "want"), [
     ([5, 5, 3, 3, 5, 5, 1], [1, 3, 5]),  # page-major runs that repeat later (runs first)
