@@ -1,13 +1,15 @@
 """The CPU backend with its hot paths compiled (``kvpool.impl._native``, an optional extension).
 
-:class:`NativeOps` is :class:`~kvpool.impl.backend.NumpyOps` with the per-call arithmetic of
-``alloc_extend``, ``alloc_decode``, paged ``free`` and the ``need_sort`` merge done by one
-compiled loop each, reading the caller's tensors in place (``data_ptr``) instead of a dozen
-numpy calls of about half a microsecond each. It gives the same numbers as ``NumpyOps`` for
-every input: an input the loops do not take (not int64, not contiguous, lengths that disagree)
-or a batch they find irregular goes to the ``NumpyOps`` form, which gives the result or raises
-the error that backend gives. Results are fresh int64 tensors that nothing here keeps
-(``ALIAS-1``).
+:class:`NativeOps` is :class:`~kvpool.impl.backend.NumpyOps` with the per-call arithmetic done
+by compiled loops that read the caller's tensors in place (``data_ptr``) instead of a dozen
+numpy calls of about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
+each (count, shortage check, layout: :meth:`NativeOps.take_extend`,
+:meth:`NativeOps.take_decode`), the page ids and sorted distinct pages of ``free`` and of a
+free group, the copies into the free lists, and the ``need_sort`` merge. It gives the same
+numbers as ``NumpyOps`` for every input: an input the loops do not take (not int64, not
+contiguous, lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form,
+which gives the result or raises the error that backend gives. Results are fresh int64 tensors
+that nothing here keeps (``ALIAS-1``).
 
 :func:`kvpool.impl.backend.ops_for` picks it on the CPU when the extension was built (``pip
 install`` compiles it where a C compiler is present; without one the install still succeeds and
