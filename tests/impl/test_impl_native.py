@@ -282,21 +282,25 @@ def test_without_the_extension_the_numpy_backend_serves(monkeypatch: pytest.Monk
 @needs_native
 def test_a_counted_tensor_moved_to_other_memory_is_read_there() -> None:
     """A counted tensor whose storage is replaced before the layout (``set_``) is read at its
-    new address, not the one the count checked."""
+    new address, not the one the count checked (whose memory is kept alive here, with values
+    that would lay out regularly too)."""
     native, host = _both(4)
     pre, seq = torch.tensor([0, 3]), torch.tensor([5, 9])
-    old_seq = seq.clone()  # keeps the counted values alive elsewhere
+    kept = seq[:]  # the counted memory stays alive
     last = torch.tensor([-1, 30])
-    pages = np.array([11, 12], dtype=np.int64)
+    pages = np.array([11, 12, 13, 14], dtype=np.int64)
     native.extend_new_pages(pre, seq)
-    seq.set_(torch.tensor([4, 8]))  # another allocation: the same page count, other tokens
-    assert not torch.equal(seq, old_seq)
-    assert (_outcome(native.extend_slots, pre, seq, last, pages, 9)
-            == _outcome(host.extend_slots, pre, seq, last, pages, 9))
+    seq.set_(torch.tensor([9, 5]))  # the same token and page totals, another layout
+    assert kept.tolist() == [5, 9]
+    assert (_outcome(native.extend_slots, pre, seq, last, pages, 11)
+            == _outcome(host.extend_slots, pre, seq, last, pages, 11))
+    seq.set_(torch.tensor([4, 8]))  # no request opens a page
     native.decode_new_pages(seq)
-    seq.set_(torch.tensor([5, 9]))
-    assert (_outcome(native.decode_slots, seq, last, pages[:1])
-            == _outcome(host.decode_slots, seq, last, pages[:1]))
+    kept = seq[:]
+    seq.set_(torch.tensor([5, 9]))  # both open one
+    assert kept.tolist() == [4, 8]
+    assert (_outcome(native.decode_slots, seq, last, pages[:2])
+            == _outcome(host.decode_slots, seq, last, pages[:2]))
 
 
 @needs_native
