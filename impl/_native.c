@@ -292,6 +292,25 @@ static PyObject *write_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
+/* copy_into(buf, start, src): buf[start : start + len(src)] = src (int64 buffers);
+ * ValueError (nothing written) when that span is not inside buf */
+static PyObject *copy_into(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    i64 start;
+    Py_buffer src, b;
+    if (nargs_is(n, 3, "copy_into") || arg_i64(args[1], &start)) return NULL;
+    if (arg_bufs(args[2], &src, args[0], &b)) return NULL;
+    const i64 len = b.len / 8, count = src.len / 8;
+    const int inside = start >= 0 && count <= len - start;
+    if (inside) memmove((i64 *)b.buf + start, src.buf, (size_t)count * sizeof(i64));
+    release2(&src, &b);
+    if (!inside) {
+        PyErr_Format(PyExc_ValueError, "copy_into: [%lld, %lld + %lld) is outside a buffer of %lld",
+                     (long long)start, (long long)start, (long long)count, (long long)len);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* distinct_runs(pages) -> k or -k: the sorted distinct values of ``pages`` as pages[:k], in
  * place. Every run of equal values is first compressed to one entry; when those do not ascend
  * and number at most SMALL_SORT they are insertion-sorted here and repeats dropped (k); more
@@ -397,7 +416,8 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
 static PyMethodDef methods[] = {
     FAST(extend_count), FAST(extend_layout), FAST(decode_count), FAST(decode_layout),
     FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
-    FAST(extend_take),  FAST(decode_take),   {NULL, NULL, 0, NULL},
+    FAST(extend_take),  FAST(decode_take),   FAST(copy_into),
+    {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
                                     "kvpool's compiled CPU hot paths", -1, methods,

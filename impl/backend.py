@@ -28,10 +28,10 @@ Each method's contract:
   :func:`~kvpool.impl.layout.decode_slots`.
 - ``take_extend`` / ``take_decode``: a call's count, shortage check and layout in one pass
   (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
-- ``merge_sorted(front, staged, front_sorted=...)``: ``(k, merged)`` such that replacing the
-  first ``k`` free pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is
-  ``len(front)`` unless ``front_sorted`` lets the CPU move only the pages below the largest
-  staged one.
+- ``merge_sorted(front, staged, front_sorted=...)``: for the free list and the staged pages in
+  backend form (non-empty staged), ``(k, merged)`` such that replacing the first ``k`` free
+  pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is ``len(front)``
+  unless ``front_sorted`` lets the CPU move only the pages below the largest staged one.
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ class TorchOps:
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         return layout.extend_new_pages(prefix_lens_cpu, seq_lens_cpu, self.page_size)
 
-    def merge_sorted(self, front: torch.Tensor, staged: torch.Tensor, *,
+    def merge_sorted(self, front: Any, staged: Any, *,
                      front_sorted: bool) -> tuple[int, Any]:
         # on the device a host read of the largest staged page would sync: sort everything
         merged: torch.Tensor = torch.sort(torch.cat((front, staged))).values
@@ -204,11 +204,13 @@ class NumpyOps(TorchOps):
         pages.sort()  # the caller's own array (or the new one above)
         return pages[_run_starts(pages)]
 
-    def merge_sorted(self, front: torch.Tensor, staged: torch.Tensor, *,
+    def merge_sorted(self, front: Any, staged: Any, *,
                      front_sorted: bool) -> tuple[int, Any]:
-        if not front_sorted:
-            return super().merge_sorted(front, staged, front_sorted=False)
-        free, new = front.numpy(), staged.numpy()
+        free, new = front, staged
+        if not front_sorted:  # the whole list moves
+            everything = np.concatenate((free, new))
+            everything.sort(kind="stable")
+            return free.size, everything
         # free pages below the largest staged one: [0, below) of the free list moves
         below = int(np.searchsorted(free, new.max()))
         merged = np.concatenate((free[:below], new))

@@ -315,7 +315,8 @@ class AllocatorBase(SglangSurface):
         if len(self._staged) == 0:
             return
         num_replaced, merged = self._ops.merge_sorted(
-            self._free.contents(), self._staged.contents(), front_sorted=self._free_sorted)
+            self._free.contents_view(), self._staged.contents_view(),
+            front_sorted=self._free_sorted)
         self._free.replace_front(num_replaced, merged)
         self._free_sorted = True
         self._staged.reset()

@@ -28,6 +28,14 @@ from .backend import TorchOps
 INT64 = torch.int64
 
 
+def gathered(source: Any, spans: list[tuple[int, int]], cat: Any) -> Any:
+    """``source[a:b]`` for each span, end to end: the one slice itself (a view) when there is
+    one, else ``cat`` of the slices (a copy). ``source`` is a buffer tensor or its backend-form
+    view; ``cat`` the matching concatenation."""
+    parts = [source[a:b] for a, b in spans]
+    return parts[0] if len(parts) == 1 else cat(parts)
+
+
 class PageStack:
     """A free list whose front is the top of a stack (paged allocators, reference order).
 
@@ -84,6 +92,10 @@ class PageStack:
         """The free list in order, a view ``buf[top:]``."""
         return self.buf[self.top :]
 
+    def contents_view(self) -> Any:
+        """:meth:`contents` in the backend's form (a view)."""
+        return self.view[self.top :]
+
     def replace_front(self, num_pages: int, pages: Any) -> None:
         """Replace the first ``num_pages`` pages by ``pages`` (a new array, not a view of the
         buffer; backend form), the rest unmoved (merge; O(len(pages))). The caller guarantees
@@ -138,9 +150,6 @@ class PageRing:
             return [(start, end)]
         return [(start, self.capacity), (0, end - self.capacity)]
 
-    def _read(self, start: int, n: int) -> torch.Tensor:
-        parts = [self.buf[a:b] for a, b in self._span(start, n)]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def take(self, num_pages: int) -> Any:
         """Remove and return the first ``num_pages`` entries, backend form (may alias the
@@ -171,7 +180,12 @@ class PageRing:
 
     def contents(self) -> torch.Tensor:
         """The free list in order (a view unless it wraps)."""
-        return self._read(self.head, self.count)
+        listed: torch.Tensor = gathered(self.buf, self._span(self.head, self.count), torch.cat)
+        return listed
+
+    def contents_view(self) -> Any:
+        """:meth:`contents` in the backend's form (a view unless it wraps)."""
+        return gathered(self.view, self._span(self.head, self.count), self._ops.cat)
 
     def replace_front(self, num_pages: int, pages: Any) -> None:
         """Replace the first ``num_pages`` entries by ``pages`` (a new array, not a view of the
@@ -251,8 +265,12 @@ class Staging:
 
     def contents(self) -> torch.Tensor:
         """The staged pages in release order (a view unless they wrap around the ring)."""
-        parts = [self.buf[a:b] for a, b in self._spans(0, self.count)]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        staged: torch.Tensor = gathered(self.buf, self._spans(0, self.count), torch.cat)
+        return staged
+
+    def contents_view(self) -> Any:
+        """:meth:`contents` in the backend's form (a view unless they wrap)."""
+        return gathered(self.view, self._spans(0, self.count), self._ops.cat)
 
     def make_room(self, num_pages: int) -> Any:
         """Before the ring's tail takes ``num_pages`` more pages: returns a copy of the staged

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .backend import INT64, NumpyOps, _run_starts
+from .backend import _INT64, INT64, NumpyOps, _run_starts
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -73,11 +73,15 @@ class NativeOps(NumpyOps):
         return _addr(t)
 
     def write(self, view: Any, start: int, pages: Any) -> None:
-        address = _addr(pages) if isinstance(pages, torch.Tensor) else None
-        if address is None:
-            super().write(view, start, pages)
-        else:
-            _native.write_at(view, start, address, pages.numel())
+        if isinstance(pages, torch.Tensor):
+            address = _addr(pages)
+            if address is not None:
+                _native.write_at(view, start, address, pages.numel())
+                return
+        elif pages.dtype is _INT64 and pages.flags.c_contiguous:  # backend-form pages
+            _native.copy_into(view, start, pages)
+            return
+        super().write(view, start, pages)  # int32, strided: numpy converts
 
     @staticmethod
     def _divided(slots: torch.Tensor, divisor: int, numpy_form: Callable[[Any], Any]) -> Any:
@@ -111,11 +115,11 @@ class NativeOps(NumpyOps):
         head.sort()
         return head[_run_starts(head)]
 
-    def merge_sorted(self, front: torch.Tensor, staged: torch.Tensor, *,
+    def merge_sorted(self, front: Any, staged: Any, *,
                      front_sorted: bool) -> tuple[int, Any]:
-        if not front_sorted or staged.numel() == 0:
+        if not front_sorted or staged.size == 0:
             return super().merge_sorted(front, staged, front_sorted=front_sorted)
-        free, new = front.numpy(), staged.numpy()
+        free, new = front, staged
         merged = np.empty(free.size + new.size, dtype=np.int64)
         below = _native.merge_below(free, new, merged)
         if below < 0:  # staged in several sorted runs (one per free): sort a copy first

@@ -172,16 +172,17 @@ def test_merge_matches_numpy(free: list[int], data: Any) -> None:
     free.sort()
     runs = data.draw(st.lists(st.lists(st.integers(1, 220), min_size=1, max_size=8),
                               min_size=1, max_size=4))
-    staged = torch.tensor([p for run in runs for p in sorted(run)], dtype=torch.int64)
-    front = torch.tensor(free, dtype=torch.int64)
+    staged = np.array([p for run in runs for p in sorted(run)], dtype=np.int64)
+    front = np.array(free, dtype=np.int64)  # backend form, as the allocator passes them
     native, host = _both(1)
     got_k, got = native.merge_sorted(front, staged, front_sorted=True)
     want_k, want = host.merge_sorted(front, staged, front_sorted=True)
     assert (got_k, got.tolist()) == (want_k, want.tolist())
     # unsorted front: both take the whole-list sort
-    got_k, got = native.merge_sorted(front.flip(0), staged, front_sorted=False)
-    want_k, want = host.merge_sorted(front.flip(0), staged, front_sorted=False)
-    assert (got_k, torch.as_tensor(got).tolist()) == (want_k, torch.as_tensor(want).tolist())
+    got_k, got = native.merge_sorted(front[::-1].copy(), staged, front_sorted=False)
+    want_k, want = host.merge_sorted(front[::-1].copy(), staged, front_sorted=False)
+    assert (got_k, got.tolist()) == (want_k, want.tolist())
+    assert want.tolist() == sorted(free + staged.tolist())
 
 
 @needs_native
@@ -229,7 +230,7 @@ def test_extension_argument_checks() -> None:
 def test_merge_of_long_runs_matches_numpy(free: list[int], staged: list[int]) -> None:
     """The run-copying merge on runs longer than its linear scan: numpy's result."""
     native, host = _both(1)
-    front, new = torch.tensor(free), torch.tensor(staged)
+    front, new = np.array(free, dtype=np.int64), np.array(staged, dtype=np.int64)
     got_k, got = native.merge_sorted(front, new, front_sorted=True)
     want_k, want = host.merge_sorted(front, new, front_sorted=True)
     assert (got_k, got.tolist()) == (want_k, want.tolist())
@@ -307,21 +308,26 @@ def test_a_counted_tensor_moved_to_other_memory_is_read_there() -> None:
 def test_merge_of_nothing_staged_is_refused_like_numpy() -> None:
     """The allocator merges only when pages are staged; called with none, both CPU backends
     refuse (numpy's max of an empty array) rather than move any free page."""
-    front = torch.tensor([1, 2, 3])
+    front = np.array([1, 2, 3], dtype=np.int64)
     for backend in _both(1):
         with pytest.raises(ValueError):
-            backend.merge_sorted(front, torch.empty(0, dtype=torch.int64), front_sorted=True)
+            backend.merge_sorted(front, np.empty(0, dtype=np.int64), front_sorted=True)
 
 
 @needs_native
-@pytest.mark.parametrize("form", ["int64", "int32", "strided", "array"])
+@pytest.mark.parametrize("form", ["int64", "int32", "strided", "array", "array_int32",
+                                  "array_strided"])
 def test_write_matches_numpy(form: str) -> None:
     """``write`` puts the pages at ``[start, start + k)`` of the buffer and nothing elsewhere,
-    whatever the pages' form (the loop copies int64 contiguous tensors; others take numpy)."""
+    whatever the pages' form (the loops copy int64 contiguous tensors and arrays; others take
+    numpy)."""
     values = [7, 3, 9]
+    doubled = [v for v in values for _ in (0, 1)]
     pages: Any = {"int64": torch.tensor(values), "int32": torch.tensor(values, dtype=torch.int32),
-                  "strided": torch.tensor([v for v in values for _ in (0, 1)])[::2],
-                  "array": np.array(values, dtype=np.int64)}[form]
+                  "strided": torch.tensor(doubled)[::2],
+                  "array": np.array(values, dtype=np.int64),
+                  "array_int32": np.array(values, dtype=np.int32),
+                  "array_strided": np.array(doubled, dtype=np.int64)[::2]}[form]
     results = []
     for backend in _both(1):
         view = np.zeros(8, dtype=np.int64)
@@ -340,6 +346,9 @@ def test_write_outside_the_buffer_is_refused(start: int, count: int) -> None:
     src = torch.arange(1, 4)
     with pytest.raises(ValueError, match="outside a buffer of 8"):
         _native.write_at(view, start, src.data_ptr(), count)
+    if count >= 0:
+        with pytest.raises(ValueError, match="outside a buffer of 8"):
+            _native.copy_into(view, start, np.arange(1, 1 + count, dtype=np.int64))
     assert view.tolist() == [0] * 8
 
 
