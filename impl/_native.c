@@ -1,8 +1,10 @@
 /* kvpool.impl._native: the CPU hot paths of kvpool.impl.native_ops as compiled loops.
  *
  * Every function takes int64 data as raw addresses (a CPU tensor's data_ptr(), checked
- * int64, contiguous and on the CPU by the Python caller) or as a buffer (a numpy array), and
- * gives exactly the numbers of the numpy forms in kvpool.impl.backend / host_layout,
+ * int64, contiguous and on the CPU by the Python caller), as a buffer (a numpy array), or (the
+ * one-pass extend_take / decode_take) as the tensors themselves, which it checks the same way
+ * through their Python attributes. It gives exactly the numbers of the numpy forms in
+ * kvpool.impl.backend / host_layout,
  * wrap-around on int64 overflow included (all value arithmetic is unsigned, as numpy's).
  * Nothing here keeps a pointer past the call. A layout that does not fit its counts returns
  * -1 and the caller takes the numpy / torch form, so both backends raise the same errors.
@@ -172,32 +174,115 @@ static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLong(status);
 }
 
-/* extend_take(pre_cpu, seq_cpu, pre, seq, last, bs, free, top, ps, out) -> taken, -1, or None.
- * One pass of alloc_extend after its merge: the new pages counted from the host lengths; -1
- * when they exceed the free list free[top:] (nothing written but out); else the layout of
- * the device lengths on the first ``taken`` free pages into out, and ``taken`` (the caller
- * drops them from the list). None: a negative count or an irregular layout, for the caller's
- * two-step path. */
+/* Interned attribute names of the tensors the take functions read (set at import). */
+static PyObject *s_dtype, *s_is_cpu, *s_is_contiguous, *s_numel, *s_data_ptr;
+
+/* A tensor's int64 data: 1 with *data set when ``t`` is an int64, contiguous CPU tensor of
+ * *n values (*n < 0: of any length, which is stored), else 0 with no error set (a tensor the
+ * loops do not read, or not a tensor: the caller's numpy form takes it). */
+static int tensor_data(PyObject *t, PyObject *int64, i64 *n, const i64 **data) {
+    PyObject *v = PyObject_GetAttr(t, s_dtype);
+    int ok = v != NULL && v == int64;
+    Py_XDECREF(v);
+    if (ok) {
+        v = PyObject_GetAttr(t, s_is_cpu);
+        ok = v == Py_True;
+        Py_XDECREF(v);
+    }
+    if (ok) {
+        v = PyObject_CallMethodNoArgs(t, s_is_contiguous);
+        ok = v == Py_True;
+        Py_XDECREF(v);
+    }
+    if (ok) {
+        v = PyObject_CallMethodNoArgs(t, s_numel);
+        const i64 m = v != NULL ? PyLong_AsLongLong(v) : -1;
+        Py_XDECREF(v);
+        ok = m >= 0 && (*n < 0 || m == *n);
+        if (ok) *n = m;
+    }
+    if (ok) {
+        v = PyObject_CallMethodNoArgs(t, s_data_ptr);
+        *data = v != NULL ? PyLong_AsVoidPtr(v) : NULL;
+        ok = v != NULL && !PyErr_Occurred();
+        Py_XDECREF(v);
+    }
+    if (!ok) PyErr_Clear();
+    return ok;
+}
+
+/* The data of tensor ``t`` of *n values: that of ``same`` when it is the very same object
+ * (a length passed as both the host and the device tensor is read once). */
+static int tensor_or_same(PyObject *t, PyObject *same, const i64 *same_data, PyObject *int64,
+                          i64 *n, const i64 **data) {
+    if (t == same) {
+        *data = same_data;
+        return 1;
+    }
+    return tensor_data(t, int64, n, data);
+}
+
+/* A new bytearray of n int64 values (uninitialised) and its data; NULL with an error set. */
+static PyObject *new_int64s(i64 n, i64 **data) {
+    PyObject *out = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)n * 8);
+    if (out != NULL) *data = (i64 *)PyByteArray_AS_STRING(out);
+    return out;
+}
+
+/* The result of a take that laid out ``taken`` pages: (out, taken), the reference to out
+ * passed on. */
+static PyObject *taken_pair(PyObject *out, i64 taken) {
+    return Py_BuildValue("(NL)", out, (long long)taken);
+}
+
+/* extend_take(pre_cpu, seq_cpu, pre, seq, last, free, top, ps, num_tokens, int64)
+ *   -> (out, taken) | (None, 0) | None
+ * alloc_extend after its merge in one pass, on the caller's tensors (int64, contiguous, CPU,
+ * one length each; a length may be both its host and its device tensor). The new pages counted
+ * from the host lengths; (None, 0) when they exceed free[top:] (nothing written); else out, a
+ * new bytearray of num_tokens int64 slots laid out on the first ``taken`` free pages. None,
+ * with nothing read past the tensors' attributes, for any input the loops do not take (another
+ * dtype, layout or device, lengths that disagree, num_tokens < 1) or a batch found irregular:
+ * the caller's two-step form gives the result or the error. */
 static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *pcp, *scp, *pp, *sp, *lp;
-    i64 bs, top, ps;
-    Py_buffer free_buf, out_buf;
-    if (nargs_is(n, 10, "extend_take") || arg_ptr(args[0], &pcp) || arg_ptr(args[1], &scp) ||
-        arg_ptr(args[2], &pp) || arg_ptr(args[3], &sp) || arg_ptr(args[4], &lp) ||
-        arg_i64(args[5], &bs) || arg_i64(args[7], &top) || arg_i64(args[8], &ps))
+    const i64 *pcp, *scp, *pp, *sp, *lp;
+    i64 top, ps, num_tokens, bs = -1;
+    Py_buffer free_buf;
+    if (nargs_is(n, 10, "extend_take") || arg_i64(args[6], &top) || arg_i64(args[7], &ps) ||
+        arg_i64(args[8], &num_tokens))
         return NULL;
-    if (arg_bufs(args[6], &free_buf, args[9], &out_buf)) return NULL;
+    PyObject *int64 = args[9];
+    if (num_tokens < 1 || !tensor_data(args[1], int64, &bs, &scp) ||
+        !tensor_data(args[0], int64, &bs, &pcp) ||
+        !tensor_or_same(args[2], args[0], pcp, int64, &bs, &pp) ||
+        !tensor_or_same(args[3], args[1], scp, int64, &bs, &sp) ||
+        !tensor_data(args[4], int64, &bs, &lp))
+        Py_RETURN_NONE;
+    if (arg_buf(args[5], &free_buf, 0)) return NULL;
     const i64 free_len = free_buf.len / 8;
     const i64 count = count_extend(pcp, scp, bs, ps);
-    i64 result = count;
-    int irregular = count < 0 || top < 0 || top > free_len;
-    if (!irregular && count > free_len - top) result = -1;
-    else if (!irregular)
-        irregular = lay_out_extend(pp, sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps,
-                                   out_buf.buf, out_buf.len / 8) != 0;
-    release2(&free_buf, &out_buf);
-    if (irregular) Py_RETURN_NONE;
-    return PyLong_FromLongLong(result);
+    if (count < 0 || top < 0 || top > free_len) {
+        PyBuffer_Release(&free_buf);
+        Py_RETURN_NONE;
+    }
+    if (count > free_len - top) {
+        PyBuffer_Release(&free_buf);
+        return Py_BuildValue("(Oi)", Py_None, 0);
+    }
+    i64 *slots;
+    PyObject *out = new_int64s(num_tokens, &slots);
+    if (out == NULL) {
+        PyBuffer_Release(&free_buf);
+        return NULL;
+    }
+    const int irregular = lay_out_extend(pp, sp, lp, bs, (const i64 *)free_buf.buf + top, count,
+                                         ps, slots, num_tokens) != 0;
+    PyBuffer_Release(&free_buf);
+    if (irregular) {
+        Py_DECREF(out);
+        Py_RETURN_NONE;
+    }
+    return taken_pair(out, count);
 }
 
 /* decode_count(seq, bs, ps) -> count_decode */
@@ -224,27 +309,35 @@ static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
-/* decode_take(seq_cpu, seq, last, free, top, ps, out) -> taken or -1: one pass of
- * alloc_decode after its merge, for len(out) requests. The opening requests counted from the
- * host lengths (every request at ps 1); -1 when they exceed free[top:] (nothing written but
- * out); else the layout on the first ``taken`` free pages, and ``taken``. */
+/* decode_take(seq_cpu, seq, last, free, top, ps, int64) -> (out, taken) | (None, 0) | None:
+ * alloc_decode after its merge in one pass, on the caller's tensors as extend_take's. The
+ * opening requests counted from the host lengths (every request at ps 1); (None, 0) when they
+ * exceed free[top:]; else out, a new bytearray of one slot per request, and ``taken``. None
+ * for inputs the loops do not take. */
 static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *scp, *sp, *lp;
-    i64 top, ps;
-    Py_buffer free_buf, out_buf;
-    if (nargs_is(n, 7, "decode_take") || arg_ptr(args[0], &scp) || arg_ptr(args[1], &sp) ||
-        arg_ptr(args[2], &lp) || arg_i64(args[4], &top) || arg_i64(args[5], &ps))
+    const i64 *scp, *sp, *lp;
+    i64 top, ps, bs = -1;
+    Py_buffer free_buf;
+    if (nargs_is(n, 7, "decode_take") || arg_i64(args[4], &top) || arg_i64(args[5], &ps))
         return NULL;
-    if (arg_bufs(args[3], &free_buf, args[6], &out_buf)) return NULL;
-    const i64 bs = out_buf.len / 8, free_len = free_buf.len / 8;
+    PyObject *int64 = args[6];
+    if (!tensor_data(args[0], int64, &bs, &scp) ||
+        !tensor_or_same(args[1], args[0], scp, int64, &bs, &sp) ||
+        !tensor_data(args[2], int64, &bs, &lp))
+        Py_RETURN_NONE;
+    if (arg_buf(args[3], &free_buf, 0)) return NULL;
+    const i64 free_len = free_buf.len / 8;
     const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
-    i64 result = -1;
-    if (top >= 0 && top <= free_len && count <= free_len - top) {
-        lay_out_decode(sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps, out_buf.buf);
-        result = count;
+    if (top < 0 || top > free_len || count > free_len - top) {
+        PyBuffer_Release(&free_buf);
+        return Py_BuildValue("(Oi)", Py_None, 0);
     }
-    release2(&free_buf, &out_buf);
-    return PyLong_FromLongLong(result);
+    i64 *slots;
+    PyObject *out = new_int64s(bs, &slots);
+    if (out != NULL)
+        lay_out_decode(sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps, slots);
+    PyBuffer_Release(&free_buf);
+    return out == NULL ? NULL : taken_pair(out, count);
 }
 
 /* page_ids(slots, n, ps, out): out[i] = slots[i] // ps (floor) */
@@ -422,4 +515,12 @@ static PyMethodDef methods[] = {
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
                                     "kvpool's compiled CPU hot paths", -1, methods,
                                     NULL, NULL, NULL, NULL};
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_is_cpu = PyUnicode_InternFromString("is_cpu");
+    s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    s_numel = PyUnicode_InternFromString("numel");
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (!s_dtype || !s_is_cpu || !s_is_contiguous || !s_numel || !s_data_ptr) return NULL;
+    return PyModule_Create(&module);
+}

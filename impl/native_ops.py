@@ -9,7 +9,9 @@ free group, the copies into the free lists, and the ``need_sort`` merge. It give
 numbers as ``NumpyOps`` for every input: an input the loops do not take (not int64, not
 contiguous, lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form,
 which gives the result or raises the error that backend gives. Results are fresh int64 tensors
-that nothing here keeps (``ALIAS-1``).
+that nothing here keeps (``ALIAS-1``); the one-pass ones own a new buffer the loop filled
+(``torch.frombuffer``), the others a new numpy array (``torch.from_numpy``): neither storage is
+resizable, as numpy-backed tensors.
 
 :func:`kvpool.impl.backend.ops_for` picks it on the CPU when the extension was built (``pip
 install`` compiles it where a C compiler is present; without one the install still succeeds and
@@ -44,6 +46,17 @@ def _addr(t: torch.Tensor) -> int | None:
         address: int = t.data_ptr()
         return address
     return None
+
+
+def _result(taken: tuple[Any, int] | None) -> tuple[torch.Tensor | None, int] | None:
+    """A compiled take's answer as ``take_extend`` / ``take_decode`` give it: its new buffer
+    of int64 slots as a tensor that owns it (nothing here keeps the buffer), ``(None, 0)`` when
+    short, None for the two-step path."""
+    if taken is None or taken[0] is None:
+        return taken
+    slots = taken[0]  # torch.frombuffer refuses an empty buffer: an empty batch's empty result
+    return (torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64),
+            taken[1])
 
 
 class NativeOps(NumpyOps):
@@ -178,33 +191,15 @@ class NativeOps(NumpyOps):
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
                     extend_num_tokens: int) -> tuple[torch.Tensor | None, int] | None:
-        pre_cpu, seq_cpu = _addr(prefix_lens_cpu), _addr(seq_lens_cpu)
-        # a length passed as both the host and the device tensor is checked once
-        pre = pre_cpu if prefix_lens is prefix_lens_cpu else _addr(prefix_lens)
-        seq = seq_cpu if seq_lens is seq_lens_cpu else _addr(seq_lens)
-        last = _addr(last_loc)
-        batch_size = seq_lens_cpu.numel()
-        if (extend_num_tokens <= 0 or pre_cpu is None or seq_cpu is None or pre is None
-                or seq is None or last is None or not prefix_lens_cpu.numel() == batch_size
-                == prefix_lens.numel() == seq_lens.numel() == last_loc.numel()):
-            return None
-        out = np.empty(extend_num_tokens, dtype=np.int64)
-        taken = _native.extend_take(pre_cpu, seq_cpu, pre, seq, last, batch_size, free, top,
-                                    self.page_size, out)
-        if taken is None:  # an irregular batch: the two-step path gives its result or error
-            return None
-        return (None, 0) if taken < 0 else (torch.from_numpy(out), taken)
+        # the tensors' checks (int64, contiguous, CPU, one length) are the loop's own
+        taken = _native.extend_take(prefix_lens_cpu, seq_lens_cpu, prefix_lens, seq_lens,
+                                    last_loc, free, top, self.page_size, extend_num_tokens,
+                                    INT64)
+        return _result(taken)
 
     def take_decode(self, free: Any, top: int, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor,
                     last_loc: torch.Tensor) -> tuple[torch.Tensor | None, int] | None:
-        seq_cpu = _addr(seq_lens_cpu)
-        seq = seq_cpu if seq_lens is seq_lens_cpu else _addr(seq_lens)
-        last = _addr(last_loc)
-        batch_size = last_loc.numel()
-        if (seq_cpu is None or seq is None or last is None
-                or not seq_lens_cpu.numel() == seq_lens.numel() == batch_size):
-            return None
-        out = np.empty(batch_size, dtype=np.int64)
-        taken = _native.decode_take(seq_cpu, seq, last, free, top, self.page_size, out)
-        return (None, 0) if taken < 0 else (torch.from_numpy(out), taken)
+        taken = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
+                                    self.page_size, INT64)
+        return _result(taken)

@@ -375,7 +375,9 @@ def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
                     dtype=np.int64)
     top = data.draw(st.integers(0, free.size))
     pre_t, seq_t, last_t = torch.tensor(pre), torch.tensor(seq), torch.tensor(last)
-    one_pass = native.take_extend(free, top, pre_t, pre_t, seq_t, seq_t, last_t, tokens)
+    # the device lengths as the host ones, or their copies (read on their own)
+    pre_d, seq_d = (t.clone() if data.draw(st.booleans()) else t for t in (pre_t, seq_t))
+    one_pass = native.take_extend(free, top, pre_d, pre_t, seq_d, seq_t, last_t, tokens)
     count = host.extend_new_pages(pre_t, seq_t)
     want = _two_step(host, free, top, count, lambda pages: host.extend_slots(
         pre_t, seq_t, last_t, pages, tokens))
@@ -408,17 +410,23 @@ def test_one_pass_decode_matches_the_two_steps(ps: int, data: Any) -> None:
 
 @needs_native
 def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
-    """int32 or strided lengths, lengths of different sizes, or no tokens: None (the two-step
-    path decides), with nothing taken."""
+    """int32 or strided lengths, lengths of different sizes, tensors off the CPU, not tensors,
+    or no tokens: None (the two-step path decides), with nothing taken."""
     native = NativeOps(4, "cpu")
     free = np.arange(1, 20, dtype=np.int64)
+    before = free.copy()
     pre, seq, last = torch.tensor([0, 4]), torch.tensor([6, 9]), torch.tensor([-1, 30])
     for args in ((pre.int(), pre, seq, seq, last, 11), (pre, pre, seq, seq, last[:1], 11),
                  (pre, pre, seq.repeat_interleave(2)[::2], seq, last, 11),
-                 (pre, pre, seq, seq, last, 0)):
+                 (pre, pre, seq, seq, last, 0), (pre, pre.clone(), seq, seq[:1], last, 11),
+                 (pre, pre, seq, seq, last.to("meta"), 11), (pre, pre, seq, seq, [-1, 30], 11),
+                 (pre.to("meta"), pre, seq, seq, last, 11), (pre, pre, seq, seq.int(), last, 11)):
         assert native.take_extend(free, 0, *args) is None
-    for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last)):
+    for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last),
+                 (seq, seq.to("meta"), last), (seq, seq, [-1, 30]), (seq, seq.clone()[:1], last),
+                 (seq, seq, last.int())):
         assert native.take_decode(free, 0, *args) is None
+    assert free.tolist() == before.tolist()
 
 
 @needs_native
