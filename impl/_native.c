@@ -363,6 +363,36 @@ static PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
+/* segment_page_ids(slots, n, ps, offset, out): the pages of a segment's n >= 1 slots whose
+ * first slot sits at in-page offset 0 <= offset < ps: slots[0] // ps, then slots[i] // ps for
+ * i = ps - offset, ps - offset + ps, ... < n, into out, which must hold exactly that many;
+ * ValueError (nothing written) otherwise */
+static PyObject *segment_page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp;
+    i64 count, ps, offset;
+    Py_buffer out_buf;
+    if (nargs_is(n, 5, "segment_page_ids") || arg_ptr(args[0], &sp) ||
+        arg_i64(args[1], &count) || arg_i64(args[2], &ps) || arg_i64(args[3], &offset))
+        return NULL;
+    if (arg_buf(args[4], &out_buf, 1)) return NULL;
+    const i64 *slots = sp;
+    i64 *out = out_buf.buf;
+    const i64 first = ps - offset;
+    const int fits = count >= 1 && ps >= 1 && offset >= 0 && offset < ps &&
+                     out_buf.len / 8 == 1 + (count > first ? (count - first + ps - 1) / ps : 0);
+    if (fits) {
+        i64 k = 0;
+        out[k++] = div_floor(slots[0], ps);
+        for (i64 i = first; i < count; i += ps) out[k++] = div_floor(slots[i], ps);
+    }
+    PyBuffer_Release(&out_buf);
+    if (!fits) {
+        PyErr_SetString(PyExc_ValueError, "segment_page_ids: arguments out of range");
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 /* write_at(buf, start, src, n): buf[start : start + n] = the n int64 values at address src;
  * ValueError (nothing written) when that span is not inside buf */
 static PyObject *write_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
@@ -509,7 +539,7 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
 static PyMethodDef methods[] = {
     FAST(extend_count), FAST(extend_layout), FAST(decode_count), FAST(decode_layout),
     FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
-    FAST(extend_take),  FAST(decode_take),   FAST(copy_into),
+    FAST(extend_take),  FAST(decode_take),   FAST(copy_into),    FAST(segment_page_ids),
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",

@@ -23,6 +23,10 @@ Each method's contract:
 - ``distinct(pages)``: the sorted distinct values of ``pages`` (backend form, owned by the
   caller: it may be sorted in place), in backend form.
 - ``distinct_pages(slots)``: ``distinct(page_ids(slots))``.
+- ``segment_pages(slots, start, offset)``: the pages of the segment ``slots[start:]``
+  (non-empty) whose first slot sits at in-page offset ``offset`` (``0 <= offset <
+  page_size``): its slots at index 0 and then every ``page_size`` from ``page_size - offset``,
+  divided by the page size, in row order; a new 1-D int64 array in backend form.
 - ``extend_new_pages`` / ``decode_new_pages``: host counts from the ``*_cpu`` lengths.
 - ``extend_slots`` / ``decode_slots``: as :func:`kvpool.impl.layout.extend_slots` /
   :func:`~kvpool.impl.layout.decode_slots`.
@@ -85,6 +89,20 @@ class TorchOps:
 
     def distinct_pages(self, slots: torch.Tensor) -> Any:
         return self.distinct(self.page_ids(slots))
+
+    def segment_pages(self, slots: torch.Tensor, start: int, offset: int) -> Any:
+        ps = self.page_size
+        if start:
+            slots = slots[start:]
+        # representatives: index 0, then [ps - offset, n) step ps (aligned start: [0, n) step ps)
+        if offset == 0:
+            reps = slots[::ps]
+        elif ps - offset >= slots.numel():
+            reps = slots[:1]
+        else:
+            reps = torch.cat((slots[:1], slots[ps - offset :: ps]))
+        pages: torch.Tensor = reps.to(INT64) // ps  # a new tensor
+        return pages
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         return layout.extend_new_pages(prefix_lens_cpu, seq_lens_cpu, self.page_size)
@@ -193,6 +211,11 @@ class NumpyOps(TorchOps):
 
     def distinct_pages(self, slots: torch.Tensor) -> Any:
         return self.distinct(_div(_host(slots), self.page_size))  # page_ids, one call less
+
+    def segment_pages(self, slots: torch.Tensor, start: int, offset: int) -> Any:
+        ps, host = self.page_size, _host(slots)[start:]
+        reps = host[::ps] if offset == 0 else np.concatenate((host[:1], host[ps - offset :: ps]))
+        return _div(reps, ps)  # a new array
 
     def distinct(self, pages: Any) -> Any:
         if pages.size < 2:

@@ -26,11 +26,6 @@ from .hooks import SglangSurface
 Segment = tuple[torch.Tensor, int]
 
 
-def _joined(parts: list[torch.Tensor]) -> torch.Tensor:
-    """The tensors of ``parts`` end to end (the only one itself when there is one)."""
-    return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
 def joined(ops: TorchOps, parts: list[Any]) -> Any:
     """Backend-form ``parts`` end to end (the only one itself when there is one)."""
     return parts[0] if len(parts) == 1 else ops.cat(parts)
@@ -93,7 +88,7 @@ class AllocatorBase(SglangSurface):
         self._free_sorted = True  # ascending; a push without staging clears it
         self._staged.reset()
         self.free_group: list[Any] | None = None  # backend-form copies while a group is open
-        self._group_segments: list[torch.Tensor] | None = None  # a list while a group is open
+        self._group_segments: list[Any] | None = None  # backend-form pages while a group is open
         self._table = PageStatusTable(self.num_pages) if self.checked else None
 
     def resize(self, config: ResizeConfig) -> None:
@@ -201,50 +196,42 @@ class AllocatorBase(SglangSurface):
         """
         table = self._table
         checked_pages = table.check_segments(segments, self.page_size) if table else None
-        per_segment: list[tuple[int, torch.Tensor]] = []
+        per_segment: list[tuple[int, Any]] = []
         prev_end: int | None = None
         for i, (free_index, start_pos) in enumerate(segments):
             trim, prev_end = next_trim(start_pos, free_index.numel(), prev_end, self.page_size)
-            pages = self._segment_pages(free_index[trim:], start_pos + trim)
+            pages = self._segment_pages(free_index, trim, start_pos + trim)
             if pages is not None:
                 per_segment.append((i, pages))
         if self.free_group is None:  # all or nothing, even for an unchecked double free
-            self._check_room(sum(pages.numel() for _, pages in per_segment))
-        for i, pages in per_segment:
+            self._check_room(sum(len(pages) for _, pages in per_segment))
+        for i, pages in per_segment:  # each a new backend-form array: the group may keep it
             if self.free_group is None:
                 self._release(pages)
             elif self.paged:
                 self._deferred_segments().append(pages)
             else:
-                self.free_group.append(self._ops.view(pages))  # a new tensor: its own form
+                self.free_group.append(pages)
             if table is not None and checked_pages is not None:
                 if self.free_group is None:
                     table.released(checked_pages[i], need_sort=self.need_sort)
                 else:
                     table.deferred_segment(checked_pages[i], paged=self.paged)
 
-    def _segment_pages(self, free_index: torch.Tensor, start_pos: int) -> torch.Tensor | None:
-        """Pages of one segment in row order, a new tensor (None when empty).
+    def _segment_pages(self, free_index: torch.Tensor, trim: int,
+                       start_pos: int) -> Any | None:
+        """Pages of the segment ``free_index[trim:]``, whose first slot is at row position
+        ``start_pos``, in row order: a new backend-form array (None when empty).
 
-        The spec's :func:`kvpool.spec.segments.segment_pages` as tensor slicing: its
-        representatives (``rep_offsets``) are index 0 and then every ``ps`` from ``ps - offset``,
-        which is a strided view here instead of a host list turned into an index tensor (no
-        host-device sync, no per-segment allocation). ``tests/impl/test_impl_spec_forms.py`` ties
-        the two together.
+        The spec's :func:`kvpool.spec.segments.segment_pages` in the backend
+        (``segment_pages``): its representatives (``rep_offsets``) are index 0 and then every
+        ``ps`` from ``ps - offset``, a strided read instead of a host list turned into an index
+        tensor (no host-device sync). ``tests/impl/test_impl_spec_forms.py`` ties the two
+        together on every backend.
         """
-        n = free_index.numel()
-        if n == 0:
+        if free_index.numel() <= trim:
             return None
-        ps = self.page_size
-        offset = start_pos % ps
-        # representatives: index 0, then [ps - offset, n) step ps (aligned start: [0, n) step ps)
-        if offset == 0:
-            reps = free_index[::ps]
-        elif ps - offset >= n:
-            reps = free_index[:1]
-        else:
-            reps = torch.cat((free_index[:1], free_index[ps - offset :: ps]))
-        return reps.to(torch.int64) // ps
+        return self._ops.segment_pages(free_index, trim, start_pos % self.page_size)
 
     def _release(self, pages: Any) -> None:
         """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``).
@@ -275,7 +262,7 @@ class AllocatorBase(SglangSurface):
         self.free_group = []
         self._group_segments = []
 
-    def _deferred_segments(self) -> list[torch.Tensor]:
+    def _deferred_segments(self) -> list[Any]:
         """The open group's segment pages (a group is open)."""
         if self._group_segments is None:
             self._group_segments = []
@@ -290,7 +277,7 @@ class AllocatorBase(SglangSurface):
         # the group's own copies: a single one needs no concatenation
         freed = self._pages_of_group(pending) if pending else None
         if segments:
-            seg_pages = _joined(segments)
+            seg_pages = joined(self._ops, segments)
             self._check_room((0 if freed is None else len(freed)) + len(seg_pages))
             if freed is not None:
                 self._release(freed)

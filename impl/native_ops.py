@@ -116,6 +116,16 @@ class NativeOps(NumpyOps):
     def distinct_pages(self, slots: torch.Tensor) -> Any:
         return self.distinct(self.page_ids(slots))
 
+    def segment_pages(self, slots: torch.Tensor, start: int, offset: int) -> Any:
+        address = _addr(slots)
+        if address is None:
+            return super().segment_pages(slots, start, offset)
+        # index 0, then one every page size from ps - offset: 1 + ceil((n - ps + offset) / ps)
+        n, ps = slots.numel() - start, self.page_size
+        out = np.empty(1 + max(0, (n + offset - 1) // ps), dtype=np.int64)
+        _native.segment_page_ids(address + 8 * start, n, ps, offset, out)  # from slots[start]
+        return out
+
     def distinct(self, pages: Any) -> Any:
         if pages.size < 2:
             return pages

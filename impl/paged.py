@@ -93,7 +93,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             table.check_free([p * self.page_size for p in named], paged=False,
                              page_size=self.page_size, group_open=False)
         if self.free_group is not None:
-            self._deferred_segments().append(pages.clone())
+            self._deferred_segments().append(self._ops.copy(pages))
             if table is not None:
                 table.deferred_segment(named, paged=True)
             return

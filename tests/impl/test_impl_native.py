@@ -217,6 +217,16 @@ def test_extension_argument_checks() -> None:
     with pytest.raises(ValueError, match="output too small"):
         _native.merge_below(np.arange(5, dtype=np.int64), np.array([9], dtype=np.int64),
                             np.zeros(2, dtype=np.int64))
+    slots = torch.arange(64, 74)  # 10 slots at page size 4, offset 1: index 0, 3, 7
+    for n, ps, offset, size in ((10, 4, 1, 2), (10, 4, 1, 4), (10, 4, 4, 3), (10, 4, -1, 3),
+                                (0, 4, 0, 1), (10, 0, 0, 3)):
+        out = np.full(size, -7, dtype=np.int64)
+        with pytest.raises(ValueError, match="segment_page_ids"):
+            _native.segment_page_ids(slots.data_ptr(), n, ps, offset, out)
+        assert out.tolist() == [-7] * size  # nothing written
+    out = np.empty(3, dtype=np.int64)
+    _native.segment_page_ids(slots.data_ptr(), 10, 4, 1, out)
+    assert out.tolist() == [16, 16, 17]
 
 
 @needs_native

@@ -3,7 +3,8 @@
 - new pages per request (``EXTEND-4``): ``impl.layout.new_pages_per_request`` on torch tensors
   and numpy arrays is ``kvpool.spec.layout.num_new_pages`` per request;
 - segment pages (``SEG-2``, ``SEG-5``, ``SEG-6``):
-  ``AllocatorBase._segment_pages`` is the vectorised form of ``kvpool.spec.segments.segment_pages``
+  ``AllocatorBase._segment_pages`` (each backend's ``segment_pages``) is the vectorised form of
+  ``kvpool.spec.segments.segment_pages``
   and ``free_segments`` walks its segments with the spec's ``next_trim``: for rows that follow
   the layout, at any start and page size, the impl releases the pages of ``segments_pages``.
 """
@@ -14,9 +15,12 @@ import itertools
 
 import numpy as np
 import torch
+from host_backends import HOST_OPS
 from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.impl import PagedTokenToKVPoolAllocator
+from kvpool.impl.backend import TorchOps
+from kvpool.impl.checked import host_list
 from kvpool.impl.host_layout import div_floor
 from kvpool.impl.layout import new_pages_per_request
 from kvpool.spec import AllocatorModel
@@ -59,9 +63,35 @@ def _impl(ps: int) -> PagedTokenToKVPoolAllocator:
 def test_segment_pages_vectorised_equals_spec(case: tuple, data: st.DataObject) -> None:  # type: ignore[type-arg]
     ps, row, _ = case
     start = data.draw(st.integers(0, len(row)))
-    got = _impl(ps)._segment_pages(torch.tensor(row[start:], dtype=torch.int64), start)
+    trim = data.draw(st.integers(0, len(row)))  # the same segment, behind slots it skips
+    got = _impl(ps)._segment_pages(torch.tensor(row[start - min(trim, start):], dtype=torch.int64),
+                                   min(trim, start), start)
     want = segment_pages(row[start:], start, ps)
-    assert (got.tolist() if got is not None else []) == want
+    assert (host_list(got) if got is not None else []) == want
+
+
+@given(rows(), st.data(), st.sampled_from(["int64", "int32", "strided"]))
+def test_every_backend_segment_pages_equals_spec(case: tuple, data: st.DataObject,  # type: ignore[type-arg]
+                                                 form: str) -> None:
+    """Each backend's ``segment_pages`` (torch, numpy, compiled) gives the spec's pages as a new
+    array, for int64, int32 and strided slots (the last two: the numpy form)."""
+    ps, row, _ = case
+    start = data.draw(st.integers(0, max(len(row) - 1, 0)))
+    if not row:
+        return
+    skipped = data.draw(st.integers(0, start))  # slots[skipped:] is the segment
+    slots = torch.tensor(row[start - skipped:], dtype=torch.int64)
+    if form == "int32":
+        slots = slots.to(torch.int32)
+    elif form == "strided":
+        slots = slots.repeat_interleave(2)[::2]
+    before = slots.tolist()
+    want = segment_pages(row[start:], start, ps)
+    for ops in (TorchOps(ps, "cpu"), *(cls(ps, "cpu") for cls in HOST_OPS)):
+        got = ops.segment_pages(slots, skipped, start % ps)
+        assert host_list(got) == want, type(ops).__name__
+        got[:] = -1  # its own memory: the slots are untouched
+        assert slots.tolist() == before
 
 
 @given(rows())

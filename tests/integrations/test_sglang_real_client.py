@@ -81,9 +81,9 @@ def test_a_broken_kvpool_is_caught(parts: Any) -> None:
     segment's pages back in reverse row order: the slot streams must then differ."""
 
     class BrokenPaged(parts.ks.PagedTokenToKVPoolAllocator):  # type: ignore[misc, name-defined]
-        def _segment_pages(self, free_index: torch.Tensor, start_pos: int) -> Any:
-            pages = super()._segment_pages(free_index, start_pos)
-            return None if pages is None else pages.flip(0)
+        def _segment_pages(self, free_index: torch.Tensor, trim: int, start_pos: int) -> Any:
+            pages = super()._segment_pages(free_index, trim, start_pos)
+            return None if pages is None else torch.as_tensor(pages).flip(0)
 
     trace = parts.replay.synthetic_trace(0, page_size=4)
     theirs = parts.replay.replay(trace, sglang_factory(parts))
