@@ -5,7 +5,8 @@ by compiled loops that read the caller's tensors in place (``data_ptr``) instead
 numpy calls of about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
 each (count, shortage check, layout: :meth:`NativeOps.take_extend`,
 :meth:`NativeOps.take_decode`), the page ids and sorted distinct pages of ``free`` and of a
-free group, the copies into the free lists, and the ``need_sort`` merge. It gives the same
+free group, the strided page ids of segment frees, the copies into the free lists, and the
+``need_sort`` merge. It gives the same
 numbers as ``NumpyOps`` for every input: an input the loops do not take (not int64, not
 contiguous, lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form,
 which gives the result or raises the error that backend gives. Results are fresh int64 tensors
