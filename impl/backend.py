@@ -92,6 +92,8 @@ class TorchOps:
 
     def segment_pages(self, slots: torch.Tensor, start: int, offset: int) -> Any:
         ps = self.page_size
+        if slots.dim() != 1:  # positions count along the flattened slots, as on the host
+            slots = slots.reshape(-1)
         if start:
             slots = slots[start:]
         # representatives: index 0, then [ps - offset, n) step ps (aligned start: [0, n) step ps)

@@ -70,11 +70,12 @@ def test_segment_pages_vectorised_equals_spec(case: tuple, data: st.DataObject) 
     assert (host_list(got) if got is not None else []) == want
 
 
-@given(rows(), st.data(), st.sampled_from(["int64", "int32", "strided"]))
+@given(rows(), st.data(), st.sampled_from(["int64", "int32", "strided", "2d"]))
 def test_every_backend_segment_pages_equals_spec(case: tuple, data: st.DataObject,  # type: ignore[type-arg]
                                                  form: str) -> None:
     """Each backend's ``segment_pages`` (torch, numpy, compiled) gives the spec's pages as a new
-    array, for int64, int32 and strided slots (the last two: the numpy form)."""
+    array, for int64, int32, strided (the numpy form) and 2-D slots (positions along the
+    flattened slots)."""
     ps, row, _ = case
     start = data.draw(st.integers(0, max(len(row) - 1, 0)))
     if not row:
@@ -85,6 +86,8 @@ def test_every_backend_segment_pages_equals_spec(case: tuple, data: st.DataObjec
         slots = slots.to(torch.int32)
     elif form == "strided":
         slots = slots.repeat_interleave(2)[::2]
+    elif form == "2d":
+        slots = slots.reshape(1, -1)
     before = slots.tolist()
     want = segment_pages(row[start:], start, ps)
     for ops in (TorchOps(ps, "cpu"), *(cls(ps, "cpu") for cls in HOST_OPS)):
