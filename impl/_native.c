@@ -340,6 +340,17 @@ static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n
     return out == NULL ? NULL : taken_pair(out, count);
 }
 
+/* out[i] = slots[i] // ps (floor) for i in [0, count) */
+static void divide_into(i64 *restrict out, const i64 *restrict slots, i64 count, i64 ps) {
+    if ((ps & (ps - 1)) == 0) {
+        int shift = 0;
+        while (((i64)1 << shift) < ps) shift++;
+        for (i64 i = 0; i < count; i++) out[i] = slots[i] >> shift; /* arithmetic: floor */
+    } else {
+        for (i64 i = 0; i < count; i++) out[i] = div_floor(slots[i], ps);
+    }
+}
+
 /* page_ids(slots, n, ps, out): out[i] = slots[i] // ps (floor) */
 static PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     void *sp;
@@ -349,16 +360,8 @@ static PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         arg_i64(args[2], &ps))
         return NULL;
     if (arg_buf(args[3], &out_buf, 1)) return NULL;
-    const i64 *slots = sp;
-    i64 *out = out_buf.buf;
     if (count > out_buf.len / 8) count = out_buf.len / 8;
-    if ((ps & (ps - 1)) == 0) {
-        int shift = 0;
-        while (((i64)1 << shift) < ps) shift++;
-        for (i64 i = 0; i < count; i++) out[i] = slots[i] >> shift; /* arithmetic: floor */
-    } else {
-        for (i64 i = 0; i < count; i++) out[i] = div_floor(slots[i], ps);
-    }
+    divide_into(out_buf.buf, sp, count, ps);
     PyBuffer_Release(&out_buf);
     Py_RETURN_NONE;
 }
@@ -434,6 +437,34 @@ static PyObject *copy_into(PyObject *self, PyObject *const *args, Py_ssize_t n) 
     Py_RETURN_NONE;
 }
 
+/* p[0, len) with every run of equal values compressed to one entry, in place: the new length;
+ * *ascending is set when the entries left ascend strictly. */
+static i64 compress_runs(i64 *p, i64 len, int *ascending) {
+    i64 k = len > 0 ? 1 : 0;
+    int up = 1;
+    for (i64 i = 1; i < len; i++) {
+        if (p[i] == p[k - 1]) continue;
+        if (p[i] < p[k - 1]) up = 0;
+        p[k++] = p[i];
+    }
+    *ascending = up;
+    return k;
+}
+
+/* p[0, k) sorted ascending by insertion (k small) and repeats dropped: the new length */
+static i64 sort_small_distinct(i64 *p, i64 k) {
+    for (i64 i = 1; i < k; i++) {
+        const i64 v = p[i];
+        i64 j = i;
+        for (; j > 0 && p[j - 1] > v; j--) p[j] = p[j - 1];
+        p[j] = v;
+    }
+    i64 kept = k > 0 ? 1 : 0;
+    for (i64 i = 1; i < k; i++)
+        if (p[i] != p[kept - 1]) p[kept++] = p[i];
+    return kept;
+}
+
 /* distinct_runs(pages) -> k or -k: the sorted distinct values of ``pages`` as pages[:k], in
  * place. Every run of equal values is first compressed to one entry; when those do not ascend
  * and number at most SMALL_SORT they are insertion-sorted here and repeats dropped (k); more
@@ -443,26 +474,10 @@ static PyObject *copy_into(PyObject *self, PyObject *const *args, Py_ssize_t n) 
 static PyObject *distinct_runs(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_buffer b;
     if (nargs_is(n, 1, "distinct_runs") || arg_buf(args[0], &b, 1)) return NULL;
-    i64 *p = b.buf;
-    const i64 len = b.len / 8;
-    i64 k = len > 0 ? 1 : 0;
-    int ascending = 1;
-    for (i64 i = 1; i < len; i++) {
-        if (p[i] == p[k - 1]) continue;
-        if (p[i] < p[k - 1]) ascending = 0;
-        p[k++] = p[i];
-    }
+    int ascending;
+    i64 k = compress_runs(b.buf, b.len / 8, &ascending);
     if (!ascending && k <= SMALL_SORT) {
-        for (i64 i = 1; i < k; i++) {
-            const i64 v = p[i];
-            i64 j = i;
-            for (; j > 0 && p[j - 1] > v; j--) p[j] = p[j - 1];
-            p[j] = v;
-        }
-        i64 kept = 1;
-        for (i64 i = 1; i < k; i++)
-            if (p[i] != p[kept - 1]) p[kept++] = p[i];
-        k = kept;
+        k = sort_small_distinct(b.buf, k);
         ascending = 1;
     }
     PyBuffer_Release(&b);
@@ -535,11 +550,162 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
     return PyLong_FromLongLong(result);
 }
 
+/* p[0, k) sorted ascending and repeats dropped, by insertion-sorted blocks of SMALL_SORT
+ * merged bottom-up through tmp (k values): the new length */
+static i64 sort_distinct(i64 *p, i64 k, i64 *tmp) {
+    for (i64 lo = 0; lo < k; lo += SMALL_SORT) {
+        const i64 hi = lo + SMALL_SORT < k ? lo + SMALL_SORT : k;
+        for (i64 i = lo + 1; i < hi; i++) {
+            const i64 v = p[i];
+            i64 j = i;
+            for (; j > lo && p[j - 1] > v; j--) p[j] = p[j - 1];
+            p[j] = v;
+        }
+    }
+    i64 *from = p, *to = tmp;
+    for (i64 width = SMALL_SORT; width < k; width *= 2) {
+        for (i64 lo = 0; lo < k; lo += 2 * width) {
+            const i64 mid = lo + width < k ? lo + width : k;
+            const i64 hi = lo + 2 * width < k ? lo + 2 * width : k;
+            i64 i = lo, j = mid, o = lo;
+            while (i < mid && j < hi) to[o++] = from[j] < from[i] ? from[j++] : from[i++];
+            memcpy(to + o, from + i, (size_t)(mid - i) * sizeof(i64));
+            o += mid - i;
+            memcpy(to + o, from + j, (size_t)(hi - j) * sizeof(i64));
+        }
+        i64 *swap = from;
+        from = to;
+        to = swap;
+    }
+    i64 kept = k > 0 ? 1 : 0;
+    for (i64 i = 1; i < k; i++)
+        if (from[i] != from[kept - 1]) from[kept++] = from[i];
+    if (from != p) memcpy(p, from, (size_t)kept * sizeof(i64));
+    return kept;
+}
+
+/* defer(slots, ps, int64) -> bytearray | None: what a free group keeps of a free() input, a
+ * new bytearray of the page ids slots // ps (ps 1: a copy of the slots) of an int64,
+ * contiguous CPU tensor; None for any other (the caller's numpy form copies it). */
+static PyObject *defer(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    const i64 *slots;
+    i64 ps, count = -1;
+    if (nargs_is(n, 3, "defer") || arg_i64(args[1], &ps)) return NULL;
+    if (ps < 1) {
+        PyErr_SetString(PyExc_ValueError, "defer: page size must be >= 1");
+        return NULL;
+    }
+    if (!tensor_data(args[0], args[2], &count, &slots)) Py_RETURN_NONE;
+    i64 *out;
+    PyObject *copy = new_int64s(count, &out);
+    if (copy != NULL) divide_into(out, slots, count, ps);
+    return copy;
+}
+
+/* The values a release gathers: a list of bytearrays of whole int64s end to end (1 with *k
+ * set), 0 when an item is anything else; pages == NULL: only count them. */
+static int gather_parts(PyObject *parts, i64 *pages, i64 *k) {
+    i64 total = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(parts); i++) {
+        PyObject *part = PyList_GET_ITEM(parts, i);
+        if (!PyByteArray_Check(part) || PyByteArray_GET_SIZE(part) % 8 != 0) return 0;
+        const i64 m = PyByteArray_GET_SIZE(part) / 8;
+        if (pages != NULL) memcpy(pages + total, PyByteArray_AS_STRING(part), (size_t)m * 8);
+        total += m;
+    }
+    *k = total;
+    return 1;
+}
+
+/* Pages sorted and deduplicated in place, through a scratch of k values: the new length, or
+ * -1 when more than MERGE_SORT distinct pages are out of order (left for numpy's sort). */
+#define MERGE_SORT 4096
+static i64 dedup_pages(i64 *pages, i64 k) {
+    int ascending;
+    k = compress_runs(pages, k, &ascending);
+    if (ascending) return k;
+    if (k <= SMALL_SORT) return sort_small_distinct(pages, k);
+    if (k > MERGE_SORT) return -1;
+    i64 *tmp = malloc((size_t)k * sizeof(i64));
+    if (tmp == NULL) return -2;
+    k = sort_distinct(pages, k, tmp);
+    free(tmp);
+    return k;
+}
+
+/* dst[start, start + k) modulo len = src[0, k), for 0 <= start < len and k <= len */
+static void write_wrapped(i64 *dst, i64 len, i64 start, const i64 *src, i64 k) {
+    const i64 first = k < len - start ? k : len - start;
+    memcpy(dst + start, src, (size_t)first * sizeof(i64));
+    memcpy(dst, src + first, (size_t)(k - first) * sizeof(i64));
+}
+
+/* release(source, ps, dedup, buf, at, backwards, room, int64) -> k | -1 - k | None
+ * A release into a free list's buffer in one pass. source: an int64, contiguous CPU tensor of
+ * slots (its pages: slots // ps) or a list of bytearrays of int64 page ids end to end (what
+ * defer returns). dedup: the sorted distinct pages, else all of them in order. The k pages go
+ * to buf[at, at + k) (backwards: buf[at - k, at)) modulo len(buf); -1 - k, nothing written,
+ * when k > room; None, nothing written, for a tensor the loops do not read, a list item that is
+ * not a bytearray of whole int64s, or more than MERGE_SORT distinct pages out of order (the
+ * caller's numpy form releases those). ValueError when at is outside [0, len(buf)] or k >
+ * len(buf) (nothing written). */
+#define LOCAL_PAGES 512
+static PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    i64 ps, at, room, k = -1;
+    const i64 *slots = NULL;
+    if (nargs_is(n, 8, "release") || arg_i64(args[1], &ps) || arg_i64(args[4], &at) ||
+        arg_i64(args[6], &room))
+        return NULL;
+    const int dedup = PyObject_IsTrue(args[2]), backwards = PyObject_IsTrue(args[5]);
+    if (dedup < 0 || backwards < 0) return NULL;
+    if (ps < 1) {
+        PyErr_SetString(PyExc_ValueError, "release: page size must be >= 1");
+        return NULL;
+    }
+    PyObject *source = args[0];
+    const int listed = PyList_Check(source);
+    if (listed ? !gather_parts(source, NULL, &k) : !tensor_data(source, args[7], &k, &slots))
+        Py_RETURN_NONE;
+    i64 local[LOCAL_PAGES];
+    i64 *pages = k <= LOCAL_PAGES ? local : malloc((size_t)k * sizeof(i64));
+    if (pages == NULL) return PyErr_NoMemory();
+    if (listed)
+        gather_parts(source, pages, &k);
+    else
+        divide_into(pages, slots, k, ps);
+    PyObject *result = NULL;
+    if (dedup) k = dedup_pages(pages, k);
+    if (k == -2) {
+        PyErr_NoMemory();
+    } else if (k == -1) {
+        result = Py_NewRef(Py_None);
+    } else if (k > room) {
+        result = PyLong_FromLongLong(-1 - k);
+    } else {
+        Py_buffer b;
+        if (arg_buf(args[3], &b, 1) == 0) {
+            const i64 len = b.len / 8;
+            if (at < 0 || at > len || k > len) {
+                PyErr_Format(PyExc_ValueError, "release: %lld pages at %lld do not fit a "
+                             "buffer of %lld", (long long)k, (long long)at, (long long)len);
+            } else {
+                const i64 start = backwards ? (at - k < 0 ? at - k + len : at - k) : at;
+                if (k > 0) write_wrapped(b.buf, len, start == len ? 0 : start, pages, k);
+                result = PyLong_FromLongLong(k);
+            }
+            PyBuffer_Release(&b);
+        }
+    }
+    if (pages != local) free(pages);
+    return result;
+}
+
 #define FAST(name) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, NULL}
 static PyMethodDef methods[] = {
     FAST(extend_count), FAST(extend_layout), FAST(decode_count), FAST(decode_layout),
     FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
     FAST(extend_take),  FAST(decode_take),   FAST(copy_into),    FAST(segment_page_ids),
+    FAST(defer),        FAST(release),
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",

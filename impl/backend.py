@@ -19,7 +19,19 @@ Each method's contract:
   tensor.
 - ``page_ids(slots)``: ``slots // page_size``, a new 1-D int64 array in backend form (also
   the copy a free group keeps of a paged ``free()`` input).
-- ``copy(slots)``: a new 1-D int64 copy in backend form (a token free group's copy).
+- ``copy(slots)``: a new 1-D int64 copy in backend form.
+- ``defer(slots)``: what a free group keeps of a ``free()`` input: its page ids (page size 1:
+  a copy of the slots) in an object that nothing else holds (backend form here; the compiled
+  backend's own bytes).
+- ``undefer(parts)``: a group's deferred parts end to end as backend-form pages that
+  ``distinct`` may take without changing any part (torch: the one part itself when there is
+  one, since ``distinct`` makes a new tensor; numpy: always a new array).
+- ``release(source, dedup, view, at, backwards, room)``: a release in one pass, where the
+  backend has one (:class:`~kvpool.impl.native_ops.NativeOps`): the pages of ``source`` (a
+  ``free()`` input tensor, or a group's deferred parts), sorted distinct when ``dedup``, written
+  to ``view[at, at + k)`` (``backwards``: ``[at - k, at)``) modulo its length; ``k``, or
+  ``-1 - k`` with nothing written when ``k > room``; None (nothing written) for the caller's
+  two-step path. Here: always None.
 - ``distinct(pages)``: the sorted distinct values of ``pages`` (backend form, owned by the
   caller: it may be sorted in place), in backend form.
 - ``distinct_pages(slots)``: ``distinct(page_ids(slots))``.
@@ -52,6 +64,11 @@ from .host_layout import div_floor as _div
 INT64 = torch.int64
 
 
+def joined(ops: TorchOps, parts: list[Any]) -> Any:
+    """Backend-form ``parts`` end to end (the only one itself when there is one)."""
+    return parts[0] if len(parts) == 1 else ops.cat(parts)
+
+
 class TorchOps:
     """Pure torch, no host-device sync except ``distinct_pages`` (``torch.unique``) on CUDA."""
 
@@ -82,6 +99,16 @@ class TorchOps:
     def copy(self, slots: torch.Tensor) -> Any:
         copied: torch.Tensor = slots.reshape(-1).to(INT64, copy=True)
         return copied
+
+    def defer(self, slots: torch.Tensor) -> Any:
+        return self.page_ids(slots)  # a new array (page size 1: slots // 1)
+
+    def undefer(self, parts: list[Any]) -> Any:
+        return joined(self, parts)
+
+    def release(self, source: Any, dedup: bool, view: Any, at: int, backwards: bool,
+                room: int) -> int | None:
+        return None
 
     def distinct(self, pages: Any) -> Any:
         distinct: torch.Tensor = torch.unique(pages)
@@ -193,6 +220,9 @@ class NumpyOps(TorchOps):
 
     def cat(self, parts: list[Any]) -> Any:
         return np.concatenate(parts)
+
+    def undefer(self, parts: list[Any]) -> Any:
+        return np.concatenate(parts)  # a new array even of one part: distinct sorts in place
 
     def write(self, view: Any, start: int, pages: Any) -> None:
         src = pages.numpy() if isinstance(pages, torch.Tensor) else pages

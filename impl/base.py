@@ -18,17 +18,12 @@ from kvpool.spec.errors import ContractViolation
 from kvpool.spec.model import ResizeConfig
 from kvpool.spec.segments import next_trim
 
-from .backend import TorchOps, ops_for
+from .backend import TorchOps, joined, ops_for
 from .checked import PageStatusTable, host_list
 from .freelist import PageRing, PageStack, Staging
 from .hooks import SglangSurface
 
 Segment = tuple[torch.Tensor, int]
-
-
-def joined(ops: TorchOps, parts: list[Any]) -> Any:
-    """Backend-form ``parts`` end to end (the only one itself when there is one)."""
-    return parts[0] if len(parts) == 1 else ops.cat(parts)
 
 
 class AllocatorBase(SglangSurface):
@@ -63,14 +58,10 @@ class AllocatorBase(SglangSurface):
         tensor or backend-form pages (:mod:`kvpool.impl.backend`)."""
         raise NotImplementedError
 
-    def _deferred_copy(self, free_index: torch.Tensor) -> Any:
-        """What an open free group keeps of a ``free()`` input (``GROUP-3``): a new backend-form
-        array that nothing else holds (paged: its page ids, token: its slots)."""
-        raise NotImplementedError
-
     def _pages_of_group(self, parts: list[Any]) -> Any:
         """The pages that ``free()`` of the group's inputs end to end releases (``GROUP-4``),
-        from their :meth:`_deferred_copy` arrays (which it may reorder)."""
+        from the copies the group keeps (``ops.defer``: page ids; left as they are), as
+        backend-form pages."""
         raise NotImplementedError
 
     def _slots_of_pages(self, pages: torch.Tensor) -> torch.Tensor:
@@ -167,12 +158,13 @@ class AllocatorBase(SglangSurface):
         if table is not None:
             pages = table.check_free(free_index, paged=self.paged, page_size=self.page_size,
                                      group_open=self.free_group is not None)
-        if self.free_group is not None:
-            self.free_group.append(self._deferred_copy(free_index))
+        if self.free_group is not None:  # a copy (GROUP-3): the page ids (ps 1: the slots)
+            self.free_group.append(self._ops.defer(free_index))
             if table is not None:
                 table.deferred_free(pages)
             return
-        self._release(self._pages_of_free(free_index))
+        if not self._released_in_one_pass(free_index):
+            self._release(self._pages_of_free(free_index))
         if table is not None:
             table.released(pages, need_sort=self.need_sort)
 
@@ -247,6 +239,32 @@ class AllocatorBase(SglangSurface):
                 staged.restore(saved)
             self._free_sorted = False
 
+    def _released_in_one_pass(self, source: Any) -> bool:
+        """``_release`` of the pages of ``source`` (a ``free()`` input, or the group's copies)
+        in the backend's one pass (``ops.release``): the same pages, deduplicated as the
+        subclass's ``_pages_of_free`` / ``_pages_of_group`` (paged: sorted distinct; token: as
+        given), the same room check (FREE-3, nothing changed) and the same place in the lists.
+        False, with nothing changed, where the backend has no such pass (or not for this
+        input), and while staged pages sit where a token push writes (need_sort switched off)."""
+        staged = self._staged
+        if self.need_sort:
+            target: PageStack | PageRing | Staging = staged
+        elif staged.blocks_push():  # _release moves them out of the way first
+            return False
+        else:
+            target = self._free
+        at, backwards = target.push_position()
+        room = self.num_pages - len(self._free) - len(staged)
+        num_pages = self._ops.release(source, self.paged, target.view, at, backwards, room)
+        if num_pages is None:
+            return False
+        if num_pages < 0:
+            self._check_room(-1 - num_pages)  # raises FREE-3: more pages than the pool
+        target.pushed(num_pages)
+        if not self.need_sort:
+            self._free_sorted = False
+        return True
+
     def _check_room(self, num_pages: int) -> None:
         """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an
         unchecked double free cannot overrun the buffers. Host counters only."""
@@ -274,16 +292,16 @@ class AllocatorBase(SglangSurface):
         pending, segments = self.free_group, self._group_segments or []
         if pending is None:
             return
-        # the group's own copies: a single one needs no concatenation
-        freed = self._pages_of_group(pending) if pending else None
         if segments:
+            freed = self._pages_of_group(pending) if pending else None
             seg_pages = joined(self._ops, segments)
             self._check_room((0 if freed is None else len(freed)) + len(seg_pages))
             if freed is not None:
                 self._release(freed)
             self._release(seg_pages)
-        elif freed is not None:  # free() inputs only: the release's own check refuses first
-            self._release(freed)
+        elif pending and not self._released_in_one_pass(pending):
+            # free() inputs only: the release's own check refuses first
+            self._release(self._pages_of_group(pending))
         self.free_group, self._group_segments = None, None
         if self._table is not None:
             self._table.group_released(paged=self.paged, need_sort=self.need_sort)
@@ -316,8 +334,7 @@ class AllocatorBase(SglangSurface):
         if self.free_group is None:
             return []
         pending = self.free_group
-        # a concatenation is a new array: the group's own copies stay as they are
-        freed = host_list(self._pages_of_group([self._ops.cat(pending)])) if pending else []
+        freed = host_list(self._pages_of_group(pending)) if pending else []
         return freed + [p for t in self._group_segments or [] for p in host_list(t)]
 
     def verify_byte_accounting(self) -> list[str]:

@@ -86,7 +86,16 @@ class PageStack:
         k = len(pages)
         # [top - k, top) of buf receives the pages
         self._ops.write(self.view, self.top - k, pages)
-        self.top -= k
+        self.pushed(k)
+
+    def push_position(self) -> tuple[int, bool]:
+        """Where a push writes, for a caller that writes ``view`` itself: ``(top, True)``, the
+        ``k`` pages go to ``[top - k, top)``; then :meth:`pushed`."""
+        return self.top, True
+
+    def pushed(self, num_pages: int) -> None:
+        """Count ``num_pages`` written where :meth:`push_position` said as the new front."""
+        self.top -= num_pages
 
     def contents(self) -> torch.Tensor:
         """The free list in order, a view ``buf[top:]``."""
@@ -176,7 +185,16 @@ class PageRing:
             for a, b in self._span(tail, k):
                 self._ops.write(self.view, a, pages[done : done + b - a])
                 done += b - a
-        self.count += k
+        self.pushed(k)
+
+    def push_position(self) -> tuple[int, bool]:
+        """Where a push writes, for a caller that writes ``view`` itself: ``(tail, False)``,
+        the ``k`` pages go to ``[tail, tail + k)`` modulo the capacity; then :meth:`pushed`."""
+        return self.tail(), False
+
+    def pushed(self, num_pages: int) -> None:
+        """Count ``num_pages`` written where :meth:`push_position` said as the new tail."""
+        self.count += num_pages
 
     def contents(self) -> torch.Tensor:
         """The free list in order (a view unless it wraps)."""
@@ -247,11 +265,16 @@ class Staging:
             return [(begin, end)]
         return [(begin, self.capacity), (0, end - self.capacity)]
 
+    def _next_base(self) -> int:
+        """Where the staged pages start once one is appended (a fresh start when empty)."""
+        if self.count:
+            return self.base
+        return self._free.tail() if isinstance(self._free, PageRing) else 0
+
     def append(self, pages: Any) -> None:
         """Append ``pages`` (1-D tensor or backend form) in order; the caller guarantees room
         (O(k))."""
-        if self.count == 0:
-            self.base = self._free.tail() if isinstance(self._free, PageRing) else 0
+        self.base = self._next_base()
         done, k = 0, len(pages)
         begin = self.base + self.count
         if begin + k <= self.capacity:  # [begin, begin + k) without wrapping
@@ -262,6 +285,21 @@ class Staging:
             self._ops.write(self.view, a, pages if b - a == k else pages[done : done + b - a])
             done += b - a
         self.count += k
+
+    def push_position(self) -> tuple[int, bool]:
+        """Where an append writes, for a caller that writes ``view`` itself: ``(end, False)``,
+        the ``k`` pages go to ``[end, end + k)`` modulo the capacity; then :meth:`pushed`."""
+        return (self._next_base() + self.count) % max(self.capacity, 1), False
+
+    def pushed(self, num_pages: int) -> None:
+        """Count ``num_pages`` written where :meth:`push_position` said as appended."""
+        self.base = self._next_base()
+        self.count += num_pages
+
+    def blocks_push(self) -> bool:
+        """True when a push onto the ring would write over staged pages (:meth:`make_room`
+        must move them first)."""
+        return self.count > 0 and isinstance(self._free, PageRing)
 
     def contents(self) -> torch.Tensor:
         """The staged pages in release order (a view unless they wrap around the ring)."""
@@ -275,7 +313,7 @@ class Staging:
     def make_room(self, num_pages: int) -> Any:
         """Before the ring's tail takes ``num_pages`` more pages: returns a copy of the staged
         pages to :meth:`restore` after the push (None when nothing needs to move)."""
-        if self.count == 0 or not isinstance(self._free, PageRing) or num_pages == 0:
+        if not self.blocks_push() or num_pages == 0:
             return None
         return self.contents().clone()
 

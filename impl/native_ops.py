@@ -4,9 +4,12 @@
 by compiled loops that read the caller's tensors in place (``data_ptr``) instead of a dozen
 numpy calls of about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
 each (count, shortage check, layout: :meth:`NativeOps.take_extend`,
-:meth:`NativeOps.take_decode`), the page ids and sorted distinct pages of ``free`` and of a
-free group, the strided page ids of segment frees, the copies into the free lists, and the
-``need_sort`` merge. It gives the same
+:meth:`NativeOps.take_decode`), ``free`` and a free group's end in one pass each (page ids,
+sorted distinct pages, room check and the write into the free list: :meth:`NativeOps.release`),
+the strided page ids of segment frees, the copies into the free lists, and the ``need_sort``
+merge. A free group keeps its copies as bytearrays of int64 page ids (:meth:`NativeOps.defer`):
+building a numpy array costs more than the copy, the more so when the caches are cold, as
+between a server's scheduler steps. It gives the same
 numbers as ``NumpyOps`` for every input: an input the loops do not take (not int64, not
 contiguous, lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form,
 which gives the result or raises the error that backend gives. Results are fresh int64 tensors
@@ -126,6 +129,20 @@ class NativeOps(NumpyOps):
         out = np.empty(1 + max(0, (n + offset - 1) // ps), dtype=np.int64)
         _native.segment_page_ids(address + 8 * start, n, ps, offset, out)  # from slots[start]
         return out
+
+    def defer(self, slots: torch.Tensor) -> Any:
+        # a bytearray of int64 page ids: no numpy array to build per free() in a group
+        deferred = _native.defer(slots, self.page_size, INT64)
+        return deferred if deferred is not None else bytearray(super().defer(slots))
+
+    def undefer(self, parts: list[Any]) -> Any:
+        return np.frombuffer(bytearray().join(parts), dtype=np.int64)  # a new, writable array
+
+    def release(self, source: Any, dedup: bool, view: Any, at: int, backwards: bool,
+                room: int) -> int | None:
+        released: int | None = _native.release(source, self.page_size, dedup, view, at,
+                                               backwards, room, INT64)
+        return released
 
     def distinct(self, pages: Any) -> Any:
         if pages.size < 2:

@@ -9,7 +9,7 @@ import torch
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.layout import merge_bound
 
-from .base import AllocatorBase, joined
+from .base import AllocatorBase
 from .checked import host_list
 from .freelist import PageStack
 
@@ -72,11 +72,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     def _pages_of_free(self, free_index: torch.Tensor) -> Any:
         return self._ops.distinct_pages(free_index)
 
-    def _deferred_copy(self, free_index: torch.Tensor) -> Any:
-        return self._ops.page_ids(free_index)  # dedup waits for the group's end
-
     def _pages_of_group(self, parts: list[Any]) -> Any:
-        return self._ops.distinct(joined(self._ops, parts))
+        return self._ops.distinct(self._ops.undefer(parts))
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
         """Free exactly these pages, in the given order, no dedup (``FREE-8``, SGLang's).

@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from .base import AllocatorBase, joined
+from .base import AllocatorBase
 from .freelist import PageRing
 
 
@@ -56,11 +56,8 @@ class TokenToKVPoolAllocator(AllocatorBase):
     def _pages_of_free(self, free_index: torch.Tensor) -> torch.Tensor:
         return free_index if free_index.dim() == 1 else free_index.reshape(-1)
 
-    def _deferred_copy(self, free_index: torch.Tensor) -> Any:
-        return self._ops.copy(free_index)
-
     def _pages_of_group(self, parts: list[Any]) -> Any:
-        return joined(self._ops, parts)
+        return self._ops.undefer(parts)
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
         """Page size 1: page ids are slot ids, so this is ``free``."""

@@ -1,0 +1,208 @@
+"""The compiled one-pass release (``_native.release``) and group copies (``_native.defer``).
+
+``free()`` and a free group's end go through ``NativeOps.release`` on the CPU: the pages of a
+slot tensor (``slots // ps``) or of a group's bytearray copies, sorted distinct for the paged
+allocator, checked against the room left and written into the free list's buffer at the place
+the list says. Here each is held to a plain-Python statement of that effect on random inputs,
+including wrap-around at the end of the ring, out-of-order pages past the loop's sort limits,
+and every refusal (nothing written). The allocators built on it are held to the spec model by
+the forced-backend soaks of ``test_impl_backend.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, base
+from kvpool.impl.backend import NumpyOps
+from kvpool.impl.native_ops import NativeOps, native_available
+
+pytestmark = pytest.mark.skipif(not native_available(), reason="extension not built")
+
+INT64 = torch.int64
+MERGE_SORT = 4096  # _native.c: more distinct pages out of order than this go to numpy's sort
+
+
+def _native() -> Any:
+    from kvpool.impl import _native  # type: ignore[attr-defined]
+
+    return _native
+
+
+def _expected(values: list[int], ps: int, dedup: bool) -> list[int]:
+    pages = [v // ps for v in values]
+    return sorted(set(pages)) if dedup else pages
+
+
+def _written(buf_len: int, at: int, backwards: bool, pages: list[int]) -> dict[int, int]:
+    """Buffer index -> page, for ``pages`` written at ``at`` (or ending there) modulo the
+    buffer's length."""
+    start = at - len(pages) if backwards else at
+    return {(start + i) % buf_len: p for i, p in enumerate(pages)}
+
+
+@given(values=st.lists(st.integers(-(2**40), 2**40), max_size=80),
+       ps=st.sampled_from([1, 3, 4, 16]), dedup=st.booleans(), backwards=st.booleans(),
+       split=st.integers(0, 80), data=st.data())
+def test_release_writes_the_pages_where_asked(values: list[int], ps: int, dedup: bool,
+                                              backwards: bool, split: int, data: Any) -> None:
+    """From a tensor (divided by ps) or from bytearray parts (page ids as they are): the pages,
+    sorted distinct when asked, at ``[at, at + k)`` or ``[at - k, at)`` modulo the length;
+    ``-1 - k`` with nothing written when ``k`` exceeds the room."""
+    pages = _expected(values, ps, dedup)
+    buf_len = data.draw(st.integers(max(1, len(pages)), len(pages) + 20))
+    at = data.draw(st.integers(0, buf_len))
+    room = data.draw(st.integers(0, len(pages) + 3))
+    ids = [v // ps for v in values]
+    parts = [bytearray(np.array(ids[:split], dtype=np.int64).tobytes()),
+             bytearray(np.array(ids[split:], dtype=np.int64).tobytes())]
+    sources: list[tuple[Any, int]] = [(torch.tensor(values, dtype=INT64), ps), (parts, 7)]
+    for source, given_ps in sources:  # a list's parts are page ids: its ps is not applied
+        buf = np.full(buf_len, -5, dtype=np.int64)
+        got = _native().release(source, given_ps, dedup, buf, at, backwards, room, INT64)
+        if len(pages) > room:
+            assert got == -1 - len(pages)
+            assert buf.tolist() == [-5] * buf_len
+            continue
+        assert got == len(pages)
+        want = [-5] * buf_len
+        for i, p in _written(buf_len, at, backwards, pages).items():
+            want[i] = p
+        assert buf.tolist() == want
+
+
+@pytest.mark.parametrize("num_pages", [65, 700, MERGE_SORT])
+def test_release_sorts_many_pages_out_of_order(num_pages: int) -> None:
+    """Past the insertion sort (64) the loop merge-sorts, repeats dropped, up to MERGE_SORT."""
+    rng = np.random.default_rng(num_pages)
+    ids = rng.permutation(num_pages) + 1
+    slots = torch.from_numpy(np.repeat(ids, 2) * 4 + 1)  # each page twice, shuffled
+    buf = np.zeros(num_pages, dtype=np.int64)
+    assert _native().release(slots, 4, True, buf, num_pages, True, num_pages, INT64) == num_pages
+    assert buf.tolist() == list(range(1, num_pages + 1))
+
+
+def test_release_leaves_too_many_pages_out_of_order_to_numpy() -> None:
+    """More than MERGE_SORT distinct pages out of order: None, nothing written (the numpy form
+    sorts them); in order, any number is taken."""
+    buf = np.zeros(MERGE_SORT + 1, dtype=np.int64)
+    shuffled = torch.arange(MERGE_SORT + 1, 0, -1)
+    assert _native().release(shuffled, 1, True, buf, 0, False, 10**6, INT64) is None
+    assert not buf.any()
+    ascending = torch.arange(1, MERGE_SORT + 2)
+    assert _native().release(ascending, 1, True, buf, 0, False, 10**6, INT64) == MERGE_SORT + 1
+    assert buf.tolist() == ascending.tolist()
+
+
+@pytest.mark.parametrize("form", ["int32", "strided", "meta", "numpy", "part_int32",
+                                  "part_odd_bytes", "part_bytes"])
+def test_release_hands_other_inputs_back(form: str) -> None:
+    """A tensor the loop does not read, or a list item that is not a bytearray of whole int64s:
+    None, nothing written."""
+    sources = {
+        "int32": torch.arange(8, dtype=torch.int32),
+        "strided": torch.arange(16)[::2],
+        "meta": torch.empty(8, dtype=INT64, device="meta"),
+        "numpy": np.arange(8, dtype=np.int64),
+        "part_int32": [bytearray(8), np.arange(2, dtype=np.int32)],
+        "part_odd_bytes": [bytearray(12)],
+        "part_bytes": [bytes(8)],
+    }
+    buf = np.full(20, -5, dtype=np.int64)
+    assert _native().release(sources[form], 4, True, buf, 10, True, 20, INT64) is None
+    assert buf.tolist() == [-5] * 20
+
+
+def test_release_argument_checks() -> None:
+    """Wrong argument count: TypeError; page size < 1, a position outside the buffer or more
+    pages than it holds: ValueError; a buffer of another item size: TypeError. Nothing
+    written."""
+    buf = np.full(4, -5, dtype=np.int64)
+    slots = torch.arange(3)
+    with pytest.raises(TypeError, match="takes 8 arguments"):
+        _native().release(slots, 1, True, buf, 0, False, 9)
+    with pytest.raises(ValueError, match="page size"):
+        _native().release(slots, 0, True, buf, 0, False, 9, INT64)
+    for at in (-1, 5):
+        with pytest.raises(ValueError, match="do not fit"):
+            _native().release(slots, 1, True, buf, at, False, 9, INT64)
+    with pytest.raises(ValueError, match="do not fit"):
+        _native().release(torch.arange(5), 1, False, buf, 0, False, 9, INT64)
+    with pytest.raises(TypeError, match="int64 buffer"):
+        _native().release(slots, 1, True, np.zeros(4, dtype=np.int32), 0, False, 9, INT64)
+    assert buf.tolist() == [-5] * 4
+
+
+@given(values=st.lists(st.integers(-(2**62), 2**62), max_size=40),
+       ps=st.sampled_from([1, 3, 16]))
+def test_defer_copies_the_page_ids(values: list[int], ps: int) -> None:
+    """A new bytearray of ``slots // ps`` (ps 1: the slots), as the numpy backend's page ids;
+    writing the tensor afterwards leaves it alone (GROUP-3)."""
+    slots = torch.tensor(values, dtype=INT64)
+    copy = _native().defer(slots, ps, INT64)
+    assert isinstance(copy, bytearray)
+    want = NumpyOps(ps, "cpu").page_ids(slots).tolist()
+    slots.fill_(-1)
+    assert np.frombuffer(copy, dtype=np.int64).tolist() == want
+
+
+def test_defer_hands_other_inputs_back_and_the_ops_copy_them() -> None:
+    """``_native.defer`` of a tensor it does not read: None; ``NativeOps.defer`` then keeps
+    the numpy form's page ids as a bytearray, so a group's copies are all of one kind."""
+    strided = torch.arange(40)[::3]
+    assert _native().defer(strided, 4, INT64) is None
+    with pytest.raises(ValueError, match="page size"):
+        _native().defer(strided, 0, INT64)
+    for source in (strided, strided.to(torch.int32)):
+        copy = NativeOps(4, "cpu").defer(source)
+        assert isinstance(copy, bytearray)
+        assert np.frombuffer(copy, dtype=np.int64).tolist() == [v // 4 for v in strided.tolist()]
+
+
+@pytest.mark.parametrize("need_sort", [False, True])
+@pytest.mark.parametrize("paged", [False, True])
+def test_one_pass_release_matches_the_numpy_backend(paged: bool, need_sort: bool) -> None:
+    """Frees, grouped frees with repeats and a double free refused (FREE-3): the compiled
+    allocator's lists equal the numpy one's after every call, and a refused call changes
+    neither."""
+    def make(ops: type[NumpyOps]) -> Any:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(base, "ops_for", ops)
+            if paged:
+                return PagedTokenToKVPoolAllocator(96, 4, torch.float16, "cpu", None, need_sort)
+            return TokenToKVPoolAllocator(24, torch.float16, "cpu", None, need_sort)
+
+    pair = make(NativeOps), make(NumpyOps)
+    assert [type(a._ops) for a in pair] == [NativeOps, NumpyOps]
+    rng = np.random.default_rng(3)
+
+    def state(a: Any) -> tuple[list[int], list[int], int]:
+        return a.free_pages.tolist(), a.release_pages.tolist(), a.available_size()
+
+    for _ in range(40):
+        num_slots = pair[0].page_size * int(rng.integers(1, 4))
+        rows = [a.alloc(num_slots) for a in pair]
+        assert all(r is not None for r in rows)
+        order = rng.permutation(rows[0].numel())
+        grouped = bool(rng.integers(0, 2))
+        for a, row in zip(pair, rows, strict=True):
+            shuffled = row[torch.from_numpy(order)]
+            if grouped:
+                a.free_group_begin()
+                a.free(shuffled[: len(order) // 2])
+                a.free(shuffled[len(order) // 2 :])
+                if paged:
+                    a.free(shuffled[:1])  # a page named twice in one group: once (GROUP-6)
+                a.free_group_end()
+            else:
+                a.free(shuffled)
+            with pytest.raises(Exception, match="FREE-3"):
+                a.free(torch.arange(a.page_size, a.page_size * (a.num_pages + 1)))
+        assert state(pair[0]) == state(pair[1])
+        for a in pair:
+            a.check_invariants()
