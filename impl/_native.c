@@ -700,12 +700,108 @@ static PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     return result;
 }
 
+/* slots_at(buf, start, num_pages, ps) -> bytearray: every slot of the pages
+ * buf[start, start + num_pages) modulo len(buf), page-major (page * ps + i, wrapping), as a
+ * new bytearray of int64; ValueError (nothing read) when start is outside [0, len(buf)) with
+ * pages to take, num_pages is negative or more than len(buf), or ps < 1 */
+static PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    i64 start, num_pages, ps;
+    Py_buffer b;
+    if (nargs_is(n, 4, "slots_at") || arg_i64(args[1], &start) || arg_i64(args[2], &num_pages) ||
+        arg_i64(args[3], &ps))
+        return NULL;
+    if (arg_buf(args[0], &b, 0)) return NULL;
+    const i64 len = b.len / 8;
+    const int inside = ps >= 1 && num_pages >= 0 && num_pages <= len &&
+                       (num_pages == 0 || (start >= 0 && start < len));
+    i64 *out = NULL;
+    PyObject *slots = inside ? new_int64s(num_pages * ps, &out) : NULL;
+    if (slots != NULL) {
+        const i64 *pages = b.buf;
+        const i64 first = num_pages == 0 ? 0 : num_pages < len - start ? num_pages : len - start;
+        if (ps == 1) {
+            memcpy(out, pages + start, (size_t)first * sizeof(i64));
+            memcpy(out + first, pages, (size_t)(num_pages - first) * sizeof(i64));
+        } else {
+            for (i64 i = 0; i < num_pages; i++)
+                fill_run(out + i * ps, wrap_mul(pages[i < first ? start + i : i - first], ps), ps);
+        }
+    }
+    PyBuffer_Release(&b);
+    if (!inside)
+        PyErr_Format(PyExc_ValueError, "slots_at: %lld pages of %lld slots at %lld do not fit "
+                     "a buffer of %lld", (long long)num_pages, (long long)ps, (long long)start,
+                     (long long)len);
+    return slots;
+}
+
+/* sort_values(values) -> bool: the int64 buffer sorted ascending in place, repeats kept, by
+ * LSD radix sort on value - min in RADIX_BITS-bit digits when max - min < 2^(3 * RADIX_BITS)
+ * (True); False, nothing moved, for a wider range (the caller's numpy sort takes it). Linear
+ * in the values, whatever their runs: a merge's staged pages, one sorted run per free(). */
+#define RADIX_BITS 11
+#define RADIX_SIZE (1 << RADIX_BITS)
+static PyObject *sort_values(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    Py_buffer b;
+    if (nargs_is(n, 1, "sort_values") || arg_buf(args[0], &b, 1)) return NULL;
+    i64 *v = b.buf;
+    const i64 len = b.len / 8;
+    int sorted = 1;
+    if (len <= SMALL_SORT) {
+        for (i64 i = 1; i < len; i++) { /* insertion, repeats kept */
+            const i64 x = v[i];
+            i64 j = i;
+            for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
+            v[j] = x;
+        }
+    } else {
+        i64 lo = v[0], hi = v[0];
+        for (i64 i = 1; i < len; i++) {
+            if (v[i] < lo) lo = v[i];
+            if (v[i] > hi) hi = v[i];
+        }
+        const u64 range = (u64)hi - (u64)lo;
+        int passes = 0;
+        while (passes < 3 && (range >> (RADIX_BITS * passes)) != 0) passes++;
+        sorted = (range >> (RADIX_BITS * 3)) == 0;
+        u64 *tmp = sorted && passes > 0 ? malloc((size_t)len * sizeof(u64)) : NULL;
+        if (sorted && passes > 0 && tmp == NULL) {
+            PyBuffer_Release(&b);
+            return PyErr_NoMemory();
+        }
+        if (tmp != NULL) {
+            u64 *from = (u64 *)v, *to = tmp;
+            for (i64 i = 0; i < len; i++) from[i] = (u64)v[i] - (u64)lo;
+            static i64 count[RADIX_SIZE];
+            for (int pass = 0; pass < passes; pass++) {
+                const int shift = RADIX_BITS * pass;
+                memset(count, 0, sizeof(count));
+                for (i64 i = 0; i < len; i++) count[(from[i] >> shift) & (RADIX_SIZE - 1)]++;
+                i64 at = 0;
+                for (int d = 0; d < RADIX_SIZE; d++) {
+                    const i64 c = count[d];
+                    count[d] = at;
+                    at += c;
+                }
+                for (i64 i = 0; i < len; i++) to[count[(from[i] >> shift) & (RADIX_SIZE - 1)]++] = from[i];
+                u64 *swap = from;
+                from = to;
+                to = swap;
+            }
+            for (i64 i = 0; i < len; i++) v[i] = (i64)(from[i] + (u64)lo);
+            free(tmp);
+        }
+    }
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(sorted);
+}
+
 #define FAST(name) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, NULL}
 static PyMethodDef methods[] = {
     FAST(extend_count), FAST(extend_layout), FAST(decode_count), FAST(decode_layout),
     FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
     FAST(extend_take),  FAST(decode_take),   FAST(copy_into),    FAST(segment_page_ids),
-    FAST(defer),        FAST(release),
+    FAST(defer),        FAST(release),       FAST(slots_at),     FAST(sort_values),
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",

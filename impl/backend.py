@@ -42,6 +42,10 @@ Each method's contract:
 - ``extend_new_pages`` / ``decode_new_pages``: host counts from the ``*_cpu`` lengths.
 - ``extend_slots`` / ``decode_slots``: as :func:`kvpool.impl.layout.extend_slots` /
   :func:`~kvpool.impl.layout.decode_slots`.
+- ``take_slots(view, start, num_pages)``: ``alloc``'s slots in one pass, where the backend
+  has one: every slot of the pages ``view[start, start + num_pages)`` (modulo its length),
+  page-major, as a new int64 tensor; None for the two-step path of the free list's ``take``
+  and ``slots_of_pages``. Here: always None.
 - ``take_extend`` / ``take_decode``: a call's count, shortage check and layout in one pass
   (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
 - ``merge_sorted(front, staged, front_sorted=...)``: for the free list and the staged pages in
@@ -144,6 +148,11 @@ class TorchOps:
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         return layout.decode_new_pages(seq_lens_cpu, self.page_size)
+
+    def take_slots(self, view: Any, start: int, num_pages: int) -> torch.Tensor | None:
+        """``alloc``'s slots in one pass, where the backend has one (module docstring). Here:
+        always None."""
+        return None
 
     def take_extend(self, free: Any, top: int, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,

@@ -129,7 +129,12 @@ class AllocatorBase(SglangSurface):
             self.merge_and_sort_free()
             if num_pages > len(self._free):
                 return None
-        out = self._slots_of_pages(self._free.take(num_pages))
+        free = self._free
+        out = self._ops.take_slots(free.view, free.front_index(), num_pages)
+        if out is None:
+            out = self._slots_of_pages(free.take(num_pages))
+        else:
+            free.advance(num_pages)
         if self._table is not None:
             self._table.taken(host_list(out[:: self.page_size] // self.page_size))
         return out

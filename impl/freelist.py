@@ -73,6 +73,10 @@ class PageStack:
         """Drop the first ``num_pages`` pages (after reading them with ``front``)."""
         self.top += num_pages
 
+    def front_index(self) -> int:
+        """Where the list starts in ``view``: its pages are ``view[top:]``."""
+        return self.top
+
     def take(self, num_pages: int) -> Any:
         """Remove and return the first ``num_pages`` pages (a backend-form view, valid until the
         next push)."""
@@ -173,6 +177,16 @@ class PageRing:
             self.head = end % max(self.capacity, 1)
         self.count -= num_pages
         return pages
+
+    def front_index(self) -> int:
+        """Where the list starts in ``view``: its entries are ``view[head, head + count)``
+        modulo the capacity."""
+        return self.head
+
+    def advance(self, num_pages: int) -> None:
+        """Drop the first ``num_pages`` entries (after reading them from ``front_index``)."""
+        self.head = (self.head + num_pages) % max(self.capacity, 1)
+        self.count -= num_pages
 
     def push(self, pages: Any) -> None:
         """Append ``pages`` (1-D tensor or backend form) in their order; the caller guarantees

@@ -6,10 +6,11 @@ numpy calls of about half a microsecond each: ``alloc_extend`` and ``alloc_decod
 each (count, shortage check, layout: :meth:`NativeOps.take_extend`,
 :meth:`NativeOps.take_decode`), ``free`` and a free group's end in one pass each (page ids,
 sorted distinct pages, room check and the write into the free list: :meth:`NativeOps.release`),
-the strided page ids of segment frees, the copies into the free lists, and the ``need_sort``
-merge. A free group keeps its copies as bytearrays of int64 page ids (:meth:`NativeOps.defer`):
-building a numpy array costs more than the copy, the more so when the caches are cold, as
-between a server's scheduler steps. It gives the same
+``alloc``'s slots (:meth:`NativeOps.take_slots`), the strided page ids of segment frees, the
+copies into the free lists, and the ``need_sort`` merge (a radix sort of the staged pages, then
+a galloping merge). A free group keeps its copies as bytearrays of int64 page ids
+(:meth:`NativeOps.defer`): building a numpy array costs more than the copy, the more so when
+the caches are cold, as between a server's scheduler steps. It gives the same
 numbers as ``NumpyOps`` for every input: an input the loops do not take (not int64, not
 contiguous, lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form,
 which gives the result or raises the error that backend gives. Results are fresh int64 tensors
@@ -52,15 +53,19 @@ def _addr(t: torch.Tensor) -> int | None:
     return None
 
 
+def _owned(slots: bytearray) -> torch.Tensor:
+    """A compiled loop's new buffer of int64 slots as a tensor that owns it (nothing here keeps
+    the buffer)."""
+    # torch.frombuffer refuses an empty buffer: an empty batch's empty result
+    return torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64)
+
+
 def _result(taken: tuple[Any, int] | None) -> tuple[torch.Tensor | None, int] | None:
-    """A compiled take's answer as ``take_extend`` / ``take_decode`` give it: its new buffer
-    of int64 slots as a tensor that owns it (nothing here keeps the buffer), ``(None, 0)`` when
-    short, None for the two-step path."""
+    """A compiled take's answer as ``take_extend`` / ``take_decode`` give it: its slots as a
+    tensor (:func:`_owned`), ``(None, 0)`` when short, None for the two-step path."""
     if taken is None or taken[0] is None:
         return taken
-    slots = taken[0]  # torch.frombuffer refuses an empty buffer: an empty batch's empty result
-    return (torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64),
-            taken[1])
+    return _owned(taken[0]), taken[1]
 
 
 class NativeOps(NumpyOps):
@@ -164,7 +169,9 @@ class NativeOps(NumpyOps):
         merged = np.empty(free.size + new.size, dtype=np.int64)
         below = _native.merge_below(free, new, merged)
         if below < 0:  # staged in several sorted runs (one per free): sort a copy first
-            new = np.sort(new, kind="stable")  # timsort: linear on sorted runs
+            new = new.copy()  # radix sort (linear); numpy's timsort for a range over 2^33
+            if not _native.sort_values(new):
+                new.sort(kind="stable")
             below = _native.merge_below(free, new, merged)
         return below, merged[: below + new.size]
 
@@ -214,6 +221,9 @@ class NativeOps(NumpyOps):
         out = np.empty(batch_size, dtype=np.int64)
         _native.decode_layout(seq, last, new_pages, self.page_size, out)
         return torch.from_numpy(out)
+
+    def take_slots(self, view: Any, start: int, num_pages: int) -> torch.Tensor | None:
+        return _owned(_native.slots_at(view, start, num_pages, self.page_size))
 
     def take_extend(self, free: Any, top: int, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,

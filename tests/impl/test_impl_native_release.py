@@ -206,3 +206,42 @@ def test_one_pass_release_matches_the_numpy_backend(paged: bool, need_sort: bool
         assert state(pair[0]) == state(pair[1])
         for a in pair:
             a.check_invariants()
+
+
+@given(pages=st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=30),
+       ps=st.sampled_from([1, 3, 16]), data=st.data())
+def test_slots_at_lays_out_the_pages_from_a_position(pages: list[int], ps: int,
+                                                     data: Any) -> None:
+    """``alloc``'s one pass: every slot of ``num_pages`` pages from ``start`` (wrapping at the
+    end of the buffer), page-major, as the numpy backend's ``slots_of_pages``."""
+    start = data.draw(st.integers(0, len(pages) - 1))
+    num_pages = data.draw(st.integers(0, len(pages)))
+    view = np.array(pages, dtype=np.int64)
+    got = NativeOps(ps, "cpu").take_slots(view, start, num_pages)
+    assert got is not None and got.dtype == INT64
+    taken = np.roll(view, -start)[:num_pages]
+    assert got.tolist() == NumpyOps(ps, "cpu").slots_of_pages(taken).tolist()
+
+
+def test_slots_at_argument_checks() -> None:
+    """A start outside the buffer, a negative or too large count, or ps < 1: ValueError."""
+    view = np.arange(4, dtype=np.int64)
+    for start, num_pages, ps in ((4, 1, 1), (-1, 1, 1), (0, 5, 1), (0, -1, 1), (0, 1, 0)):
+        with pytest.raises(ValueError, match="slots_at"):
+            _native().slots_at(view, start, num_pages, ps)
+    assert bytes(_native().slots_at(view, 9, 0, 1)) == b""  # nothing to take: any start
+
+
+@given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=300),
+       width=st.sampled_from([0, 5, 11, 12, 22, 23, 33, 34, 63]))
+def test_sort_values_sorts_or_declines(values: list[int], width: int) -> None:
+    """Repeats kept; a range below 2^33 sorted (True), a wider one left as it was (False)."""
+    base = values[0] if values else 0
+    narrowed = [max(-(2**63), min(2**63 - 1, base + v % (1 << width))) for v in values]
+    array = np.array(narrowed, dtype=np.int64)
+    ok = _native().sort_values(array)
+    if ok:
+        assert array.tolist() == sorted(narrowed)
+    else:
+        assert array.tolist() == narrowed and len(values) > 64
+        assert max(narrowed) - min(narrowed) >= 2**33
