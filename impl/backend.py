@@ -17,8 +17,7 @@ Each method's contract:
   or backend-form pages).
 - ``slots_of_pages(pages)``: every slot of backend-form ``pages``, page-major, a new int64
   tensor.
-- ``page_ids(slots)``: ``slots // page_size``, a new 1-D int64 array in backend form (also
-  the copy a free group keeps of a paged ``free()`` input).
+- ``page_ids(slots)``: ``slots // page_size``, a new 1-D int64 array in backend form.
 - ``copy(slots)``: a new 1-D int64 copy in backend form.
 - ``defer(slots)``: what a free group keeps of a ``free()`` input: its page ids (page size 1:
   a copy of the slots) in an object that nothing else holds (backend form here; the compiled

@@ -259,7 +259,7 @@ class AllocatorBase(SglangSurface):
         else:
             target = self._free
         at, backwards = target.push_position()
-        room = self.num_pages - len(self._free) - len(staged)
+        room = self.num_pages - len(self._free) - staged.count
         num_pages = self._ops.release(source, self.paged, target.view, at, backwards, room)
         if num_pages is None:
             return False

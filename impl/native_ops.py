@@ -62,10 +62,13 @@ def _owned(slots: bytearray) -> torch.Tensor:
 
 def _result(taken: tuple[Any, int] | None) -> tuple[torch.Tensor | None, int] | None:
     """A compiled take's answer as ``take_extend`` / ``take_decode`` give it: its slots as a
-    tensor (:func:`_owned`), ``(None, 0)`` when short, None for the two-step path."""
+    tensor (as :func:`_owned`, inlined on the hot path), ``(None, 0)`` when short, None for the
+    two-step path."""
     if taken is None or taken[0] is None:
         return taken
-    return _owned(taken[0]), taken[1]
+    slots = taken[0]
+    return (torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64),
+            taken[1])
 
 
 class NativeOps(NumpyOps):

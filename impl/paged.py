@@ -124,8 +124,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             one_pass = self._ops.take_extend(stack.view, stack.top, prefix_lens,
                                              prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
                                              extend_num_tokens)
-            if one_pass is not None:
-                return self._advanced(stack, one_pass)
+            if one_pass is not None:  # (slots, pages taken), or (None, 0): short
+                stack.top += one_pass[1]  # stack.advance, inlined on the hot path
+                return one_pass[0]
         # counted even when given: the CPU backend keeps the host lengths it reads for the
         # layout of this very call (never a stale one from an earlier call)
         counted = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
@@ -148,8 +149,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             stack = self._merged_above(seq_lens_cpu.numel())
             one_pass = self._ops.take_decode(stack.view, stack.top, seq_lens, seq_lens_cpu,
                                              last_loc)
-            if one_pass is not None:
-                return self._advanced(stack, one_pass)
+            if one_pass is not None:  # as alloc_extend's
+                stack.top += one_pass[1]
+                return one_pass[0]
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
                                     lambda pages: self._ops.decode_slots(seq_lens, last_loc, pages))
@@ -162,16 +164,6 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         if merge_above > stack.capacity - stack.top:  # len(stack), inlined on the hot path
             self.merge_and_sort_free()  # the same stack, rewritten in place
         return stack
-
-    @staticmethod
-    def _advanced(stack: PageStack, one_pass: tuple[torch.Tensor | None, int]
-                  ) -> torch.Tensor | None:
-        """A backend's one-pass result: drop the pages it took from the front of the list and
-        return its slots (None: short, nothing taken)."""
-        out, num_pages = one_pass
-        if out is not None:
-            stack.advance(num_pages)
-        return out
 
     def _take_new_pages(self, num_new_pages: int, merge_above: int,
                         lay_out: Callable[[Any], torch.Tensor]) -> torch.Tensor | None:

@@ -8,9 +8,9 @@ backend forced on the CPU (the CUDA path), so that a change in any shows as a wr
 - ``host_layout.extend_slots_few`` writes whole page rows in place; a request's last row runs
   into the next request's span (overwritten next) or into the spare page at the end
   (``EXTEND-5/7``).
-- a free group keeps a backend-form copy of every ``free()`` input (paged: its page ids,
-  deduplicated once at the group's end; token: its slots), mixed with segment frees in enqueue
-  order for the token allocator (``GROUP-3/4``); a refused group end changes nothing
+- a free group keeps a copy of every ``free()`` input (``ops.defer``: its page ids, page size
+  1: its slots; deduplicated once at the group's end when paged), mixed with segment frees in
+  enqueue order for the token allocator (``GROUP-3/4``); a refused group end changes nothing
   (``FREE-3``).
 - ``page_ids`` / ``copy`` / ``distinct`` of both backends agree (int32, strided, 2-D inputs).
 - the host lengths and per-request page counts that ``extend_new_pages`` reads serve the

@@ -42,7 +42,8 @@ class ImplGroupEndTwice(PagedTokenToKVPoolAllocator):
             if self._last is not None:
                 self._release(self._last)
             return
-        self._last = self._pages_of_free(torch.cat(self.free_group)) if self.free_group else None
+        # the group's pages as its end releases them (a new array: the release leaves them)
+        self._last = self._pages_of_group(self.free_group) if self.free_group else None
         super().free_group_end()
 
 
@@ -59,12 +60,21 @@ class ImplNestedBeginDrops(PagedTokenToKVPoolAllocator):
 
 
 class ImplDeferredNotCopied(PagedTokenToKVPoolAllocator):
-    """B5: a deferred ``free()`` keeps the caller's tensor instead of a copy."""
+    """B5: a deferred ``free()`` keeps the caller's tensor instead of a copy, and reads it only
+    at ``free_group_end`` (what the caller wrote there since is released)."""
+
+    _kept: list[torch.Tensor]
 
     def free(self, free_index: torch.Tensor) -> None:
         super().free(free_index)
         if self.free_group:
-            self.free_group[-1] = free_index
+            self._kept = [*getattr(self, "_kept", []), free_index]
+
+    def free_group_end(self) -> None:
+        kept, self._kept = getattr(self, "_kept", []), []
+        if self.free_group and kept:
+            self.free_group = [self._ops.defer(t) for t in kept]  # the tensors as they are now
+        super().free_group_end()
 
 
 class ImplUnalignedFloored(PagedTokenToKVPoolAllocator):
