@@ -229,30 +229,49 @@ static PyObject *new_int64s(i64 n, i64 **data) {
     return out;
 }
 
-/* The result of a take that laid out ``taken`` pages: (out, taken), the reference to out
- * passed on. */
-static PyObject *taken_pair(PyObject *out, i64 taken) {
-    return Py_BuildValue("(NL)", out, (long long)taken);
+/* torch.frombuffer and the keyword name of its dtype, looked up once (torch is imported:
+ * the caller passed tensors) */
+static PyObject *frombuffer, *dtype_kwnames;
+
+/* The result of a take that laid out ``taken`` pages into ``out`` (a non-empty bytearray, the
+ * reference passed on): (torch.frombuffer(out, dtype=int64), taken); NULL with an error set. */
+static PyObject *taken_pair(PyObject *out, i64 taken, PyObject *int64) {
+    if (frombuffer == NULL) {
+        PyObject *torch = PyImport_ImportModule("torch");
+        frombuffer = torch != NULL ? PyObject_GetAttrString(torch, "frombuffer") : NULL;
+        Py_XDECREF(torch);
+        if (frombuffer == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+    }
+    PyObject *call[2] = {out, int64};
+    PyObject *tensor = PyObject_Vectorcall(frombuffer, call, 1, dtype_kwnames);
+    Py_DECREF(out);
+    return tensor == NULL ? NULL : Py_BuildValue("(NL)", tensor, (long long)taken);
 }
 
-/* extend_take(pre_cpu, seq_cpu, pre, seq, last, free, top, ps, num_tokens, int64)
- *   -> (out, taken) | (None, 0) | None
- * alloc_extend after its merge in one pass, on the caller's tensors (int64, contiguous, CPU,
- * one length each; a length may be both its host and its device tensor). The new pages counted
+/* extend_take(pre_cpu, seq_cpu, pre, seq, last, free, top, ps, num_tokens, int64, staged)
+ *   -> (out, taken) | (None, 0) | False | None
+ * alloc_extend in one pass, on the caller's tensors (int64, contiguous, CPU, one length each; a
+ * length may be both its host and its device tensor). False, nothing read past the lengths,
+ * when pages are staged (staged > 0) and SGLang's bound num_tokens // ps + bs + 1 exceeds the
+ * free list free[top:] (SORT-2: the caller merges, then calls again). The new pages counted
  * from the host lengths; (None, 0) when they exceed free[top:] (nothing written); else out, a
- * new bytearray of num_tokens int64 slots laid out on the first ``taken`` free pages. None,
- * with nothing read past the tensors' attributes, for any input the loops do not take (another
- * dtype, layout or device, lengths that disagree, num_tokens < 1) or a batch found irregular:
- * the caller's two-step form gives the result or the error. */
+ * new int64 tensor of num_tokens slots laid out on the first ``taken`` free pages (it owns the
+ * bytearray the loop filled). None, with nothing read past the tensors' attributes, for any
+ * input the loops do not take (another dtype, layout or device, lengths that disagree,
+ * num_tokens < 1, ps < 1) or a batch found irregular: the caller's two-step form gives the
+ * result or the error. */
 static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *pcp, *scp, *pp, *sp, *lp;
-    i64 top, ps, num_tokens, bs = -1;
+    i64 top, ps, num_tokens, staged, bs = -1;
     Py_buffer free_buf;
-    if (nargs_is(n, 10, "extend_take") || arg_i64(args[6], &top) || arg_i64(args[7], &ps) ||
-        arg_i64(args[8], &num_tokens))
+    if (nargs_is(n, 11, "extend_take") || arg_i64(args[6], &top) || arg_i64(args[7], &ps) ||
+        arg_i64(args[8], &num_tokens) || arg_i64(args[10], &staged))
         return NULL;
     PyObject *int64 = args[9];
-    if (num_tokens < 1 || !tensor_data(args[1], int64, &bs, &scp) ||
+    if (num_tokens < 1 || ps < 1 || !tensor_data(args[1], int64, &bs, &scp) ||
         !tensor_data(args[0], int64, &bs, &pcp) ||
         !tensor_or_same(args[2], args[0], pcp, int64, &bs, &pp) ||
         !tensor_or_same(args[3], args[1], scp, int64, &bs, &sp) ||
@@ -260,8 +279,16 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_RETURN_NONE;
     if (arg_buf(args[5], &free_buf, 0)) return NULL;
     const i64 free_len = free_buf.len / 8;
+    if (top < 0 || top > free_len) {
+        PyBuffer_Release(&free_buf);
+        Py_RETURN_NONE;
+    }
+    if (staged > 0 && num_tokens / ps + bs + 1 > free_len - top) { /* spec.layout.merge_bound */
+        PyBuffer_Release(&free_buf);
+        Py_RETURN_FALSE;
+    }
     const i64 count = count_extend(pcp, scp, bs, ps);
-    if (count < 0 || top < 0 || top > free_len) {
+    if (count < 0) {
         PyBuffer_Release(&free_buf);
         Py_RETURN_NONE;
     }
@@ -282,7 +309,7 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_DECREF(out);
         Py_RETURN_NONE;
     }
-    return taken_pair(out, count);
+    return taken_pair(out, count, int64);
 }
 
 /* decode_count(seq, bs, ps) -> count_decode */
@@ -309,24 +336,31 @@ static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
-/* decode_take(seq_cpu, seq, last, free, top, ps, int64) -> (out, taken) | (None, 0) | None:
- * alloc_decode after its merge in one pass, on the caller's tensors as extend_take's. The
- * opening requests counted from the host lengths (every request at ps 1); (None, 0) when they
- * exceed free[top:]; else out, a new bytearray of one slot per request, and ``taken``. None
- * for inputs the loops do not take. */
+/* decode_take(seq_cpu, seq, last, free, top, ps, int64, staged)
+ *   -> (out, taken) | (None, 0) | False | None
+ * alloc_decode in one pass, on the caller's tensors as extend_take's. False when pages are
+ * staged and the batch outnumbers the free list free[top:] (SORT-2: merge, then call again).
+ * The opening requests counted from the host lengths (every request at ps 1); (None, 0) when
+ * they exceed free[top:]; else out, a new int64 tensor of one slot per request, and
+ * ``taken``. None for inputs the loops do not take and for an empty batch. */
 static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *scp, *sp, *lp;
-    i64 top, ps, bs = -1;
+    i64 top, ps, staged, bs = -1;
     Py_buffer free_buf;
-    if (nargs_is(n, 7, "decode_take") || arg_i64(args[4], &top) || arg_i64(args[5], &ps))
+    if (nargs_is(n, 8, "decode_take") || arg_i64(args[4], &top) || arg_i64(args[5], &ps) ||
+        arg_i64(args[7], &staged))
         return NULL;
     PyObject *int64 = args[6];
-    if (!tensor_data(args[0], int64, &bs, &scp) ||
+    if (ps < 1 || !tensor_data(args[0], int64, &bs, &scp) || bs == 0 ||
         !tensor_or_same(args[1], args[0], scp, int64, &bs, &sp) ||
         !tensor_data(args[2], int64, &bs, &lp))
         Py_RETURN_NONE;
     if (arg_buf(args[3], &free_buf, 0)) return NULL;
     const i64 free_len = free_buf.len / 8;
+    if (staged > 0 && top >= 0 && top <= free_len && bs > free_len - top) {
+        PyBuffer_Release(&free_buf);
+        Py_RETURN_FALSE;
+    }
     const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
     if (top < 0 || top > free_len || count > free_len - top) {
         PyBuffer_Release(&free_buf);
@@ -337,7 +371,7 @@ static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n
     if (out != NULL)
         lay_out_decode(sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps, slots);
     PyBuffer_Release(&free_buf);
-    return out == NULL ? NULL : taken_pair(out, count);
+    return out == NULL ? NULL : taken_pair(out, count, int64);
 }
 
 /* out[i] = slots[i] // ps (floor) for i in [0, count) */
@@ -813,6 +847,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
     s_numel = PyUnicode_InternFromString("numel");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (!s_dtype || !s_is_cpu || !s_is_contiguous || !s_numel || !s_data_ptr) return NULL;
+    dtype_kwnames = s_dtype != NULL ? PyTuple_Pack(1, s_dtype) : NULL;
+    if (!s_dtype || !s_is_cpu || !s_is_contiguous || !s_numel || !s_data_ptr || !dtype_kwnames)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -45,7 +45,7 @@ Each method's contract:
   has one: every slot of the pages ``view[start, start + num_pages)`` (modulo its length),
   page-major, as a new int64 tensor; None for the two-step path of the free list's ``take``
   and ``slots_of_pages``. Here: always None.
-- ``take_extend`` / ``take_decode``: a call's count, shortage check and layout in one pass
+- ``take_extend`` / ``take_decode``: a call's merge test, count, shortage check and layout in one pass
   (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
 - ``merge_sorted(front, staged, front_sorted=...)``: for the free list and the staged pages in
   backend form (non-empty staged), ``(k, merged)`` such that replacing the first ``k`` free
@@ -56,7 +56,7 @@ Each method's contract:
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
@@ -65,6 +65,9 @@ from . import host_layout, layout
 from .host_layout import div_floor as _div
 
 INT64 = torch.int64
+# a one-pass take's answer: (slots, pages taken), (None, 0) when short, False to merge first,
+# None for the two-step path
+OnePass = tuple[torch.Tensor | None, int] | Literal[False] | None
 
 
 def joined(ops: TorchOps, parts: list[Any]) -> Any:
@@ -153,21 +156,23 @@ class TorchOps:
         always None."""
         return None
 
-    def take_extend(self, free: Any, top: int, prefix_lens: torch.Tensor,
+    def take_extend(self, free: Any, top: int, num_staged: int, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
-                    extend_num_tokens: int) -> tuple[torch.Tensor | None, int] | None:
-        """``alloc_extend`` after its merge in one pass, where the backend has one: the count,
-        the shortage check against the free list ``free[top:]`` (backend form) and the layout
-        on its first pages. ``(slots, pages taken)``; ``(None, 0)`` when short (nothing read
-        from the list); None when this backend (or this batch) takes the two-step path of
+                    extend_num_tokens: int) -> OnePass:
+        """``alloc_extend`` in one pass, where the backend has one: the merge test
+        (``SORT-2``: False, nothing taken, when ``num_staged`` pages are staged and the batch's
+        ``merge_bound`` exceeds the free list ``free[top:]``, backend form: the caller merges
+        and calls again), the count, the shortage check and the layout on the list's first
+        pages. ``(slots, pages taken)``; ``(None, 0)`` when short (nothing read from the
+        list); None when this backend (or this batch) takes the two-step path of
         ``extend_new_pages`` and ``extend_slots``. Here: always None."""
         return None
 
-    def take_decode(self, free: Any, top: int, seq_lens: torch.Tensor,
-                    seq_lens_cpu: torch.Tensor,
-                    last_loc: torch.Tensor) -> tuple[torch.Tensor | None, int] | None:
-        """``alloc_decode``'s one pass, as :meth:`take_extend`. Here: always None."""
+    def take_decode(self, free: Any, top: int, num_staged: int, seq_lens: torch.Tensor,
+                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor) -> OnePass:
+        """``alloc_decode``'s one pass, as :meth:`take_extend` (the merge test: the batch
+        outnumbers the free list). Here: always None."""
         return None
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,

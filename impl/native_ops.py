@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .backend import _INT64, INT64, NumpyOps, _run_starts
+from .backend import _INT64, INT64, NumpyOps, OnePass, _run_starts
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -58,17 +58,6 @@ def _owned(slots: bytearray) -> torch.Tensor:
     the buffer)."""
     # torch.frombuffer refuses an empty buffer: an empty batch's empty result
     return torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64)
-
-
-def _result(taken: tuple[Any, int] | None) -> tuple[torch.Tensor | None, int] | None:
-    """A compiled take's answer as ``take_extend`` / ``take_decode`` give it: its slots as a
-    tensor (as :func:`_owned`, inlined on the hot path), ``(None, 0)`` when short, None for the
-    two-step path."""
-    if taken is None or taken[0] is None:
-        return taken
-    slots = taken[0]
-    return (torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64),
-            taken[1])
 
 
 class NativeOps(NumpyOps):
@@ -228,19 +217,19 @@ class NativeOps(NumpyOps):
     def take_slots(self, view: Any, start: int, num_pages: int) -> torch.Tensor | None:
         return _owned(_native.slots_at(view, start, num_pages, self.page_size))
 
-    def take_extend(self, free: Any, top: int, prefix_lens: torch.Tensor,
+    def take_extend(self, free: Any, top: int, num_staged: int, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
-                    extend_num_tokens: int) -> tuple[torch.Tensor | None, int] | None:
-        # the tensors' checks (int64, contiguous, CPU, one length) are the loop's own
-        taken = _native.extend_take(prefix_lens_cpu, seq_lens_cpu, prefix_lens, seq_lens,
-                                    last_loc, free, top, self.page_size, extend_num_tokens,
-                                    INT64)
-        return _result(taken)
+                    extend_num_tokens: int) -> OnePass:
+        # the tensors' checks (int64, contiguous, CPU, one length) and the result tensor
+        # (torch.frombuffer of the loop's buffer) are the loop's own
+        taken: OnePass = _native.extend_take(prefix_lens_cpu, seq_lens_cpu, prefix_lens,
+                                             seq_lens, last_loc, free, top, self.page_size,
+                                             extend_num_tokens, INT64, num_staged)
+        return taken
 
-    def take_decode(self, free: Any, top: int, seq_lens: torch.Tensor,
-                    seq_lens_cpu: torch.Tensor,
-                    last_loc: torch.Tensor) -> tuple[torch.Tensor | None, int] | None:
-        taken = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
-                                    self.page_size, INT64)
-        return _result(taken)
+    def take_decode(self, free: Any, top: int, num_staged: int, seq_lens: torch.Tensor,
+                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor) -> OnePass:
+        taken: OnePass = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
+                                             self.page_size, INT64, num_staged)
+        return taken

@@ -61,6 +61,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     """
 
     paged = True
+    _free: PageStack
 
     def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: Any, kvcache: Any,
                  need_sort: bool, *, checked: bool = False) -> None:
@@ -118,15 +119,20 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             if num_new_pages is not None and num_new_pages != sum(per_request):
                 raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
                                         f"Σ new pages {sum(per_request)}")
-        bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         if num_new_pages is None and self._table is None:  # the backend's one pass, if any
-            stack = self._merged_above(bound)
-            one_pass = self._ops.take_extend(stack.view, stack.top, prefix_lens,
-                                             prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
-                                             extend_num_tokens)
-            if one_pass is not None:  # (slots, pages taken), or (None, 0): short
+            stack = self._free
+            one_pass = self._ops.take_extend(stack.view, stack.top, self._staged.count,
+                                             prefix_lens, prefix_lens_cpu, seq_lens,
+                                             seq_lens_cpu, last_loc, extend_num_tokens)
+            if one_pass is False:  # SORT-2: the bound exceeds the free list
+                self.merge_and_sort_free()  # the same stack, rewritten in place
+                one_pass = self._ops.take_extend(stack.view, stack.top, 0, prefix_lens,
+                                                 prefix_lens_cpu, seq_lens, seq_lens_cpu,
+                                                 last_loc, extend_num_tokens)
+            if one_pass:  # (slots, pages taken), or (None, 0): short
                 stack.top += one_pass[1]  # stack.advance, inlined on the hot path
                 return one_pass[0]
+        bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         # counted even when given: the CPU backend keeps the host lengths it reads for the
         # layout of this very call (never a stale one from an earlier call)
         counted = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
@@ -145,11 +151,15 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         ps = self.page_size
         if self._table is not None:
             self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, ps)
-        else:  # the backend's one pass, if any
-            stack = self._merged_above(seq_lens_cpu.numel())
-            one_pass = self._ops.take_decode(stack.view, stack.top, seq_lens, seq_lens_cpu,
-                                             last_loc)
-            if one_pass is not None:  # as alloc_extend's
+        else:  # the backend's one pass, if any (as alloc_extend's)
+            stack = self._free
+            one_pass = self._ops.take_decode(stack.view, stack.top, self._staged.count,
+                                             seq_lens, seq_lens_cpu, last_loc)
+            if one_pass is False:  # SORT-2: the batch outnumbers the free list
+                self.merge_and_sort_free()
+                one_pass = self._ops.take_decode(stack.view, stack.top, 0, seq_lens,
+                                                 seq_lens_cpu, last_loc)
+            if one_pass:
                 stack.top += one_pass[1]
                 return one_pass[0]
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)

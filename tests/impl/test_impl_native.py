@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from kvpool.impl import PagedTokenToKVPoolAllocator
 from kvpool.impl.backend import NumpyOps, TorchOps
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.spec.layout import merge_bound
 
 INT64_MAX = 2**63 - 1
 
@@ -373,8 +374,10 @@ def _two_step(host: NumpyOps, free: np.ndarray, top: int, count: int, lay_out: A
 @needs_native
 @given(ps=st.sampled_from([1, 2, 4, 16]), data=st.data())
 def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
-    """``take_extend``: the numpy backend's count, shortage and layout (free lists long enough
-    or not; token totals right or not, which the one pass hands back to the two steps)."""
+    """``take_extend``: False (merge first) exactly when pages are staged and SGLang's bound
+    ``merge_bound`` exceeds the free list; else the numpy backend's count, shortage and layout
+    (free lists long enough or not; token totals right or not, which the one pass hands back
+    to the two steps)."""
     native, host = _both(ps)
     bs = data.draw(st.integers(1, 8))
     pre = [data.draw(st.integers(0, 3 * ps)) for _ in range(bs)]
@@ -387,13 +390,19 @@ def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
     pre_t, seq_t, last_t = torch.tensor(pre), torch.tensor(seq), torch.tensor(last)
     # the device lengths as the host ones, or their copies (read on their own)
     pre_d, seq_d = (t.clone() if data.draw(st.booleans()) else t for t in (pre_t, seq_t))
-    one_pass = native.take_extend(free, top, pre_d, pre_t, seq_d, seq_t, last_t, tokens)
+    staged = data.draw(st.sampled_from([0, 0, 1, 7]))
+    one_pass = native.take_extend(free, top, staged, pre_d, pre_t, seq_d, seq_t, last_t,
+                                  tokens)
+    if tokens >= 1 and staged and merge_bound(tokens, bs, ps) > free.size - top:
+        assert one_pass is False
+        return
     count = host.extend_new_pages(pre_t, seq_t)
     want = _two_step(host, free, top, count, lambda pages: host.extend_slots(
         pre_t, seq_t, last_t, pages, tokens))
     if one_pass is None:  # handed back: only where the layout is irregular or no tokens
         assert tokens <= 0 or tokens != sum(seq) - sum(pre)
         return
+    assert one_pass is not False
     slots, taken = one_pass
     assert (None if slots is None else (slots.tolist(), taken)) == want
 
@@ -401,7 +410,9 @@ def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
 @needs_native
 @given(ps=st.sampled_from([1, 3, 4, 16]), data=st.data())
 def test_one_pass_decode_matches_the_two_steps(ps: int, data: Any) -> None:
-    """``take_decode``: the numpy backend's count of opening requests, shortage and layout."""
+    """``take_decode``: False (merge first) exactly when pages are staged and the batch
+    outnumbers the free list; else the numpy backend's count of opening requests, shortage
+    and layout; None for an empty batch (the two steps give its empty result)."""
     native, host = _both(ps)
     bs = data.draw(st.integers(0, 10))
     seq = torch.tensor(data.draw(st.lists(st.integers(1, 6 * ps), min_size=bs, max_size=bs)),
@@ -410,8 +421,15 @@ def test_one_pass_decode_matches_the_two_steps(ps: int, data: Any) -> None:
                         dtype=torch.int64)
     free = np.array(data.draw(st.lists(st.integers(1, 500), max_size=bs + 2)), dtype=np.int64)
     top = data.draw(st.integers(0, free.size))
-    one_pass = native.take_decode(free, top, seq, seq.clone(), last)
-    assert one_pass is not None
+    staged = data.draw(st.sampled_from([0, 0, 1, 7]))
+    one_pass = native.take_decode(free, top, staged, seq, seq.clone(), last)
+    if bs == 0:
+        assert one_pass is None
+        return
+    if staged and bs > free.size - top:
+        assert one_pass is False
+        return
+    assert one_pass is not None and one_pass is not False
     slots, taken = one_pass
     want = _two_step(host, free, top, host.decode_new_pages(seq),
                      lambda pages: host.decode_slots(seq, last, pages))
@@ -431,11 +449,11 @@ def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
                  (pre, pre, seq, seq, last, 0), (pre, pre.clone(), seq, seq[:1], last, 11),
                  (pre, pre, seq, seq, last.to("meta"), 11), (pre, pre, seq, seq, [-1, 30], 11),
                  (pre.to("meta"), pre, seq, seq, last, 11), (pre, pre, seq, seq.int(), last, 11)):
-        assert native.take_extend(free, 0, *args) is None
+        assert native.take_extend(free, 0, 0, *args) is None
     for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last),
                  (seq, seq.to("meta"), last), (seq, seq, [-1, 30]), (seq, seq.clone()[:1], last),
                  (seq, seq, last.int())):
-        assert native.take_decode(free, 0, *args) is None
+        assert native.take_decode(free, 0, 0, *args) is None
     assert free.tolist() == before.tolist()
 
 
