@@ -45,8 +45,8 @@ Each method's contract:
   has one: every slot of the pages ``view[start, start + num_pages)`` (modulo its length),
   page-major, as a new int64 tensor; None for the two-step path of the free list's ``take``
   and ``slots_of_pages``. Here: always None.
-- ``take_extend`` / ``take_decode``: a call's merge test, count, shortage check and layout in one pass
-  (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
+- ``take_extend`` / ``take_decode``: a call's merge test, count, shortage check and layout in
+  one pass (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
 - ``merge_sorted(front, staged, front_sorted=...)``: for the free list and the staged pages in
   backend form (non-empty staged), ``(k, merged)`` such that replacing the first ``k`` free
   pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is ``len(front)``
