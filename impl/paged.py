@@ -112,14 +112,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         with nothing read or changed (``EXTEND-6``). Vectorised; no host-device sync (the
         counts come from the ``*_cpu`` lengths).
         """
-        ps = self.page_size
-        if self._table is not None:
-            per_request = self._table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens,
-                                                   seq_lens_cpu, last_loc, extend_num_tokens, ps)
-            if num_new_pages is not None and num_new_pages != sum(per_request):
-                raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
-                                        f"Σ new pages {sum(per_request)}")
-        if num_new_pages is None and self._table is None:  # the backend's one pass, if any
+        table = self._table
+        if table is None and num_new_pages is None:  # the backend's one pass, if any
             stack = self._free
             one_pass = self._ops.take_extend(stack.view, stack.top, self._staged.count,
                                              prefix_lens, prefix_lens_cpu, seq_lens,
@@ -132,6 +126,13 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             if one_pass:  # (slots, pages taken), or (None, 0): short
                 stack.top += one_pass[1]  # stack.advance, inlined on the hot path
                 return one_pass[0]
+        ps = self.page_size
+        if table is not None:
+            per_request = table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens,
+                                             seq_lens_cpu, last_loc, extend_num_tokens, ps)
+            if num_new_pages is not None and num_new_pages != sum(per_request):
+                raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
+                                        f"Σ new pages {sum(per_request)}")
         bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         # counted even when given: the CPU backend keeps the host lengths it reads for the
         # layout of this very call (never a stale one from an earlier call)
@@ -148,9 +149,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         A request opens a page iff ``(seq - 1) % ps == 0`` (any ps, 1 included). Merges first
         when ``bs > len(free)``; None iff short, nothing changed (``DECODE-6``). No sync.
         """
-        ps = self.page_size
         if self._table is not None:
-            self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, ps)
+            self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, self.page_size)
         else:  # the backend's one pass, if any (as alloc_extend's)
             stack = self._free
             one_pass = self._ops.take_decode(stack.view, stack.top, self._staged.count,
