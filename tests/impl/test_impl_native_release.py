@@ -245,3 +245,14 @@ def test_sort_values_sorts_or_declines(values: list[int], width: int) -> None:
     else:
         assert array.tolist() == narrowed and len(values) > 64
         assert max(narrowed) - min(narrowed) >= 2**33
+
+
+def test_merge_of_staged_pages_over_a_wide_range_matches_numpy() -> None:
+    """Staged pages in several runs whose range the radix sort declines (≥ 2^33: values an
+    unchecked free can stage): numpy's sort takes them, and the merge is the numpy backend's."""
+    front = np.array([3, 9, 2**40], dtype=np.int64)
+    staged = np.array([5, 2**41, 1, 2**35, 4] * 20, dtype=np.int64)
+    want_k, want = NumpyOps(1, "cpu").merge_sorted(front, staged.copy(), front_sorted=True)
+    got_k, got = NativeOps(1, "cpu").merge_sorted(front, staged.copy(), front_sorted=True)
+    assert (got_k, got.tolist()) == (want_k, want.tolist())
+    assert got.tolist() == sorted([3, 9, 2**40, *staged.tolist()])
