@@ -128,8 +128,10 @@ def test_distinct_pages_of_a_2d_slot_tensor_FREE_4(ops: type[TorchOps], dtype: t
 
 
 @pytest.mark.parametrize("paged", [False, True])
-def test_free_of_a_2d_slot_tensor_on_allocators_FREE_4(paged: bool) -> None:
-    """The same release as the flattened 1-D slots, on the CPU (numpy) backend."""
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_free_of_a_2d_slot_tensor_on_allocators_FREE_4(paged: bool, dtype: torch.dtype) -> None:
+    """The same release as the flattened 1-D slots, on the CPU's default backend (int32: the
+    two-step path, which the compiled pass hands such tensors to)."""
     ps = 4 if paged else 1
     flat_alloc = (PagedTokenToKVPoolAllocator(32, 4, torch.float16, "cpu", None, False) if paged
                   else TokenToKVPoolAllocator(8, torch.float16, "cpu", None, False))
@@ -138,7 +140,7 @@ def test_free_of_a_2d_slot_tensor_on_allocators_FREE_4(paged: bool) -> None:
     got = flat_alloc.alloc(6 * ps)
     assert got is not None and grid_alloc.alloc(6 * ps) is not None
     flat_alloc.free(got[: 4 * ps])
-    grid_alloc.free(got[: 4 * ps].reshape(2, -1))
+    grid_alloc.free(got[: 4 * ps].reshape(2, -1).to(dtype))
     assert free_list(grid_alloc) == free_list(flat_alloc)
     grid_alloc.check_invariants()
 

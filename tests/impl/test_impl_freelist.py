@@ -185,6 +185,32 @@ def test_need_sort_switched_on_after_clear_stages_SORT_1(backend: bool, paged: b
 
 
 @pytest.mark.parametrize("paged", [False, True])
+def test_need_sort_switched_on_after_unsorted_frees_merges_everything_SORT_3(
+        backend: bool, paged: bool) -> None:
+    """Frees without ``need_sort`` leave the free list out of order; after ``need_sort`` is
+    switched on, the merge of the staged pages still gives ``sort(free ∪ staged)`` (the list
+    is no longer known sorted, so every page may move), as the spec model does."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=10 * ps, page_size=ps, need_sort=False)
+    model = AllocatorModel(size=10 * ps, page_size=ps, need_sort=False, paged=paged)
+    got = alloc.alloc(8 * ps)
+    assert got is not None
+    slots = to_plain(got)
+    assert slots == model.alloc(8 * ps)
+    for part in (slots[: 2 * ps], slots[4 * ps : 6 * ps]):  # pushed: the list is out of order
+        alloc.free(torch.tensor(part))
+        model.free(part)
+    alloc.need_sort = model.need_sort = True
+    for part in (slots[6 * ps :], slots[2 * ps : 3 * ps]):  # staged (segment frees)
+        alloc.free_segment(torch.tensor(part), start_pos=0)
+        model.free_segment(part, start_pos=0)
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+    assert to_plain(alloc.alloc(7 * ps)) == model.alloc(7 * ps)  # short: merges first
+    alloc.check_invariants()
+    assert to_plain(alloc.get_all_free_pages()) == model.get_all_free_pages()
+
+
+@pytest.mark.parametrize("paged", [False, True])
 def test_need_sort_switched_off_while_pages_are_staged_SORT_1(backend: bool, paged: bool) -> None:
     """Frees after ``need_sort`` goes off reach the free list; the pages staged before stay
     staged (listed after the free list) until a short allocation merges them."""

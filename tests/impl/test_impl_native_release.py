@@ -256,3 +256,26 @@ def test_merge_of_staged_pages_over_a_wide_range_matches_numpy() -> None:
     got_k, got = NativeOps(1, "cpu").merge_sorted(front, staged.copy(), front_sorted=True)
     assert (got_k, got.tolist()) == (want_k, want.tolist())
     assert got.tolist() == sorted([3, 9, 2**40, *staged.tolist()])
+
+
+@pytest.mark.parametrize("num_pages", [100, MERGE_SORT + 10])
+def test_paged_free_of_many_pages_out_of_order_matches_numpy(num_pages: int) -> None:
+    """A paged ``free`` of many pages out of order (past the loop's insertion sort, and past
+    MERGE_SORT, where the numpy sort of ``NativeOps.distinct`` takes over) releases the same
+    sorted distinct pages as the numpy backend."""
+    def freed(ops: type[NumpyOps]) -> list[int]:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(base, "ops_for", ops)
+            alloc = PagedTokenToKVPoolAllocator(4 * num_pages, 4, torch.float16, "cpu", None,
+                                                False)
+        row = alloc.alloc(4 * num_pages)
+        assert row is not None
+        order = torch.from_numpy(np.random.default_rng(num_pages).permutation(row.numel()))
+        alloc.free(row[order])
+        alloc.check_invariants()
+        pages: list[int] = alloc.free_pages.tolist()
+        return pages
+
+    assert freed(NativeOps) == freed(NumpyOps) == list(range(1, num_pages + 1))
+    shuffled = np.random.default_rng(1).permutation(np.arange(1, 200, dtype=np.int64))
+    assert NativeOps(4, "cpu").distinct(shuffled.copy()).tolist() == list(range(1, 200))
