@@ -160,13 +160,26 @@ def test_allocator_check_invariants_fails_on_broken_counters(paged: bool) -> Non
         alloc.check_invariants()
 
 
+def _taken_pair(paged: bool, num_pages: int, need_sort: bool,
+                taken_pages: int) -> tuple[Any, AllocatorModel, list[int]]:
+    """An allocator and the spec model of ``num_pages`` pages that both handed out their first
+    ``taken_pages`` pages (the same slots, checked), and those slots."""
+    ps = 4 if paged else 1
+    alloc = make_impl(paged=paged, size=num_pages * ps, page_size=ps, need_sort=need_sort)
+    model = AllocatorModel(size=num_pages * ps, page_size=ps, need_sort=need_sort, paged=paged)
+    got = alloc.alloc(taken_pages * ps)
+    assert got is not None
+    slots = to_plain(got)
+    assert slots == model.alloc(taken_pages * ps)
+    return alloc, model, slots
+
+
 @pytest.mark.parametrize("paged", [False, True])
 def test_need_sort_switched_on_after_clear_stages_SORT_1(backend: bool, paged: bool) -> None:
     """``need_sort`` set after construction: frees are staged (counted, listed after the free
     list), and an allocation that runs short merges them sorted, as the spec model does."""
     ps = 4 if paged else 1
-    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=False)
-    model = AllocatorModel(size=8 * ps, page_size=ps, need_sort=False, paged=paged)
+    alloc, model, _ = _taken_pair(paged, 8, False, 0)
     alloc.need_sort = model.need_sort = True
     got = alloc.alloc(6 * ps)
     assert got is not None
@@ -191,12 +204,7 @@ def test_need_sort_switched_on_after_unsorted_frees_merges_everything_SORT_3(
     switched on, the merge of the staged pages still gives ``sort(free ∪ staged)`` (the list
     is no longer known sorted, so every page may move), as the spec model does."""
     ps = 4 if paged else 1
-    alloc = make_impl(paged=paged, size=10 * ps, page_size=ps, need_sort=False)
-    model = AllocatorModel(size=10 * ps, page_size=ps, need_sort=False, paged=paged)
-    got = alloc.alloc(8 * ps)
-    assert got is not None
-    slots = to_plain(got)
-    assert slots == model.alloc(8 * ps)
+    alloc, model, slots = _taken_pair(paged, 10, False, 8)
     for part in (slots[: 2 * ps], slots[4 * ps : 6 * ps]):  # pushed: the list is out of order
         alloc.free(torch.tensor(part))
         model.free(part)
@@ -215,12 +223,7 @@ def test_need_sort_switched_off_while_pages_are_staged_SORT_1(backend: bool, pag
     """Frees after ``need_sort`` goes off reach the free list; the pages staged before stay
     staged (listed after the free list) until a short allocation merges them."""
     ps = 4 if paged else 1
-    alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=True)
-    model = AllocatorModel(size=8 * ps, page_size=ps, need_sort=True, paged=paged)
-    got = alloc.alloc(7 * ps)
-    assert got is not None
-    slots = to_plain(got)
-    assert slots == model.alloc(7 * ps)
+    alloc, model, slots = _taken_pair(paged, 8, True, 7)
     alloc.free(torch.tensor(slots[4 * ps :]))
     model.free(slots[4 * ps :])
     alloc.need_sort = model.need_sort = False
