@@ -485,18 +485,28 @@ static i64 compress_runs(i64 *p, i64 len, int *ascending) {
     return k;
 }
 
-/* p[0, k) sorted ascending by insertion (k small) and repeats dropped: the new length */
-static i64 sort_small_distinct(i64 *p, i64 k) {
-    for (i64 i = 1; i < k; i++) {
+/* p[lo, hi) sorted ascending by insertion (a short span), repeats kept */
+static void insertion_sort(i64 *p, i64 lo, i64 hi) {
+    for (i64 i = lo + 1; i < hi; i++) {
         const i64 v = p[i];
         i64 j = i;
-        for (; j > 0 && p[j - 1] > v; j--) p[j] = p[j - 1];
+        for (; j > lo && p[j - 1] > v; j--) p[j] = p[j - 1];
         p[j] = v;
     }
+}
+
+/* ascending p[0, k) with repeats dropped, in place: the new length */
+static i64 drop_repeats(i64 *p, i64 k) {
     i64 kept = k > 0 ? 1 : 0;
     for (i64 i = 1; i < k; i++)
         if (p[i] != p[kept - 1]) p[kept++] = p[i];
     return kept;
+}
+
+/* p[0, k) sorted ascending by insertion (k small) and repeats dropped: the new length */
+static i64 sort_small_distinct(i64 *p, i64 k) {
+    insertion_sort(p, 0, k);
+    return drop_repeats(p, k);
 }
 
 /* distinct_runs(pages) -> k or -k: the sorted distinct values of ``pages`` as pages[:k], in
@@ -587,15 +597,8 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
 /* p[0, k) sorted ascending and repeats dropped, by insertion-sorted blocks of SMALL_SORT
  * merged bottom-up through tmp (k values): the new length */
 static i64 sort_distinct(i64 *p, i64 k, i64 *tmp) {
-    for (i64 lo = 0; lo < k; lo += SMALL_SORT) {
-        const i64 hi = lo + SMALL_SORT < k ? lo + SMALL_SORT : k;
-        for (i64 i = lo + 1; i < hi; i++) {
-            const i64 v = p[i];
-            i64 j = i;
-            for (; j > lo && p[j - 1] > v; j--) p[j] = p[j - 1];
-            p[j] = v;
-        }
-    }
+    for (i64 lo = 0; lo < k; lo += SMALL_SORT)
+        insertion_sort(p, lo, lo + SMALL_SORT < k ? lo + SMALL_SORT : k);
     i64 *from = p, *to = tmp;
     for (i64 width = SMALL_SORT; width < k; width *= 2) {
         for (i64 lo = 0; lo < k; lo += 2 * width) {
@@ -611,9 +614,7 @@ static i64 sort_distinct(i64 *p, i64 k, i64 *tmp) {
         from = to;
         to = swap;
     }
-    i64 kept = k > 0 ? 1 : 0;
-    for (i64 i = 1; i < k; i++)
-        if (from[i] != from[kept - 1]) from[kept++] = from[i];
+    const i64 kept = drop_repeats(from, k);
     if (from != p) memcpy(p, from, (size_t)kept * sizeof(i64));
     return kept;
 }
@@ -782,12 +783,7 @@ static PyObject *sort_values(PyObject *self, PyObject *const *args, Py_ssize_t n
     const i64 len = b.len / 8;
     int sorted = 1;
     if (len <= SMALL_SORT) {
-        for (i64 i = 1; i < len; i++) { /* insertion, repeats kept */
-            const i64 x = v[i];
-            i64 j = i;
-            for (; j > 0 && v[j - 1] > x; j--) v[j] = v[j - 1];
-            v[j] = x;
-        }
+        insertion_sort(v, 0, len);
     } else {
         i64 lo = v[0], hi = v[0];
         for (i64 i = 1; i < len; i++) {
