@@ -547,6 +547,49 @@ static i64 run_end(const i64 *a, i64 from, i64 to, i64 bound, int strict) {
     return lo;
 }
 
+/* 1 when p[0, n) ascends (repeats allowed): blocks of 256 compared without a branch (the
+ * compiler vectorises them), stopping at the first block that descends */
+static int ascends(const i64 *p, i64 n) {
+    for (i64 lo = 1; lo < n; lo += 256) {
+        const i64 hi = lo + 256 < n ? lo + 256 : n;
+        int down = 0;
+        for (i64 j = lo; j < hi; j++) down |= p[j] < p[j - 1];
+        if (down) return 0;
+    }
+    return 1;
+}
+
+/* how many of the ascending f[0, nf) are < bound */
+static i64 count_below(const i64 *f, i64 nf, i64 bound) {
+    i64 lo = 0, hi = nf;
+    while (lo < hi) {
+        const i64 mid = lo + (hi - lo) / 2;
+        if (f[mid] < bound) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+}
+
+/* o[0, nf + ns) = the merge of the ascending f[0, nf) and s[0, ns) (equal values: f's first),
+ * copied run by run. s must not overlap o; f may, when o <= f (a merge in place that ends where
+ * f ends): every write lands at or before the free entry read next, so nothing unread is lost. */
+static void merge_runs(const i64 *f, i64 nf, const i64 *s, i64 ns, i64 *o) {
+    i64 i = 0, j = 0, k = 0;
+    while (i < nf && j < ns) { /* copy whole runs: staged below f[i], free up to s[j] */
+        const i64 js = run_end(s, j, ns, f[i], 1);
+        memcpy(o + k, s + j, (size_t)(js - j) * sizeof(i64));
+        k += js - j;
+        j = js;
+        if (j == ns) break;
+        const i64 is = run_end(f, i, nf, s[j], 0);
+        memmove(o + k, f + i, (size_t)(is - i) * sizeof(i64));
+        k += is - i;
+        i = is;
+    }
+    memmove(o + k, f + i, (size_t)(nf - i) * sizeof(i64));
+    k += nf - i;
+    memcpy(o + k, s + j, (size_t)(ns - j) * sizeof(i64));
+}
+
 /* merge_below(free, staged, out) -> below, or -1 when staged is not ascending.
  * free ascends; below = how many free pages are < max(staged); out[:below + len(staged)]
  * receives the merge of free[:below] and staged, ascending (equal values: free's first). */
@@ -558,31 +601,10 @@ static PyObject *merge_below(PyObject *self, PyObject *const *args, Py_ssize_t n
     i64 *o = ob.buf;
     const i64 nf = fb.len / 8, ns = sb.len / 8, no = ob.len / 8;
     i64 result = -1;
-    int ascending = ns > 0;
-    for (i64 j = 1; j < ns && ascending; j++) ascending = s[j] >= s[j - 1];
-    if (ascending) {
-        const i64 top = s[ns - 1];
-        i64 lo = 0, hi = nf; /* first free index with f >= top */
-        while (lo < hi) {
-            const i64 mid = lo + (hi - lo) / 2;
-            if (f[mid] < top) lo = mid + 1; else hi = mid;
-        }
+    if (ns > 0 && ascends(s, ns)) {
+        const i64 lo = count_below(f, nf, s[ns - 1]);
         if (lo + ns <= no) {
-            i64 i = 0, j = 0, k = 0;
-            while (i < lo && j < ns) { /* copy whole runs: staged below f[i], free up to s[j] */
-                const i64 js = run_end(s, j, ns, f[i], 1);
-                memcpy(o + k, s + j, (size_t)(js - j) * sizeof(i64));
-                k += js - j;
-                j = js;
-                if (j == ns) break;
-                const i64 is = run_end(f, i, lo, s[j], 0);
-                memcpy(o + k, f + i, (size_t)(is - i) * sizeof(i64));
-                k += is - i;
-                i = is;
-            }
-            memcpy(o + k, f + i, (size_t)(lo - i) * sizeof(i64));
-            k += lo - i;
-            memcpy(o + k, s + j, (size_t)(ns - j) * sizeof(i64));
+            merge_runs(f, lo, s, ns, o);
             result = lo;
         } else {
             PyErr_SetString(PyExc_ValueError, "merge_below: output too small");
@@ -770,60 +792,109 @@ static PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     return slots;
 }
 
-/* sort_values(values) -> bool: the int64 buffer sorted ascending in place, repeats kept, by
- * LSD radix sort on value - min in RADIX_BITS-bit digits when max - min < 2^(3 * RADIX_BITS)
- * (True); False, nothing moved, for a wider range (the caller's numpy sort takes it). Linear
- * in the values, whatever their runs: a merge's staged pages, one sorted run per free(). */
 #define RADIX_BITS 11
 #define RADIX_SIZE (1 << RADIX_BITS)
+/* v[0, len) sorted ascending in place, repeats kept: insertion sort up to SMALL_SORT values,
+ * else LSD radix sort on value - min in RADIX_BITS-bit digits when max - min < 2^(3 *
+ * RADIX_BITS). 1 when sorted; 0, nothing moved, for a wider range; -1 (MemoryError set) when
+ * the scratch cannot be had. Linear in the values, whatever their runs. */
+static int radix_sort(i64 *v, i64 len) {
+    if (len <= SMALL_SORT) {
+        insertion_sort(v, 0, len);
+        return 1;
+    }
+    i64 lo = v[0], hi = v[0];
+    for (i64 i = 1; i < len; i++) {
+        if (v[i] < lo) lo = v[i];
+        if (v[i] > hi) hi = v[i];
+    }
+    const u64 range = (u64)hi - (u64)lo;
+    if ((range >> (RADIX_BITS * 3)) != 0) return 0;
+    int passes = 0;
+    while (passes < 3 && (range >> (RADIX_BITS * passes)) != 0) passes++;
+    if (passes == 0) return 1; /* all equal */
+    u64 *tmp = malloc((size_t)len * sizeof(u64));
+    if (tmp == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    u64 *from = (u64 *)v, *to = tmp;
+    for (i64 i = 0; i < len; i++) from[i] = (u64)v[i] - (u64)lo;
+    static i64 count[RADIX_SIZE];
+    for (int pass = 0; pass < passes; pass++) {
+        const int shift = RADIX_BITS * pass;
+        memset(count, 0, sizeof(count));
+        for (i64 i = 0; i < len; i++) count[(from[i] >> shift) & (RADIX_SIZE - 1)]++;
+        i64 at = 0;
+        for (int d = 0; d < RADIX_SIZE; d++) {
+            const i64 c = count[d];
+            count[d] = at;
+            at += c;
+        }
+        for (i64 i = 0; i < len; i++) to[count[(from[i] >> shift) & (RADIX_SIZE - 1)]++] = from[i];
+        u64 *swap = from;
+        from = to;
+        to = swap;
+    }
+    for (i64 i = 0; i < len; i++) v[i] = (i64)(from[i] + (u64)lo);
+    free(tmp);
+    return 1;
+}
+
+/* sort_values(values) -> bool: the int64 buffer sorted ascending in place by radix_sort
+ * (True); False, nothing moved, for a range of 2^33 or more (the caller's numpy sort takes
+ * it). */
 static PyObject *sort_values(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_buffer b;
     if (nargs_is(n, 1, "sort_values") || arg_buf(args[0], &b, 1)) return NULL;
-    i64 *v = b.buf;
+    const int sorted = radix_sort(b.buf, b.len / 8);
+    PyBuffer_Release(&b);
+    return sorted < 0 ? NULL : PyBool_FromLong(sorted);
+}
+
+/* merge_front(buf, top, base, count) -> bool: need_sort's merge in the paged free list's own
+ * buffer. The list is buf[top:], ascending; the staged pages are buf[base, base + count), in
+ * any order, clear of it (base + count <= top). They are sorted where they lie, then merged
+ * with the free pages below the largest of them into buf[top - count, top + below): SGLang's
+ * sort(free ∪ staged) as the list buf[top - count:] (the caller sets top -= count). The
+ * staged pages are copied out first only when that span reaches them. False, nothing moved,
+ * when their range is 2^33 or more (the caller sorts a copy). O(count + below). */
+static PyObject *merge_front(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    Py_buffer b;
+    i64 top, base, count;
+    if (nargs_is(n, 4, "merge_front") || arg_i64(args[1], &top) || arg_i64(args[2], &base) ||
+        arg_i64(args[3], &count) || arg_buf(args[0], &b, 1))
+        return NULL;
+    i64 *buf = b.buf;
     const i64 len = b.len / 8;
-    int sorted = 1;
-    if (len <= SMALL_SORT) {
-        insertion_sort(v, 0, len);
-    } else {
-        i64 lo = v[0], hi = v[0];
-        for (i64 i = 1; i < len; i++) {
-            if (v[i] < lo) lo = v[i];
-            if (v[i] > hi) hi = v[i];
-        }
-        const u64 range = (u64)hi - (u64)lo;
-        int passes = 0;
-        while (passes < 3 && (range >> (RADIX_BITS * passes)) != 0) passes++;
-        sorted = (range >> (RADIX_BITS * 3)) == 0;
-        u64 *tmp = sorted && passes > 0 ? malloc((size_t)len * sizeof(u64)) : NULL;
-        if (sorted && passes > 0 && tmp == NULL) {
-            PyBuffer_Release(&b);
-            return PyErr_NoMemory();
-        }
-        if (tmp != NULL) {
-            u64 *from = (u64 *)v, *to = tmp;
-            for (i64 i = 0; i < len; i++) from[i] = (u64)v[i] - (u64)lo;
-            static i64 count[RADIX_SIZE];
-            for (int pass = 0; pass < passes; pass++) {
-                const int shift = RADIX_BITS * pass;
-                memset(count, 0, sizeof(count));
-                for (i64 i = 0; i < len; i++) count[(from[i] >> shift) & (RADIX_SIZE - 1)]++;
-                i64 at = 0;
-                for (int d = 0; d < RADIX_SIZE; d++) {
-                    const i64 c = count[d];
-                    count[d] = at;
-                    at += c;
+    int done = 0;
+    if (base < 0 || count < 0 || base + count > top || top > len) {
+        PyErr_SetString(PyExc_ValueError, "merge_front: staged pages not clear of the list");
+        done = -1;
+    } else if (count > 0) {
+        i64 *staged = buf + base;
+        done = ascends(staged, count) ? 1 : radix_sort(staged, count);
+        if (done == 1) {
+            const i64 below = count_below(buf + top, len - top, staged[count - 1]);
+            i64 *copy = NULL;
+            if (top - count < base + count) { /* the merged span reaches the staged pages */
+                copy = malloc((size_t)count * sizeof(i64));
+                if (copy == NULL) {
+                    PyErr_NoMemory();
+                    done = -1;
+                } else {
+                    memcpy(copy, staged, (size_t)count * sizeof(i64));
+                    staged = copy;
                 }
-                for (i64 i = 0; i < len; i++) to[count[(from[i] >> shift) & (RADIX_SIZE - 1)]++] = from[i];
-                u64 *swap = from;
-                from = to;
-                to = swap;
             }
-            for (i64 i = 0; i < len; i++) v[i] = (i64)(from[i] + (u64)lo);
-            free(tmp);
+            if (done == 1) merge_runs(buf + top, below, staged, count, buf + top - count);
+            free(copy);
         }
+    } else {
+        done = 1;
     }
     PyBuffer_Release(&b);
-    return PyBool_FromLong(sorted);
+    return done < 0 ? NULL : PyBool_FromLong(done);
 }
 
 #define FAST(name) {#name, (PyCFunction)(void (*)(void))name, METH_FASTCALL, NULL}
@@ -832,6 +903,7 @@ static PyMethodDef methods[] = {
     FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
     FAST(extend_take),  FAST(decode_take),   FAST(copy_into),    FAST(segment_page_ids),
     FAST(defer),        FAST(release),       FAST(slots_at),     FAST(sort_values),
+    FAST(merge_front),
     {NULL, NULL, 0, NULL},
 };
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",

@@ -51,6 +51,11 @@ Each method's contract:
   backend form (non-empty staged), ``(k, merged)`` such that replacing the first ``k`` free
   pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is ``len(front)``
   unless ``front_sorted`` lets the CPU move only the pages below the largest staged one.
+- ``merge_front(view, top, base, count)``: the same merge in place, where the backend has one
+  (:class:`~kvpool.impl.native_ops.NativeOps`), for a stack whose list ``view[top:]`` ascends
+  and whose ``count`` staged pages lie at ``view[base, base + count)`` (``base + count <=
+  top``): True when ``sort(list ∪ staged)`` now fills ``view[top - count:]``; False, nothing
+  moved, for the caller's ``merge_sorted``. Here: always False.
 """
 
 from __future__ import annotations
@@ -147,6 +152,9 @@ class TorchOps:
         # on the device a host read of the largest staged page would sync: sort everything
         merged: torch.Tensor = torch.sort(torch.cat((front, staged))).values
         return front.numel(), merged
+
+    def merge_front(self, view: Any, top: int, base: int, count: int) -> bool:
+        return False
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         return layout.decode_new_pages(seq_lens_cpu, self.page_size)

@@ -317,19 +317,21 @@ class AllocatorBase(SglangSurface):
         The result is SGLang's ``sort(free ∪ staged)``. The free list is known to be sorted
         after ``clear`` and every merge until a page is pushed without staging (need_sort off,
         or switched on later); then, on the CPU, only the free pages below the largest staged
-        one move: O(S + F_below) for sorted runs of staged pages (S log S at worst), never a
-        sort of the whole list. Otherwise (or on CUDA, where a host read would sync) the whole
+        one move: O(S + F_below), never a sort of the whole list (the compiled backend
+        radix-sorts the staged pages, and merges the paged list in its own buffer:
+        ``Staging.merge_in_place``). Otherwise (or on CUDA, where a host read would sync) the whole
         ``free ∪ staged`` is sorted, O((F + S) log(F + S)). Runs only when an allocation is
         short (amortised over the frees that staged the pages).
         """
         if len(self._staged) == 0:
             return
-        num_replaced, merged = self._ops.merge_sorted(
-            self._free.contents_view(), self._staged.contents_view(),
-            front_sorted=self._free_sorted)
-        self._free.replace_front(num_replaced, merged)
+        if not (self._free_sorted and self._staged.merge_in_place()):
+            num_replaced, merged = self._ops.merge_sorted(
+                self._free.contents_view(), self._staged.contents_view(),
+                front_sorted=self._free_sorted)
+            self._free.replace_front(num_replaced, merged)
+            self._staged.reset()
         self._free_sorted = True
-        self._staged.reset()
         if self._table is not None:
             self._table.merged()
 

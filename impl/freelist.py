@@ -337,6 +337,20 @@ class Staging:
             self.count = 0
             self.append(saved)
 
+    def merge_in_place(self) -> bool:
+        """SGLang's merge where the backend does it in the stack's own buffer (the free list
+        must ascend): True when ``sort(free ∪ staged)`` is now the free list and nothing is
+        staged; False, nothing changed, for the caller's ``merge_sorted`` (a ring, the torch and
+        numpy backends, or a range of staged pages the compiled sort declines). O(S + F below
+        the largest staged page), no copy of the list."""
+        free = self._free
+        if not isinstance(free, PageStack) or not self._ops.merge_front(
+                self.view, free.top, self.base, self.count):
+            return False
+        free.pushed(self.count)  # the list now starts count pages earlier
+        self.count = 0
+        return True
+
     def reset(self) -> None:
         """Forget every staged page (after a merge or clear)."""
         self.count = 0

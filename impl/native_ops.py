@@ -8,15 +8,15 @@ each (count, shortage check, layout: :meth:`NativeOps.take_extend`,
 sorted distinct pages, room check and the write into the free list: :meth:`NativeOps.release`),
 ``alloc``'s slots (:meth:`NativeOps.take_slots`), the strided page ids of segment frees, the
 copies into the free lists, and the ``need_sort`` merge (a radix sort of the staged pages, then
-a galloping merge). A free group keeps its copies as bytearrays of int64 page ids
-(:meth:`NativeOps.defer`): building a numpy array costs more than the copy, the more so when
-the caches are cold, as between a server's scheduler steps. It gives the same
-numbers as ``NumpyOps`` for every input: an input the loops do not take (not int64, not
-contiguous, lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form,
-which gives the result or raises the error that backend gives. Results are fresh int64 tensors
-that nothing here keeps (``ALIAS-1``); the one-pass ones own a new buffer the loop filled
-(``torch.frombuffer``), the others a new numpy array (``torch.from_numpy``): neither storage is
-resizable, as numpy-backed tensors.
+a galloping merge; for the paged free list in its own buffer, :meth:`NativeOps.merge_front`).
+A free group keeps its copies as bytearrays of int64 page ids (:meth:`NativeOps.defer`):
+building a numpy array costs more than the copy, the more so when the caches are cold, as
+between a server's scheduler steps. It gives the same numbers as ``NumpyOps`` for every input:
+an input the loops do not take (not int64, not contiguous, lengths that disagree) or a batch
+they find irregular goes to the ``NumpyOps`` form, which gives the result or raises the error
+that backend gives. Results are fresh int64 tensors that nothing here keeps (``ALIAS-1``); the
+one-pass ones own a new buffer the loop filled (``torch.frombuffer``), the others a new numpy
+array (``torch.from_numpy``): neither storage is resizable, as numpy-backed tensors.
 
 :func:`kvpool.impl.backend.ops_for` picks it on the CPU when the extension was built (``pip
 install`` compiles it where a C compiler is present; without one the install still succeeds and
@@ -166,6 +166,10 @@ class NativeOps(NumpyOps):
                 new.sort(kind="stable")
             below = _native.merge_below(free, new, merged)
         return below, merged[: below + new.size]
+
+    def merge_front(self, view: Any, top: int, base: int, count: int) -> bool:
+        merged: bool = _native.merge_front(view, top, base, count)
+        return merged
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         pre, seq = _addr(prefix_lens_cpu), _addr(seq_lens_cpu)

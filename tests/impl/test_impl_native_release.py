@@ -247,6 +247,19 @@ def test_sort_values_sorts_or_declines(values: list[int], width: int) -> None:
         assert max(narrowed) - min(narrowed) >= 2**33
 
 
+@pytest.mark.parametrize("top_bit", [32, 33, 34])
+def test_sort_values_range_limit_is_2_to_the_33(top_bit: int) -> None:
+    """Past the insertion sort's 64 values, a range of 2^33 - 1 is radix-sorted in three
+    11-bit digits and one of 2^33 (or 2^34 - 1) is declined: no digit is ever dropped."""
+    span = (1 << top_bit) - 1 if top_bit != 33 else 1 << 33
+    values = [(i * 7919) % 100 for i in range(100)]
+    values = [v * (span // 99) for v in values] + [span]  # min 0, max span
+    array = np.array(values[::-1], dtype=np.int64)
+    ok = _native().sort_values(array)
+    assert ok is (span < 1 << 33)
+    assert array.tolist() == (sorted(values) if ok else values[::-1])
+
+
 def test_merge_of_staged_pages_over_a_wide_range_matches_numpy() -> None:
     """Staged pages in several runs whose range the radix sort declines (≥ 2^33: values an
     unchecked free can stage): numpy's sort takes them, and the merge is the numpy backend's."""
@@ -279,3 +292,84 @@ def test_paged_free_of_many_pages_out_of_order_matches_numpy(num_pages: int) -> 
     assert freed(NativeOps) == freed(NumpyOps) == list(range(1, num_pages + 1))
     shuffled = np.random.default_rng(1).permutation(np.arange(1, 200, dtype=np.int64))
     assert NativeOps(4, "cpu").distinct(shuffled.copy()).tolist() == list(range(1, 200))
+
+
+@given(free=st.lists(st.integers(1, 400), max_size=40, unique=True),
+       staged=st.lists(st.integers(1, 400), max_size=100, unique=True),
+       spread=st.sampled_from([0, 0, 32, 33]), data=st.data())
+def test_merge_front_merges_in_the_buffer_or_declines(free: list[int], staged: list[int],
+                                                      spread: int, data: Any) -> None:
+    """The stack's list ``buf[top:]`` ascends and its staged pages lie anywhere below it: True
+    with ``sorted(free + staged)`` as ``buf[top - count:]`` and every other entry below it
+    (unused, or the staged pages' own span) untouched outside the staged span; False, nothing
+    moved, when the staged range reaches 2^33 (``spread`` 33 or more, past 64 pages)."""
+    free = sorted(set(free) - set(staged))
+    if spread and staged:  # page ids far apart: the radix sort's range limit
+        staged = [p << spread if i % 2 else p for i, p in enumerate(staged)]
+    count = len(staged)
+    base = data.draw(st.integers(0, 30))
+    top = base + count + data.draw(st.integers(0, 2 * count + 5))
+    buf = np.full(top + len(free), -7, dtype=np.int64)
+    buf[base : base + count] = staged
+    buf[top:] = free
+    before = buf.copy()
+    if not _native().merge_front(buf, top, base, count):
+        assert buf.tolist() == before.tolist()
+        assert count > 64 and max(staged) - min(staged) >= 2**33
+        return
+    assert buf[top - count :].tolist() == sorted(free + staged)
+    outside = [i for i in range(top - count) if not base <= i < base + count]
+    assert [int(buf[i]) for i in outside] == [int(before[i]) for i in outside]
+
+
+def test_merge_front_large_runs_sorted_and_overlapping() -> None:
+    """Past the insertion sort's 64 pages: staged pages in several descending runs (sorted by
+    the radix sort), merged with free pages interleaved with them, and a merged span that
+    reaches the staged pages (they are copied out first)."""
+    rng = np.random.default_rng(5)
+    pages = rng.permutation(np.arange(1, 3001, dtype=np.int64))
+    staged, free = pages[:1200], np.sort(pages[1200:])
+    for start, top in ((0, 2400), (0, 1500), (300, 1500)):
+        buf = np.zeros(top + free.size, dtype=np.int64)
+        buf[start : start + staged.size] = staged
+        buf[top:] = free
+        assert _native().merge_front(buf, top, start, staged.size)
+        assert buf[top - staged.size :].tolist() == list(range(1, 3001))
+    wide = np.array([p << 33 if p % 2 else p for p in range(1, 101)], dtype=np.int64)
+    buf = np.concatenate((wide[::-1], np.arange(1 << 40, (1 << 40) + 5, dtype=np.int64)))
+    before = buf.copy()
+    assert not _native().merge_front(buf, 100, 0, 100)  # range past 2^33: declined
+    assert buf.tolist() == before.tolist()
+
+
+def test_merge_front_argument_checks() -> None:
+    """Staged pages not clear of the list, a negative base or count, a top past the buffer:
+    ValueError, nothing moved."""
+    buf = np.arange(10, dtype=np.int64)
+    for top, start, count in ((5, 3, 3), (5, -1, 2), (5, 0, -1), (11, 0, 2)):
+        with pytest.raises(ValueError, match="merge_front"):
+            _native().merge_front(buf, top, start, count)
+    assert buf.tolist() == list(range(10))
+    assert _native().merge_front(buf, 4, 0, 0) and buf.tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("ops", [NativeOps, NumpyOps])
+def test_paged_merge_in_place_only_where_compiled(ops: type) -> None:
+    """``Staging.merge_in_place``: the compiled backend merges the paged stack in its buffer
+    (the list starts ``count`` pages earlier, nothing staged); numpy declines (the allocator's
+    ``merge_sorted`` path). Both give SGLang's order."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(base, "ops_for", ops)
+        alloc = PagedTokenToKVPoolAllocator(64, 4, torch.float16, "cpu", None, True)
+    row = alloc.alloc(40)
+    assert row is not None
+    alloc.free(row[24:])
+    alloc.free(row[:8])
+    top, staged = alloc._free.top, alloc._staged
+    merged = staged.merge_in_place()
+    assert merged is (ops is NativeOps)
+    if not merged:
+        alloc.merge_and_sort_free()
+    assert (alloc._free.top, len(staged)) == (top - 6, 0)
+    assert alloc.free_pages.tolist() == [1, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+    alloc.check_invariants()
