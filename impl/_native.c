@@ -901,23 +901,21 @@ static PyObject *merge_front(PyObject *self, PyObject *const *args, Py_ssize_t n
         done = -1;
     } else if (count > 0) {
         i64 *staged = buf + base;
-        done = ascends(staged, count) ? 1 : radix_sort(staged, count);
-        if (done == 1) {
-            const i64 below = count_below(buf + top, len - top, staged[count - 1]);
-            i64 *copy = NULL;
-            if (top - count < base + count) { /* the merged span reaches the staged pages */
-                copy = malloc((size_t)count * sizeof(i64));
-                if (copy == NULL) {
-                    PyErr_NoMemory();
-                    done = -1;
-                } else {
-                    memcpy(copy, staged, (size_t)count * sizeof(i64));
-                    staged = copy;
-                }
-            }
-            if (done == 1) merge_runs(buf + top, below, staged, count, buf + top - count);
-            free(copy);
+        /* when the merged span reaches the staged pages they are merged from a copy, taken
+         * before anything moves (a failed allocation leaves the buffer as it was) */
+        i64 *copy = top - count < base + count ? malloc((size_t)count * sizeof(i64)) : NULL;
+        if (top - count < base + count && copy == NULL) {
+            PyErr_NoMemory();
+            done = -1;
+        } else {
+            done = ascends(staged, count) ? 1 : radix_sort(staged, count);
         }
+        if (done == 1) {
+            if (copy != NULL) staged = memcpy(copy, staged, (size_t)count * sizeof(i64));
+            const i64 below = count_below(buf + top, len - top, staged[count - 1]);
+            merge_runs(buf + top, below, staged, count, buf + top - count);
+        }
+        free(copy);
     } else {
         done = 1;
     }
