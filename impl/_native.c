@@ -233,9 +233,10 @@ static PyObject *new_int64s(i64 n, i64 **data) {
  * the caller passed tensors) */
 static PyObject *frombuffer, *dtype_kwnames;
 
-/* The result of a take that laid out ``taken`` pages into ``out`` (a non-empty bytearray, the
- * reference passed on): (torch.frombuffer(out, dtype=int64), taken); NULL with an error set. */
-static PyObject *taken_pair(PyObject *out, i64 taken, PyObject *int64) {
+/* The answer of a take that laid out pages into ``out`` (a non-empty bytearray, the reference
+ * passed on): (torch.frombuffer(out, dtype=int64), top, staged), the list's and the
+ * staging's counters after it; NULL with an error set. */
+static PyObject *taken(PyObject *out, i64 top, i64 staged, PyObject *int64) {
     if (frombuffer == NULL) {
         PyObject *torch = PyImport_ImportModule("torch");
         frombuffer = torch != NULL ? PyObject_GetAttrString(torch, "frombuffer") : NULL;
@@ -248,27 +249,58 @@ static PyObject *taken_pair(PyObject *out, i64 taken, PyObject *int64) {
     PyObject *call[2] = {out, int64};
     PyObject *tensor = PyObject_Vectorcall(frombuffer, call, 1, dtype_kwnames);
     Py_DECREF(out);
-    return tensor == NULL ? NULL : Py_BuildValue("(NL)", tensor, (long long)taken);
+    return tensor == NULL ? NULL
+                          : Py_BuildValue("(NLL)", tensor, (long long)top, (long long)staged);
 }
 
-/* extend_take(pre_cpu, seq_cpu, pre, seq, last, free, top, ps, num_tokens, int64, staged)
- *   -> (out, taken) | (None, 0) | False | None
+/* (answer, top, staged) for a take that hands out no tensor: answer None (short) or False
+ * (a batch the loop found irregular: the caller's two-step form) */
+static PyObject *untaken(PyObject *answer, i64 top, i64 staged) {
+    return Py_BuildValue("(OLL)", answer, (long long)top, (long long)staged);
+}
+
+static int merge_in_front(i64 *buf, i64 len, i64 top, i64 base, i64 count, PyObject *runs);
+
+/* A one-pass take's merge (SORT-2): when pages are staged and ``need`` exceeds the free list
+ * buf[*top:], merge_in_front with the staged pages at buf[base, base + *staged) (``runs`` as
+ * staged_ascend's), then *top -= *staged and *staged = 0. 1: the take goes on from *top; 0,
+ * nothing moved: the caller merges (base < 0, the list not known to ascend, pages not clear
+ * of it, or a range merge_in_front declines); -1, nothing moved: an error is set. */
+static int merge_if_short(i64 *buf, i64 len, i64 *top, i64 *staged, i64 base, PyObject *runs,
+                          i64 need) {
+    if (*staged <= 0 || need <= len - *top) return 1;
+    if (base < 0 || base > *top - *staged) return 0;
+    const int done = merge_in_front(buf, len, *top, base, *staged, runs);
+    if (done == 1) {
+        *top -= *staged;
+        *staged = 0;
+    }
+    return done;
+}
+
+/* extend_take(pre_cpu, seq_cpu, pre, seq, last, free, top, ps, num_tokens, int64, staged,
+ *             base, runs) -> (out, top, staged) | False | None
  * alloc_extend in one pass, on the caller's tensors (int64, contiguous, CPU, one length each; a
- * length may be both its host and its device tensor). False, nothing read past the lengths,
- * when pages are staged (staged > 0) and SGLang's bound num_tokens // ps + bs + 1 exceeds the
- * free list free[top:] (SORT-2: the caller merges, then calls again). The new pages counted
- * from the host lengths; (None, 0) when they exceed free[top:] (nothing written); else out, a
- * new int64 tensor of num_tokens slots laid out on the first ``taken`` free pages (it owns the
- * bytearray the loop filled). None, with nothing read past the tensors' attributes, for any
- * input the loops do not take (another dtype, layout or device, lengths that disagree,
- * num_tokens < 1, ps < 1) or a batch found irregular: the caller's two-step form gives the
- * result or the error. */
+ * length may be both its host and its device tensor) and the paged free list free[top:]
+ * (ascending when base >= 0) with ``staged`` pages at free[base, base + staged) (``runs``: as
+ * staged_ascend's).
+ * When pages are staged and SGLang's bound num_tokens // ps + bs + 1 exceeds the list
+ * (SORT-2), merges them in place (merge_if_short), or answers False, nothing moved, for the
+ * caller to merge and call again. Then the new pages counted from the host lengths: out None
+ * when they exceed the list (nothing laid out), else a new int64 tensor of num_tokens slots
+ * laid out on the list's first pages (it owns the bytearray the loop filled), or False when the
+ * loop finds the batch irregular (the caller's two-step form gives the result or the error);
+ * top and staged are the counters after the call (a merge stays done whatever out is). None,
+ * with nothing read past the tensors' attributes and nothing moved, for any input the loops do
+ * not take (another dtype, layout or device, lengths that disagree, num_tokens < 1, ps < 1, top
+ * outside the list's buffer). */
 static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *pcp, *scp, *pp, *sp, *lp;
-    i64 top, ps, num_tokens, staged, bs = -1;
+    i64 top, ps, num_tokens, staged, base, bs = -1;
     Py_buffer free_buf;
-    if (nargs_is(n, 11, "extend_take") || arg_i64(args[6], &top) || arg_i64(args[7], &ps) ||
-        arg_i64(args[8], &num_tokens) || arg_i64(args[10], &staged))
+    if (nargs_is(n, 13, "extend_take") || arg_i64(args[6], &top) || arg_i64(args[7], &ps) ||
+        arg_i64(args[8], &num_tokens) || arg_i64(args[10], &staged) ||
+        arg_i64(args[11], &base))
         return NULL;
     PyObject *int64 = args[9];
     if (num_tokens < 1 || ps < 1 || !tensor_data(args[1], int64, &bs, &scp) ||
@@ -277,39 +309,34 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         !tensor_or_same(args[3], args[1], scp, int64, &bs, &sp) ||
         !tensor_data(args[4], int64, &bs, &lp))
         Py_RETURN_NONE;
-    if (arg_buf(args[5], &free_buf, 0)) return NULL;
+    const i64 count = count_extend(pcp, scp, bs, ps);
+    if (count < 0) Py_RETURN_NONE;
+    if (arg_buf(args[5], &free_buf, 1)) return NULL;
+    i64 *free_pages = free_buf.buf;
     const i64 free_len = free_buf.len / 8;
     if (top < 0 || top > free_len) {
         PyBuffer_Release(&free_buf);
         Py_RETURN_NONE;
     }
-    if (staged > 0 && num_tokens / ps + bs + 1 > free_len - top) { /* spec.layout.merge_bound */
-        PyBuffer_Release(&free_buf);
-        Py_RETURN_FALSE;
-    }
-    const i64 count = count_extend(pcp, scp, bs, ps);
-    if (count < 0) {
-        PyBuffer_Release(&free_buf);
-        Py_RETURN_NONE;
-    }
-    if (count > free_len - top) {
-        PyBuffer_Release(&free_buf);
-        return Py_BuildValue("(Oi)", Py_None, 0);
-    }
+    /* spec.layout.merge_bound */
+    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[12],
+                                      num_tokens / ps + bs + 1);
+    PyObject *result = NULL;
     i64 *slots;
-    PyObject *out = new_int64s(num_tokens, &slots);
-    if (out == NULL) {
-        PyBuffer_Release(&free_buf);
-        return NULL;
+    if (merged == 0) {
+        result = Py_NewRef(Py_False);
+    } else if (merged > 0 && count > free_len - top) {
+        result = untaken(Py_None, top, staged);
+    } else if (merged > 0 && (result = new_int64s(num_tokens, &slots)) != NULL) {
+        if (lay_out_extend(pp, sp, lp, bs, free_pages + top, count, ps, slots, num_tokens)) {
+            Py_DECREF(result);
+            result = untaken(Py_False, top, staged);
+        } else {
+            result = taken(result, top + count, staged, int64);
+        }
     }
-    const int irregular = lay_out_extend(pp, sp, lp, bs, (const i64 *)free_buf.buf + top, count,
-                                         ps, slots, num_tokens) != 0;
     PyBuffer_Release(&free_buf);
-    if (irregular) {
-        Py_DECREF(out);
-        Py_RETURN_NONE;
-    }
-    return taken_pair(out, count, int64);
+    return result;
 }
 
 /* decode_count(seq, bs, ps) -> count_decode */
@@ -336,42 +363,46 @@ static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
-/* decode_take(seq_cpu, seq, last, free, top, ps, int64, staged)
- *   -> (out, taken) | (None, 0) | False | None
- * alloc_decode in one pass, on the caller's tensors as extend_take's. False when pages are
- * staged and the batch outnumbers the free list free[top:] (SORT-2: merge, then call again).
- * The opening requests counted from the host lengths (every request at ps 1); (None, 0) when
- * they exceed free[top:]; else out, a new int64 tensor of one slot per request, and
- * ``taken``. None for inputs the loops do not take and for an empty batch. */
+/* decode_take(seq_cpu, seq, last, free, top, ps, int64, staged, base, runs)
+ *   -> (out, top, staged) | False | None
+ * alloc_decode in one pass, on the caller's tensors and free list as extend_take's (the merge
+ * test: the batch outnumbers the list). The opening requests counted from the host lengths
+ * (every request at ps 1); out None when they exceed the list, else a new int64 tensor of one
+ * slot per request. None, nothing moved, for inputs the loops do not take and for an empty
+ * batch. */
 static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *scp, *sp, *lp;
-    i64 top, ps, staged, bs = -1;
+    i64 top, ps, staged, base, bs = -1;
     Py_buffer free_buf;
-    if (nargs_is(n, 8, "decode_take") || arg_i64(args[4], &top) || arg_i64(args[5], &ps) ||
-        arg_i64(args[7], &staged))
+    if (nargs_is(n, 10, "decode_take") || arg_i64(args[4], &top) || arg_i64(args[5], &ps) ||
+        arg_i64(args[7], &staged) || arg_i64(args[8], &base))
         return NULL;
     PyObject *int64 = args[6];
     if (ps < 1 || !tensor_data(args[0], int64, &bs, &scp) || bs == 0 ||
         !tensor_or_same(args[1], args[0], scp, int64, &bs, &sp) ||
         !tensor_data(args[2], int64, &bs, &lp))
         Py_RETURN_NONE;
-    if (arg_buf(args[3], &free_buf, 0)) return NULL;
+    if (arg_buf(args[3], &free_buf, 1)) return NULL;
+    i64 *free_pages = free_buf.buf;
     const i64 free_len = free_buf.len / 8;
-    if (staged > 0 && top >= 0 && top <= free_len && bs > free_len - top) {
+    if (top < 0 || top > free_len) {
         PyBuffer_Release(&free_buf);
-        Py_RETURN_FALSE;
+        Py_RETURN_NONE;
     }
+    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[9], bs);
     const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
-    if (top < 0 || top > free_len || count > free_len - top) {
-        PyBuffer_Release(&free_buf);
-        return Py_BuildValue("(Oi)", Py_None, 0);
-    }
+    PyObject *result = NULL;
     i64 *slots;
-    PyObject *out = new_int64s(bs, &slots);
-    if (out != NULL)
-        lay_out_decode(sp, lp, bs, (const i64 *)free_buf.buf + top, count, ps, slots);
+    if (merged == 0) {
+        result = Py_NewRef(Py_False);
+    } else if (merged > 0 && count > free_len - top) {
+        result = untaken(Py_None, top, staged);
+    } else if (merged > 0 && (result = new_int64s(bs, &slots)) != NULL) {
+        lay_out_decode(sp, lp, bs, free_pages + top, count, ps, slots);
+        result = taken(result, top + count, staged, int64);
+    }
     PyBuffer_Release(&free_buf);
-    return out == NULL ? NULL : taken_pair(out, count, int64);
+    return result;
 }
 
 /* out[i] = slots[i] // ps (floor) for i in [0, count) */
@@ -880,45 +911,68 @@ static PyObject *sort_values(PyObject *self, PyObject *const *args, Py_ssize_t n
     return sorted < 0 ? NULL : PyBool_FromLong(sorted);
 }
 
-/* merge_front(buf, top, base, count) -> bool: need_sort's merge in the paged free list's own
- * buffer. The list is buf[top:], ascending; the staged pages are buf[base, base + count), in
- * any order, clear of it (base + count <= top). They are sorted where they lie, then merged
- * with the free pages below the largest of them into buf[top - count, top + below): SGLang's
- * sort(free ∪ staged) as the list buf[top - count:] (the caller sets top -= count). The
- * staged pages are copied out first only when that span reaches them. False, nothing moved,
- * when their range is 2^33 or more (the caller sorts a copy). O(count + below). */
+/* 1 when s[0, count) ascends: from ``runs``, a list of the offsets where the runs the caller
+ * vouches ascend start after the first (at 0), by comparing only the seams between them (an
+ * offset outside (0, count): all of them read); else (runs not a list) all of them read
+ * (ascends). 0 when not; -1 with an error set for a list item that is not an int. */
+static int staged_ascend(const i64 *s, i64 count, PyObject *runs) {
+    if (!PyList_Check(runs)) return ascends(s, count);
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(runs); i++) {
+        const long long r = PyLong_AsLongLong(PyList_GET_ITEM(runs, i));
+        if (r == -1 && PyErr_Occurred()) return -1;
+        if (r <= 0 || r >= count) return ascends(s, count);
+        if (s[r] < s[r - 1]) return 0;
+    }
+    return 1;
+}
+
+/* need_sort's merge in the paged free list's own buffer buf[0, len). The list is buf[top:],
+ * ascending; the staged pages are buf[base, base + count), in any order, clear of it (0 <=
+ * base, base + count <= top). They are sorted where they lie, then merged with the free pages
+ * below the largest of them into buf[top - count, top + below): SGLang's sort(free ∪ staged)
+ * as the list buf[top - count:] (whether they ascend: staged_ascend with ``runs``). Nothing
+ * moves when they ascend right below the list and end
+ * below its front (pages given back in the order they were taken); otherwise they are copied
+ * out first only when that span reaches them, the copy taken before anything moves. 1 merged;
+ * 0, nothing moved, when their range is 2^33 or more (the caller sorts a copy); -1, nothing
+ * moved, MemoryError set. O(count + below). */
+static int merge_in_front(i64 *buf, i64 len, i64 top, i64 base, i64 count, PyObject *runs) {
+    if (count == 0) return 1;
+    i64 *staged = buf + base;
+    const int sorted = staged_ascend(staged, count, runs);
+    if (sorted < 0) return -1;
+    if (sorted && base + count == top && count_below(buf + top, len - top, staged[count - 1]) == 0)
+        return 1; /* already sort(free ∪ staged) from top - count on */
+    const int overlap = top - count < base + count;
+    i64 *copy = overlap ? malloc((size_t)count * sizeof(i64)) : NULL;
+    if (overlap && copy == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    const int done = sorted ? 1 : radix_sort(staged, count);
+    if (done == 1) {
+        if (copy != NULL) staged = memcpy(copy, staged, (size_t)count * sizeof(i64));
+        const i64 below = count_below(buf + top, len - top, staged[count - 1]);
+        merge_runs(buf + top, below, staged, count, buf + top - count);
+    }
+    free(copy);
+    return done;
+}
+
+/* merge_front(buf, top, base, count, runs) -> bool: merge_in_front (the caller sets top -=
+ * count when True); ValueError, nothing moved, when the staged pages are not clear of the list */
 static PyObject *merge_front(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_buffer b;
     i64 top, base, count;
-    if (nargs_is(n, 4, "merge_front") || arg_i64(args[1], &top) || arg_i64(args[2], &base) ||
+    if (nargs_is(n, 5, "merge_front") || arg_i64(args[1], &top) || arg_i64(args[2], &base) ||
         arg_i64(args[3], &count) || arg_buf(args[0], &b, 1))
         return NULL;
-    i64 *buf = b.buf;
     const i64 len = b.len / 8;
-    int done = 0;
-    if (base < 0 || count < 0 || base + count > top || top > len) {
+    int done = -1;
+    if (base < 0 || count < 0 || base + count > top || top > len)
         PyErr_SetString(PyExc_ValueError, "merge_front: staged pages not clear of the list");
-        done = -1;
-    } else if (count > 0) {
-        i64 *staged = buf + base;
-        /* when the merged span reaches the staged pages they are merged from a copy, taken
-         * before anything moves (a failed allocation leaves the buffer as it was) */
-        i64 *copy = top - count < base + count ? malloc((size_t)count * sizeof(i64)) : NULL;
-        if (top - count < base + count && copy == NULL) {
-            PyErr_NoMemory();
-            done = -1;
-        } else {
-            done = ascends(staged, count) ? 1 : radix_sort(staged, count);
-        }
-        if (done == 1) {
-            if (copy != NULL) staged = memcpy(copy, staged, (size_t)count * sizeof(i64));
-            const i64 below = count_below(buf + top, len - top, staged[count - 1]);
-            merge_runs(buf + top, below, staged, count, buf + top - count);
-        }
-        free(copy);
-    } else {
-        done = 1;
-    }
+    else
+        done = merge_in_front(b.buf, len, top, base, count, args[4]);
     PyBuffer_Release(&b);
     return done < 0 ? NULL : PyBool_FromLong(done);
 }

@@ -51,11 +51,12 @@ Each method's contract:
   backend form (non-empty staged), ``(k, merged)`` such that replacing the first ``k`` free
   pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is ``len(front)``
   unless ``front_sorted`` lets the CPU move only the pages below the largest staged one.
-- ``merge_front(view, top, base, count)``: the same merge in place, where the backend has one
-  (:class:`~kvpool.impl.native_ops.NativeOps`), for a stack whose list ``view[top:]`` ascends
-  and whose ``count`` staged pages lie at ``view[base, base + count)`` (``base + count <=
-  top``): True when ``sort(list ∪ staged)`` now fills ``view[top - count:]``; False, nothing
-  moved, for the caller's ``merge_sorted``. Here: always False.
+- ``merge_front(view, top, base, count, runs)``: the same merge in place, where the backend has
+  one (:class:`~kvpool.impl.native_ops.NativeOps`), for a stack whose list ``view[top:]``
+  ascends and whose ``count`` staged pages lie at ``view[base, base + count)`` (``base + count
+  <= top``; ``runs``: :attr:`~kvpool.impl.freelist.Staging.runs`, the offsets of the runs
+  known to ascend, or None): True when ``sort(list ∪ staged)`` now fills ``view[top -
+  count:]``; False, nothing moved, for the caller's ``merge_sorted``. Here: always False.
 """
 
 from __future__ import annotations
@@ -70,9 +71,10 @@ from . import host_layout, layout
 from .host_layout import div_floor as _div
 
 INT64 = torch.int64
-# a one-pass take's answer: (slots, pages taken), (None, 0) when short, False to merge first,
-# None for the two-step path
-OnePass = tuple[torch.Tensor | None, int] | Literal[False] | None
+# a one-pass take's answer: (slots, or None when short, or False for the two-step path; the
+# list's top and the staged count after the call), False to merge first, None for the
+# two-step path
+OnePass = tuple[torch.Tensor | Literal[False] | None, int, int] | Literal[False] | None
 
 
 def joined(ops: TorchOps, parts: list[Any]) -> Any:
@@ -153,7 +155,8 @@ class TorchOps:
         merged: torch.Tensor = torch.sort(torch.cat((front, staged))).values
         return front.numel(), merged
 
-    def merge_front(self, view: Any, top: int, base: int, count: int) -> bool:
+    def merge_front(self, view: Any, top: int, base: int, count: int,
+                    runs: list[int] | None) -> bool:
         return False
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
@@ -164,21 +167,27 @@ class TorchOps:
         always None."""
         return None
 
-    def take_extend(self, free: Any, top: int, num_staged: int, prefix_lens: torch.Tensor,
+    def take_extend(self, free: Any, top: int, num_staged: int, base: int,
+                    runs: list[int] | None, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
                     extend_num_tokens: int) -> OnePass:
-        """``alloc_extend`` in one pass, where the backend has one: the merge test
-        (``SORT-2``: False, nothing taken, when ``num_staged`` pages are staged and the batch's
-        ``merge_bound`` exceeds the free list ``free[top:]``, backend form: the caller merges
-        and calls again), the count, the shortage check and the layout on the list's first
-        pages. ``(slots, pages taken)``; ``(None, 0)`` when short (nothing read from the
-        list); None when this backend (or this batch) takes the two-step path of
-        ``extend_new_pages`` and ``extend_slots``. Here: always None."""
+        """``alloc_extend`` in one pass, where the backend has one, on the stack ``free``
+        (backend form; the list is ``free[top:]``, the ``num_staged`` staged pages at
+        ``free[base, base + num_staged)``, ``runs`` as ``merge_front``'s). The merge test
+        (``SORT-2``: the batch's ``merge_bound`` exceeds the list): with ``base >= 0`` (the list
+        ascends) the merge of ``merge_front`` in place, else False, nothing moved: the caller
+        merges and calls again.
+        Then the count, the shortage check and the layout on the list's first pages:
+        ``(slots, top, staged)``, the counters after the call, with ``None`` for slots when
+        short (nothing laid out) and ``False`` when the batch needs the two-step form (a merge
+        stays done). None, nothing moved, when this backend (or this batch) takes the two-step
+        path of ``extend_new_pages`` and ``extend_slots``. Here: always None."""
         return None
 
-    def take_decode(self, free: Any, top: int, num_staged: int, seq_lens: torch.Tensor,
-                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor) -> OnePass:
+    def take_decode(self, free: Any, top: int, num_staged: int, base: int,
+                    runs: list[int] | None, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                    last_loc: torch.Tensor) -> OnePass:
         """``alloc_decode``'s one pass, as :meth:`take_extend` (the merge test: the batch
         outnumbers the free list). Here: always None."""
         return None

@@ -169,7 +169,7 @@ class AllocatorBase(SglangSurface):
                 table.deferred_free(pages)
             return
         if not self._released_in_one_pass(free_index):
-            self._release(self._pages_of_free(free_index))
+            self._release(self._pages_of_free(free_index), ascending=self.paged)
         if table is not None:
             table.released(pages, need_sort=self.need_sort)
 
@@ -230,12 +230,13 @@ class AllocatorBase(SglangSurface):
             return None
         return self._ops.segment_pages(free_index, trim, start_pos % self.page_size)
 
-    def _release(self, pages: Any) -> None:
+    def _release(self, pages: Any, *, ascending: bool = False) -> None:
         """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``).
-        ``pages``: a 1-D tensor or backend-form pages."""
+        ``pages``: a 1-D tensor or backend-form pages (``ascending``: the caller vouches that
+        they ascend, as the paged ``free()``'s sorted distinct pages)."""
         self._check_room(len(pages))
         if self.need_sort:
-            self._staged.append(pages)
+            self._staged.append(pages, ascending=ascending)
         else:
             staged = self._staged  # pages staged before need_sort was switched off: moved
             saved = staged.make_room(len(pages)) if staged.count else None
@@ -258,17 +259,31 @@ class AllocatorBase(SglangSurface):
             return False
         else:
             target = self._free
-        at, backwards = target.push_position()
-        room = self.num_pages - len(self._free) - staged.count
-        num_pages = self._ops.release(source, self.paged, target.view, at, backwards, room)
+        num_pages = self._release_into(target, source)
+        if num_pages is not None and num_pages < 0:
+            self._check_room(-1 - num_pages)  # raises FREE-3: more pages than the pool
+            staged.compact()  # they fit the pool, not the stack's gap: now they fit both
+            num_pages = self._release_into(target, source)
         if num_pages is None:
             return False
-        if num_pages < 0:
-            self._check_room(-1 - num_pages)  # raises FREE-3: more pages than the pool
-        target.pushed(num_pages)
+        if target is staged:  # paged: the sorted distinct pages, an ascending run
+            staged.pushed(num_pages, ascending=self.paged)
+        else:
+            target.pushed(num_pages)
         if not self.need_sort:
             self._free_sorted = False
         return True
+
+    def _release_into(self, target: PageStack | PageRing | Staging, source: Any) -> int | None:
+        """``ops.release`` of ``source`` at ``target``'s push position, within the pool's room
+        and the stack's gap below its list (``Staging.gap``): what it returns (nothing counted
+        yet)."""
+        at, backwards = target.push_position()
+        staged = self._staged
+        room = min(self.num_pages - len(self._free) - staged.count, staged.gap())
+        released: int | None = self._ops.release(source, self.paged, target.view, at,
+                                                 backwards, room)
+        return released
 
     def _check_room(self, num_pages: int) -> None:
         """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an
@@ -302,11 +317,11 @@ class AllocatorBase(SglangSurface):
             seg_pages = joined(self._ops, segments)
             self._check_room((0 if freed is None else len(freed)) + len(seg_pages))
             if freed is not None:
-                self._release(freed)
+                self._release(freed, ascending=self.paged)
             self._release(seg_pages)
         elif pending and not self._released_in_one_pass(pending):
             # free() inputs only: the release's own check refuses first
-            self._release(self._pages_of_group(pending))
+            self._release(self._pages_of_group(pending), ascending=self.paged)
         self.free_group, self._group_segments = None, None
         if self._table is not None:
             self._table.group_released(paged=self.paged, need_sort=self.need_sort)
@@ -319,7 +334,8 @@ class AllocatorBase(SglangSurface):
         or switched on later); then, on the CPU, only the free pages below the largest staged
         one move: O(S + F_below), never a sort of the whole list (the compiled backend
         radix-sorts the staged pages, and merges the paged list in its own buffer:
-        ``Staging.merge_in_place``). Otherwise (or on CUDA, where a host read would sync) the whole
+        ``Staging.merge_in_place``, which moves nothing when they ascend right below the
+        list's front). Otherwise (or on CUDA, where a host read would sync) the whole
         ``free ∪ staged`` is sorted, O((F + S) log(F + S)). Runs only when an allocation is
         short (amortised over the frees that staged the pages).
         """

@@ -249,8 +249,14 @@ class Staging:
     the staged pages fit in the part of the free list's buffer that the list does not use, and
     need no buffer of their own (8 bytes of metadata per page in all, as SGLang's one list):
 
-    - stack (paged): the list is ``buf[top:]``, the staged pages ``buf[0:count)``; a push
-      writes ``[top - k, top)`` and room means ``count <= top - k``: they never meet.
+    - stack (paged): the list is ``buf[top:]``, the staged pages ``buf[base, base + count)``
+      below it. The first release after a merge goes just below the list's front, ``[top - k,
+      top)``; later ones follow in the gap up to ``top``, where the pages taken since lie. So
+      pages given back in the order they were taken (a batch freed after its call) end up
+      where a merge would put them, right before the list, and the merge moves none of them
+      (:meth:`merge_in_place`). A release or a push that does not fit the gap first moves the
+      staged pages to ``buf[0, count)`` (:meth:`compact`, once per merge at most): below
+      ``top`` there is room for every page the pool can give back.
     - ring (token): the staged pages follow the list's tail, ``[base, base + count)`` modulo
       the capacity. Takes and merges leave the tail where it is; a push (need_sort switched off
       while pages are staged) would write there, so :meth:`make_room` moves them behind it.
@@ -267,9 +273,23 @@ class Staging:
         self.view = free.view
         self.base = 0
         self.count = 0
+        # where the runs that the releases vouch ascend start, after the first (offsets from
+        # base); None once one was not vouched for (the merge then reads every staged page)
+        self.runs: list[int] | None = []
 
     def __len__(self) -> int:
         return self.count
+
+    def _note_run(self, num_pages: int, ascending: bool) -> None:
+        """Record a release of ``num_pages`` about to be appended (``ascending``: the caller
+        vouches that they ascend, e.g. ``free()``'s sorted distinct pages)."""
+        if self.count == 0:
+            self.runs = [] if ascending else None
+        elif self.runs is not None and num_pages:
+            if ascending:
+                self.runs.append(self.count)
+            else:
+                self.runs = None
 
     def _spans(self, start: int, n: int) -> list[tuple[int, int]]:
         """``[base + start, base + start + n)`` modulo capacity as buffer ranges."""
@@ -280,16 +300,45 @@ class Staging:
         return [(begin, self.capacity), (0, end - self.capacity)]
 
     def _next_base(self) -> int:
-        """Where the staged pages start once one is appended (a fresh start when empty)."""
-        if self.count:
-            return self.base
-        return self._free.tail() if isinstance(self._free, PageRing) else 0
+        """Where the staged pages start once one is appended to the ring (a fresh start when
+        empty)."""
+        free = self._free
+        return self.base if self.count or not isinstance(free, PageRing) else free.tail()
 
-    def append(self, pages: Any) -> None:
+    def gap(self) -> int:
+        """Pages a write at the free list's or the staging's push position can take without
+        reaching the other: on the stack the span between the staged pages (or the buffer's
+        start) and the list's front; on the ring every page (the pool's room governs)."""
+        free = self._free
+        if isinstance(free, PageRing):
+            return self.capacity
+        return free.top - (self.base + self.count if self.count else 0)
+
+    def compact(self) -> None:
+        """Move the staged pages of a stack to ``buf[0, count)``, in order (O(count)): then the
+        gap is the pool's whole room. No-op on the ring, or when they already start there."""
+        if isinstance(self._free, PageRing) or self.count == 0 or self.base == 0:
+            return
+        staged = self._ops.cat([self.view[self.base : self.base + self.count]])  # a copy
+        self._ops.write(self.view, 0, staged)
+        self.base = 0
+
+    def append(self, pages: Any, *, ascending: bool = False) -> None:
         """Append ``pages`` (1-D tensor or backend form) in order; the caller guarantees room
-        (O(k))."""
+        in the pool (O(k), plus a :meth:`compact` when the stack's gap is short) and, with
+        ``ascending``, that they ascend."""
+        k = len(pages)
+        self._note_run(k, ascending)
+        if isinstance(self._free, PageStack):
+            if self.count == 0:  # just below the list's front
+                self.base = self._free.top - k
+            elif k > self.gap():
+                self.compact()
+            self._ops.write(self.view, self.base + self.count, pages)
+            self.count += k
+            return
         self.base = self._next_base()
-        done, k = 0, len(pages)
+        done = 0
         begin = self.base + self.count
         if begin + k <= self.capacity:  # [begin, begin + k) without wrapping
             self._ops.write(self.view, begin, pages)
@@ -301,13 +350,25 @@ class Staging:
         self.count += k
 
     def push_position(self) -> tuple[int, bool]:
-        """Where an append writes, for a caller that writes ``view`` itself: ``(end, False)``,
-        the ``k`` pages go to ``[end, end + k)`` modulo the capacity; then :meth:`pushed`."""
+        """Where an append writes, for a caller that writes ``view`` itself (at most
+        :meth:`gap` pages): ``(end, False)``, the ``k`` pages go to ``[end, end + k)`` modulo
+        the capacity; on an empty stack staging ``(top, True)``, they go to ``[top - k, top)``.
+        Then :meth:`pushed`."""
+        free = self._free
+        if isinstance(free, PageStack):
+            return (self.base + self.count, False) if self.count else (free.top, True)
         return (self._next_base() + self.count) % max(self.capacity, 1), False
 
-    def pushed(self, num_pages: int) -> None:
-        """Count ``num_pages`` written where :meth:`push_position` said as appended."""
-        self.base = self._next_base()
+    def pushed(self, num_pages: int, *, ascending: bool = False) -> None:
+        """Count ``num_pages`` written where :meth:`push_position` said as appended
+        (``ascending``: as :meth:`append`'s)."""
+        self._note_run(num_pages, ascending)
+        free = self._free
+        if isinstance(free, PageStack):
+            if self.count == 0:
+                self.base = free.top - num_pages
+        else:
+            self.base = self._next_base()
         self.count += num_pages
 
     def blocks_push(self) -> bool:
@@ -325,8 +386,11 @@ class Staging:
         return gathered(self.view, self._spans(0, self.count), self._ops.cat)
 
     def make_room(self, num_pages: int) -> Any:
-        """Before the ring's tail takes ``num_pages`` more pages: returns a copy of the staged
-        pages to :meth:`restore` after the push (None when nothing needs to move)."""
+        """Before the free list takes ``num_pages`` more pages: on the ring returns a copy of
+        the staged pages to :meth:`restore` after the push; on the stack compacts them when the
+        gap is short. None when nothing needs restoring."""
+        if num_pages > self.gap():
+            self.compact()
         if not self.blocks_push() or num_pages == 0:
             return None
         return self.contents().clone()
@@ -342,10 +406,11 @@ class Staging:
         must ascend): True when ``sort(free ∪ staged)`` is now the free list and nothing is
         staged; False, nothing changed, for the caller's ``merge_sorted`` (a ring, the torch and
         numpy backends, or a range of staged pages the compiled sort declines). O(S + F below
-        the largest staged page), no copy of the list."""
+        the largest staged page), no copy of the list; none of them moves when they lie right
+        below the list, ascending (known from :attr:`runs`, else read), and below its front."""
         free = self._free
         if not isinstance(free, PageStack) or not self._ops.merge_front(
-                self.view, free.top, self.base, self.count):
+                self.view, free.top, self.base, self.count, self.runs):
             return False
         free.pushed(self.count)  # the list now starts count pages earlier
         self.count = 0
@@ -359,7 +424,8 @@ class Staging:
         """Counter sanity, and the staged pages clear of the free list; empty when healthy."""
         free = len(self._free)
         ok = 0 <= self.count <= self.capacity - free and self.buf is self._free.buf
-        if ok and isinstance(self._free, PageRing) and self.count:
-            ok = self.base == self._free.tail()
+        if ok and self.count:
+            ok = (self.base == self._free.tail() if isinstance(self._free, PageRing)
+                  else self.base >= 0 and self.base + self.count <= self._free.top)
         return [] if ok else [f"staging broken: count {self.count}, base {self.base}, "
                               f"free {free}, cap {self.capacity}"]

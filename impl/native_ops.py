@@ -167,8 +167,9 @@ class NativeOps(NumpyOps):
             below = _native.merge_below(free, new, merged)
         return below, merged[: below + new.size]
 
-    def merge_front(self, view: Any, top: int, base: int, count: int) -> bool:
-        merged: bool = _native.merge_front(view, top, base, count)
+    def merge_front(self, view: Any, top: int, base: int, count: int,
+                    runs: list[int] | None) -> bool:
+        merged: bool = _native.merge_front(view, top, base, count, runs)
         return merged
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
@@ -221,19 +222,23 @@ class NativeOps(NumpyOps):
     def take_slots(self, view: Any, start: int, num_pages: int) -> torch.Tensor | None:
         return _owned(_native.slots_at(view, start, num_pages, self.page_size))
 
-    def take_extend(self, free: Any, top: int, num_staged: int, prefix_lens: torch.Tensor,
+    def take_extend(self, free: Any, top: int, num_staged: int, base: int,
+                    runs: list[int] | None, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
                     extend_num_tokens: int) -> OnePass:
-        # the tensors' checks (int64, contiguous, CPU, one length) and the result tensor
-        # (torch.frombuffer of the loop's buffer) are the loop's own
+        # the tensors' checks (int64, contiguous, CPU, one length), the merge in the stack's
+        # buffer (merge_front's) and the result tensor (torch.frombuffer of the loop's buffer)
+        # are the loop's own
         taken: OnePass = _native.extend_take(prefix_lens_cpu, seq_lens_cpu, prefix_lens,
                                              seq_lens, last_loc, free, top, self.page_size,
-                                             extend_num_tokens, INT64, num_staged)
+                                             extend_num_tokens, INT64, num_staged, base,
+                                             runs)
         return taken
 
-    def take_decode(self, free: Any, top: int, num_staged: int, seq_lens: torch.Tensor,
-                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor) -> OnePass:
+    def take_decode(self, free: Any, top: int, num_staged: int, base: int,
+                    runs: list[int] | None, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                    last_loc: torch.Tensor) -> OnePass:
         taken: OnePass = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
-                                             self.page_size, INT64, num_staged)
+                                             self.page_size, INT64, num_staged, base, runs)
         return taken

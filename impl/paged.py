@@ -47,7 +47,11 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     ==========================  ==============================  =============================
 
     On the CPU, ``free`` of slots in page-major runs (a row) sorts one entry per run:
-    O(k + P log P) instead of O(k log k).
+    O(k + P log P) instead of O(k log k). The staged pages lie right below the list's front
+    while each free follows the takes (:class:`~kvpool.impl.freelist.Staging`); when they
+    ascend there (pages given back in the order they were taken, as a batch that ends
+    together) and lie below the front, the compiled merge moves none of them: O(runs) in the
+    one pass of ``alloc_extend`` / ``alloc_decode``.
 
     Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops (or Triton kernels)
     on CUDA; on CPU compiled loops over the same memory (:mod:`kvpool.impl.native_ops`, one pass
@@ -114,18 +118,20 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         """
         table = self._table
         if table is None and num_new_pages is None:  # the backend's one pass, if any
-            stack = self._free
-            one_pass = self._ops.take_extend(stack.view, stack.top, self._staged.count,
-                                             prefix_lens, prefix_lens_cpu, seq_lens,
+            stack, staged = self._free, self._staged
+            one_pass = self._ops.take_extend(stack.view, stack.top, staged.count,
+                                             staged.base if self._free_sorted else -1,
+                                             staged.runs, prefix_lens, prefix_lens_cpu, seq_lens,
                                              seq_lens_cpu, last_loc, extend_num_tokens)
             if one_pass is False:  # SORT-2: the bound exceeds the free list
                 self.merge_and_sort_free()  # the same stack, rewritten in place
-                one_pass = self._ops.take_extend(stack.view, stack.top, 0, prefix_lens,
+                one_pass = self._ops.take_extend(stack.view, stack.top, 0, -1, None, prefix_lens,
                                                  prefix_lens_cpu, seq_lens, seq_lens_cpu,
                                                  last_loc, extend_num_tokens)
-            if one_pass:  # (slots, pages taken), or (None, 0): short
-                stack.top += one_pass[1]  # stack.advance, inlined on the hot path
-                return one_pass[0]
+            if one_pass:  # (slots, or None: short, or False: two-step, top, staged)
+                out, stack.top, staged.count = one_pass  # merged in place when count drops
+                if out is not False:
+                    return out
         ps = self.page_size
         if table is not None:
             per_request = table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens,
@@ -152,16 +158,18 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         if self._table is not None:
             self._table.check_decode(seq_lens, seq_lens_cpu, last_loc, self.page_size)
         else:  # the backend's one pass, if any (as alloc_extend's)
-            stack = self._free
-            one_pass = self._ops.take_decode(stack.view, stack.top, self._staged.count,
-                                             seq_lens, seq_lens_cpu, last_loc)
+            stack, staged = self._free, self._staged
+            one_pass = self._ops.take_decode(stack.view, stack.top, staged.count,
+                                             staged.base if self._free_sorted else -1,
+                                             staged.runs, seq_lens, seq_lens_cpu, last_loc)
             if one_pass is False:  # SORT-2: the batch outnumbers the free list
                 self.merge_and_sort_free()
-                one_pass = self._ops.take_decode(stack.view, stack.top, 0, seq_lens,
+                one_pass = self._ops.take_decode(stack.view, stack.top, 0, -1, None, seq_lens,
                                                  seq_lens_cpu, last_loc)
             if one_pass:
-                stack.top += one_pass[1]
-                return one_pass[0]
+                out, stack.top, staged.count = one_pass
+                if out is not False:
+                    return out
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
                                     lambda pages: self._ops.decode_slots(seq_lens, last_loc, pages))

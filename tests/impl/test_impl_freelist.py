@@ -132,7 +132,9 @@ def test_stack_check_invariants_reports_counters_CAP_3(top: int, healthy: bool) 
 
 @pytest.mark.parametrize("paged", [False, True])
 def test_staging_check_invariants_reports_counters_CAP_3(paged: bool) -> None:
-    """Staged pages fit beside the free list: ``0 <= count <= capacity - len(free)``."""
+    """Staged pages fit beside the free list: ``0 <= count <= capacity - len(free)``; on the
+    stack they lie below its front (``0 <= base``, ``base + count <= top``), on the ring right
+    after its tail."""
     ps = 4 if paged else 1
     alloc = make_impl(paged=paged, size=8 * ps, page_size=ps, need_sort=True)
     got = alloc.alloc(5 * ps)
@@ -140,8 +142,15 @@ def test_staging_check_invariants_reports_counters_CAP_3(paged: bool) -> None:
     alloc.free(got[: 2 * ps])
     staged: Any = alloc._staged
     assert len(staged) == 2 and staged.check_invariants() == []
-    for count, healthy in ((0, True), (5, True), (6, False), (-1, False)):
-        staged.count = count
+    if paged:  # the first release after a merge lies just below the front: [top - 2, top)
+        assert (staged.base, alloc._free.top) == (3, 5)
+    cases = [(0, 0, True), (5, 0, True), (6, 0, False), (-1, 0, False)]
+    if paged:
+        cases += [(2, 3, True), (3, 3, False), (2, -1, False)]
+    else:
+        cases += [(2, staged.base + 1, False)]
+    for count, base, healthy in cases:
+        staged.count, staged.base = count, base
         problems = staged.check_invariants()
         assert problems == [] if healthy else problems and "staging" in problems[0]
 

@@ -371,69 +371,127 @@ def _two_step(host: NumpyOps, free: np.ndarray, top: int, count: int, lay_out: A
     return _outcome(lay_out, free[top : top + count]), count
 
 
+def _stack_with_staging(data: Any, max_listed: int) -> tuple[np.ndarray, int, int, int,
+                                                               list[int], bool]:
+    """A paged free list's buffer as a one-pass take sees it: ``[junk | staged | junk | list]``.
+    Returns ``(buffer, top, base, num_staged, the list, in_place)``, where ``in_place`` (the
+    list ascends, ``base`` is given) allows the take to merge."""
+    in_place = data.draw(st.booleans())
+    listed = data.draw(st.lists(st.integers(1, 500), max_size=max_listed))
+    if in_place:
+        listed.sort()
+    staged = data.draw(st.sampled_from([[], [], [7], [450, 2, 99, 3, 600, 41, 42],
+                                        [1, 2, 3], [0, 0]]))
+    if staged == [0, 0]:  # pages right below the list's front: nothing to move
+        staged = list(range(max(0, (listed[0] if listed else 10) - 3),
+                            listed[0] if listed else 10))
+    before, after = data.draw(st.integers(0, 3)), data.draw(st.integers(0, 3))
+    buf = np.array([-5] * before + staged + [-6] * after + listed, dtype=np.int64)
+    return buf, before + len(staged) + after, before, len(staged), listed, in_place
+
+
+def _runs(buf: np.ndarray, base: int, num_staged: int, data: Any) -> list[int] | None:
+    """What ``Staging.runs`` may say of the staged pages: one run when they ascend (vouched
+    or not), else nothing (read them all)."""
+    staged = buf[base : base + num_staged].tolist()
+    return [] if staged == sorted(staged) and data.draw(st.booleans()) else None
+
+
+def _after_take(buf: np.ndarray, top: int, base: int, num_staged: int, listed: list[int],
+                merge: bool) -> tuple[np.ndarray, int, int]:
+    """The buffer, top and staged count a take leaves (before it takes pages): SGLang's
+    ``sort(free ∪ staged)`` from ``top - num_staged`` when it merges."""
+    if not merge:
+        return buf, top, num_staged
+    merged = buf.copy()
+    merged[top - num_staged :] = sorted(listed + buf[base : base + num_staged].tolist())
+    return merged, top - num_staged, 0
+
+
+def _check_one_pass(one_pass: Any, buf: np.ndarray, want_buf: np.ndarray, top: int,
+                    base: int, staged: int, want: Any, regular: bool) -> None:
+    """A one-pass answer against the two steps on the list the merge (if any) left: the
+    counters, the list and the pages still staged (the rest of the buffer is unused), and the
+    slots (None when short; False only for an irregular batch, which the two-step form
+    answers)."""
+    assert one_pass is not None and one_pass is not False
+    slots, new_top, left = one_pass
+    assert left == staged
+    assert buf[top:].tolist() == want_buf[top:].tolist()
+    assert buf[base : base + staged].tolist() == want_buf[base : base + staged].tolist()
+    if slots is False:
+        assert not regular and new_top == top
+        return
+    assert (None if slots is None else (slots.tolist(), new_top - top)) == want
+    if slots is None:
+        assert new_top == top
+
+
 @needs_native
 @given(ps=st.sampled_from([1, 2, 4, 16]), data=st.data())
 def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
-    """``take_extend``: False (merge first) exactly when pages are staged and SGLang's bound
-    ``merge_bound`` exceeds the free list; else the numpy backend's count, shortage and layout
-    (free lists long enough or not; token totals right or not, which the one pass hands back
-    to the two steps)."""
+    """``take_extend`` on a stack with staged pages: when pages are staged and SGLang's bound
+    ``merge_bound`` exceeds the free list, the merge in place (the list ascends, ``base``
+    given: SGLang's sorted union, whether the staged pages lie right below the list or not) or
+    False with nothing moved; then the numpy backend's count, shortage and layout on the list
+    it left (long enough or not; token totals right or not, which the one pass hands back to
+    the two steps)."""
     native, host = _both(ps)
     bs = data.draw(st.integers(1, 8))
     pre = [data.draw(st.integers(0, 3 * ps)) for _ in range(bs)]
     seq = [p + data.draw(st.integers(0, 3 * ps)) for p in pre]
     last = [-1 if p == 0 else 40 * ps + (p - 1) % ps for p in pre]
     tokens = sum(seq) - sum(pre) + data.draw(st.sampled_from([0, 0, 0, 1, -1]))
-    free = np.array(data.draw(st.lists(st.integers(1, 500), max_size=3 * bs + 2)),
-                    dtype=np.int64)
-    top = data.draw(st.integers(0, free.size))
+    free, top, base, staged, listed, in_place = _stack_with_staging(data, 3 * bs + 2)
+    before = free.copy()
     pre_t, seq_t, last_t = torch.tensor(pre), torch.tensor(seq), torch.tensor(last)
     # the device lengths as the host ones, or their copies (read on their own)
     pre_d, seq_d = (t.clone() if data.draw(st.booleans()) else t for t in (pre_t, seq_t))
-    staged = data.draw(st.sampled_from([0, 0, 1, 7]))
-    one_pass = native.take_extend(free, top, staged, pre_d, pre_t, seq_d, seq_t, last_t,
-                                  tokens)
-    if tokens >= 1 and staged and merge_bound(tokens, bs, ps) > free.size - top:
-        assert one_pass is False
+    one_pass = native.take_extend(free, top, staged, base if in_place else -1,
+                                  _runs(free, base, staged, data), pre_d, pre_t, seq_d, seq_t,
+                                  last_t, tokens)
+    if tokens < 1:  # handed back before anything is read or moved
+        assert one_pass is None and free.tolist() == before.tolist()
         return
+    merge = staged > 0 and merge_bound(tokens, bs, ps) > len(listed)
+    if merge and not in_place:
+        assert one_pass is False and free.tolist() == before.tolist()
+        return
+    want_buf, want_top, want_staged = _after_take(before, top, base, staged, listed, merge)
     count = host.extend_new_pages(pre_t, seq_t)
-    want = _two_step(host, free, top, count, lambda pages: host.extend_slots(
+    want = _two_step(host, want_buf, want_top, count, lambda pages: host.extend_slots(
         pre_t, seq_t, last_t, pages, tokens))
-    if one_pass is None:  # handed back: only where the layout is irregular or no tokens
-        assert tokens <= 0 or tokens != sum(seq) - sum(pre)
-        return
-    assert one_pass is not False
-    slots, taken = one_pass
-    assert (None if slots is None else (slots.tolist(), taken)) == want
+    _check_one_pass(one_pass, free, want_buf, want_top, base, want_staged, want,
+                    regular=tokens == sum(seq) - sum(pre))
 
 
 @needs_native
 @given(ps=st.sampled_from([1, 3, 4, 16]), data=st.data())
 def test_one_pass_decode_matches_the_two_steps(ps: int, data: Any) -> None:
-    """``take_decode``: False (merge first) exactly when pages are staged and the batch
-    outnumbers the free list; else the numpy backend's count of opening requests, shortage
-    and layout; None for an empty batch (the two steps give its empty result)."""
+    """``take_decode``: as extend's, the merge test being that the batch outnumbers the free
+    list; the numpy backend's count of opening requests, shortage and layout; None, nothing
+    moved, for an empty batch (the two steps give its empty result)."""
     native, host = _both(ps)
     bs = data.draw(st.integers(0, 10))
     seq = torch.tensor(data.draw(st.lists(st.integers(1, 6 * ps), min_size=bs, max_size=bs)),
                        dtype=torch.int64)
     last = torch.tensor(data.draw(st.lists(st.integers(0, 10**6), min_size=bs, max_size=bs)),
                         dtype=torch.int64)
-    free = np.array(data.draw(st.lists(st.integers(1, 500), max_size=bs + 2)), dtype=np.int64)
-    top = data.draw(st.integers(0, free.size))
-    staged = data.draw(st.sampled_from([0, 0, 1, 7]))
-    one_pass = native.take_decode(free, top, staged, seq, seq.clone(), last)
+    free, top, base, staged, listed, in_place = _stack_with_staging(data, bs + 2)
+    before = free.copy()
+    one_pass = native.take_decode(free, top, staged, base if in_place else -1,
+                                  _runs(free, base, staged, data), seq, seq.clone(), last)
     if bs == 0:
-        assert one_pass is None
+        assert one_pass is None and free.tolist() == before.tolist()
         return
-    if staged and bs > free.size - top:
-        assert one_pass is False
+    merge = staged > 0 and bs > len(listed)
+    if merge and not in_place:
+        assert one_pass is False and free.tolist() == before.tolist()
         return
-    assert one_pass is not None and one_pass is not False
-    slots, taken = one_pass
-    want = _two_step(host, free, top, host.decode_new_pages(seq),
+    want_buf, want_top, want_staged = _after_take(before, top, base, staged, listed, merge)
+    want = _two_step(host, want_buf, want_top, host.decode_new_pages(seq),
                      lambda pages: host.decode_slots(seq, last, pages))
-    assert (None if slots is None else (slots.tolist(), taken)) == want
+    _check_one_pass(one_pass, free, want_buf, want_top, base, want_staged, want, regular=True)
 
 
 @needs_native
@@ -449,11 +507,11 @@ def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
                  (pre, pre, seq, seq, last, 0), (pre, pre.clone(), seq, seq[:1], last, 11),
                  (pre, pre, seq, seq, last.to("meta"), 11), (pre, pre, seq, seq, [-1, 30], 11),
                  (pre.to("meta"), pre, seq, seq, last, 11), (pre, pre, seq, seq.int(), last, 11)):
-        assert native.take_extend(free, 0, 0, *args) is None
+        assert native.take_extend(free, 0, 0, -1, None, *args) is None
     for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last),
                  (seq, seq.to("meta"), last), (seq, seq, [-1, 30]), (seq, seq.clone()[:1], last),
                  (seq, seq, last.int())):
-        assert native.take_decode(free, 0, 0, *args) is None
+        assert native.take_decode(free, 0, 0, -1, None, *args) is None
     assert free.tolist() == before.tolist()
 
 

@@ -11,6 +11,7 @@ the forced-backend soaks of ``test_impl_backend.py``.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -294,18 +295,34 @@ def test_paged_free_of_many_pages_out_of_order_matches_numpy(num_pages: int) -> 
     assert NativeOps(4, "cpu").distinct(shuffled.copy()).tolist() == list(range(1, 200))
 
 
+def _in_runs(staged: list[int], data: Any) -> tuple[list[int], list[int]]:
+    """``staged`` cut into runs at drawn offsets, each run sorted (the seams may descend), and
+    those offsets: what ``Staging.runs`` vouches for."""
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(1, len(staged) - 1)),
+                                         max_size=4)))) if len(staged) > 1 else []
+    bounds = [0, *cuts, len(staged)]
+    runs = [sorted(staged[a:b]) for a, b in itertools.pairwise(bounds)]
+    return [p for run in runs for p in run], cuts
+
+
 @given(free=st.lists(st.integers(1, 400), max_size=40, unique=True),
        staged=st.lists(st.integers(1, 400), max_size=100, unique=True),
-       spread=st.sampled_from([0, 0, 32, 33]), data=st.data())
+       spread=st.sampled_from([0, 0, 32, 33]), vouched=st.booleans(), data=st.data())
 def test_merge_front_merges_in_the_buffer_or_declines(free: list[int], staged: list[int],
-                                                      spread: int, data: Any) -> None:
-    """The stack's list ``buf[top:]`` ascends and its staged pages lie anywhere below it: True
-    with ``sorted(free + staged)`` as ``buf[top - count:]`` and every other entry below it
-    (unused, or the staged pages' own span) untouched outside the staged span; False, nothing
-    moved, when the staged range reaches 2^33 (``spread`` 33 or more, past 64 pages)."""
+                                                      spread: int, vouched: bool,
+                                                      data: Any) -> None:
+    """The stack's list ``buf[top:]`` ascends and its staged pages lie anywhere below it, in
+    any order or in runs the caller vouches ascend (``runs``: only their seams are read, and
+    they may descend): True with ``sorted(free + staged)`` as ``buf[top - count:]`` and every
+    other entry below it (unused, or the staged pages' own span) untouched outside the staged
+    span; False, nothing moved, when the staged range reaches 2^33 (``spread`` 33 or more,
+    past 64 pages)."""
     free = sorted(set(free) - set(staged))
     if spread and staged:  # page ids far apart: the radix sort's range limit
         staged = [p << spread if i % 2 else p for i, p in enumerate(staged)]
+    runs: list[int] | None = None
+    if vouched:
+        staged, runs = _in_runs(staged, data)
     count = len(staged)
     base = data.draw(st.integers(0, 30))
     top = base + count + data.draw(st.integers(0, 2 * count + 5))
@@ -313,7 +330,7 @@ def test_merge_front_merges_in_the_buffer_or_declines(free: list[int], staged: l
     buf[base : base + count] = staged
     buf[top:] = free
     before = buf.copy()
-    if not _native().merge_front(buf, top, base, count):
+    if not _native().merge_front(buf, top, base, count, runs):
         assert buf.tolist() == before.tolist()
         assert count > 64 and max(staged) - min(staged) >= 2**33
         return
@@ -333,12 +350,12 @@ def test_merge_front_large_runs_sorted_and_overlapping() -> None:
         buf = np.zeros(top + free.size, dtype=np.int64)
         buf[start : start + staged.size] = staged
         buf[top:] = free
-        assert _native().merge_front(buf, top, start, staged.size)
+        assert _native().merge_front(buf, top, start, staged.size, None)
         assert buf[top - staged.size :].tolist() == list(range(1, 3001))
     wide = np.array([p << 33 if p % 2 else p for p in range(1, 101)], dtype=np.int64)
     buf = np.concatenate((wide[::-1], np.arange(1 << 40, (1 << 40) + 5, dtype=np.int64)))
     before = buf.copy()
-    assert not _native().merge_front(buf, 100, 0, 100)  # range past 2^33: declined
+    assert not _native().merge_front(buf, 100, 0, 100, None)  # range past 2^33: declined
     assert buf.tolist() == before.tolist()
 
 
@@ -348,9 +365,34 @@ def test_merge_front_argument_checks() -> None:
     buf = np.arange(10, dtype=np.int64)
     for top, start, count in ((5, 3, 3), (5, -1, 2), (5, 0, -1), (11, 0, 2)):
         with pytest.raises(ValueError, match="merge_front"):
-            _native().merge_front(buf, top, start, count)
+            _native().merge_front(buf, top, start, count, None)
     assert buf.tolist() == list(range(10))
-    assert _native().merge_front(buf, 4, 0, 0) and buf.tolist() == list(range(10))
+    assert _native().merge_front(buf, 4, 0, 0, None) and buf.tolist() == list(range(10))
+    with pytest.raises(TypeError):  # a run offset that is not an int
+        _native().merge_front(buf, 5, 0, 3, [1, "2"])
+    assert buf.tolist() == list(range(10))
+
+
+@pytest.mark.parametrize("runs", [None, [], [700], [5, 1999], [0], [2000]])
+def test_merge_front_moves_nothing_right_below_the_front(runs: list[int] | None) -> None:
+    """Staged pages that ascend right below the list and end below its front (a batch given
+    back in the order it was taken) are already ``sort(free ∪ staged)``: True, every entry of
+    the buffer as it was, whether the runs are vouched for or read (an offset outside the
+    staged pages: read). One page too high, or one out of order, and they are merged."""
+    free = np.arange(3000, 5000, dtype=np.int64)
+    buf = np.concatenate((np.full(50, -7, dtype=np.int64),
+                          np.arange(1000, 3000, dtype=np.int64), free))
+    before = buf.copy()
+    assert _native().merge_front(buf, 2050, 50, 2000, runs)
+    assert buf.tolist() == before.tolist()
+    high = before.copy()
+    high[2049] = 3500  # above the front: merged behind 3499
+    assert _native().merge_front(high, 2050, 50, 2000, runs)
+    assert high[50:].tolist() == sorted([*before[50:2049].tolist(), 3500, *free.tolist()])
+    swapped = before.copy()
+    swapped[[1049, 1050]] = swapped[[1050, 1049]]  # one seam inside the first run descends
+    assert _native().merge_front(swapped, 2050, 50, 2000, None)
+    assert swapped.tolist() == before.tolist()
 
 
 @pytest.mark.parametrize("ops", [NativeOps, NumpyOps])
@@ -373,3 +415,92 @@ def test_paged_merge_in_place_only_where_compiled(ops: type) -> None:
     assert (alloc._free.top, len(staged)) == (top - 6, 0)
     assert alloc.free_pages.tolist() == [1, 2, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
     alloc.check_invariants()
+
+
+def _paged_pair(num_pages: int, ps: int) -> list[PagedTokenToKVPoolAllocator]:
+    """The same need_sort paged allocator on the compiled and on the numpy backend."""
+    pair = []
+    for ops in (NativeOps, NumpyOps):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(base, "ops_for", ops)
+            pair.append(PagedTokenToKVPoolAllocator(num_pages * ps, ps, torch.float16, "cpu",
+                                                    None, True))
+    return pair
+
+
+def _same_state(pair: list[PagedTokenToKVPoolAllocator]) -> None:
+    """Both backends hold the same free list and the same staged pages in release order."""
+    for alloc in pair:
+        alloc.check_invariants()
+    native, host = pair
+    assert native.free_pages.tolist() == host.free_pages.tolist()
+    assert native.release_pages.tolist() == host.release_pages.tolist()
+
+
+def _extend_args(prefix: list[int], seq: list[int], last: list[int]) -> tuple[Any, ...]:
+    pre, sl = torch.tensor(prefix), torch.tensor(seq)
+    return pre, pre, sl, sl, torch.tensor(last), sum(seq) - sum(prefix)
+
+
+def test_batches_freed_in_take_order_lie_where_the_merge_puts_them() -> None:
+    """alloc_extend, then free of its result, over and over (a prefill batch whose requests
+    end together): the first free after a merge goes just below the list's front and every
+    later one into the gap the next take leaves, so the staged pages sit right before the list,
+    in runs the frees vouch ascend. When the bound runs short the one pass merges them in place
+    (no separate ``merge_and_sort_free``) and both backends agree throughout."""
+    ps = 4
+    pair = _paged_pair(40, ps)
+    args = _extend_args([0, 0, 0], [9, 7, 4], [-1, -1, -1])  # 3 + 2 + 1 new pages
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pair[0], "merge_and_sort_free", None)  # the compiled one pass merges
+        merges = 0
+        for step in range(14):
+            outs = [alloc.alloc_extend(*args) for alloc in pair]
+            assert outs[0] is not None and outs[1] is not None
+            assert outs[0].tolist() == outs[1].tolist()
+            for alloc, out in zip(pair, outs, strict=True):
+                alloc.free(out)
+            _same_state(pair)
+            staged, top = pair[0]._staged, pair[0]._free.top
+            assert staged.base + staged.count == top  # right below the front
+            assert staged.runs == list(range(6, staged.count, 6)), step
+            merges += step > 0 and staged.count == 6  # merged by the take, then staged
+    assert merges == 2
+
+
+def test_releases_beyond_the_gap_compact_the_staged_pages() -> None:
+    """Frees with no take between them outgrow the gap below the list: the staged pages move
+    to the buffer's start once, in release order, and later frees follow them there. A free
+    of unsorted pages (``free_page_ids``) makes the merge read them all. With need_sort
+    switched off, a push that would reach staged pages lying right below the front compacts
+    them first. Both backends agree at every step."""
+    ps = 2
+    pair = _paged_pair(30, ps)
+    rows = [[alloc.alloc(8 * ps) for alloc in pair] for _ in range(3)]
+    for row in rows:
+        for alloc, got in zip(pair, row, strict=True):
+            assert got is not None
+            alloc.free(got[: 4 * ps])
+        _same_state(pair)
+    assert pair[0]._staged.base == 0 and pair[0]._staged.runs == [4, 8]
+    for alloc in pair:
+        alloc.free_page_ids(torch.tensor([8, 6, 7]))
+    _same_state(pair)
+    assert pair[0]._staged.runs is None
+    for alloc in pair:
+        alloc.merge_and_sort_free()
+    _same_state(pair)
+    for alloc, row in zip(pair, rows[1], strict=True):
+        alloc.free(row[4 * ps :])  # staged just below the front
+    assert pair[0]._staged.base + pair[0]._staged.count == pair[0]._free.top
+    for alloc, row in zip(pair, rows[2], strict=True):
+        alloc.need_sort = False
+        alloc.free(row[4 * ps :])  # pushed where the staged pages lay: they move first
+    _same_state(pair)
+    assert pair[0]._staged.base == 0
+    for alloc in pair:
+        alloc.need_sort = True
+        alloc.merge_and_sort_free()
+    _same_state(pair)
+    # every page but 5 (the first row's, which free_page_ids left owned), sorted
+    assert pair[0].free_pages.tolist() == [p for p in range(1, 31) if p != 5]
