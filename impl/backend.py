@@ -75,6 +75,8 @@ INT64 = torch.int64
 # list's top and the staged count after the call), False to merge first, None for the
 # two-step path
 OnePass = tuple[torch.Tensor | Literal[False] | None, int, int] | Literal[False] | None
+# alloc_decode's (a decode batch is never irregular)
+DecodePass = tuple[torch.Tensor | None, int, int] | Literal[False] | None
 
 
 def joined(ops: TorchOps, parts: list[Any]) -> Any:
@@ -187,7 +189,7 @@ class TorchOps:
 
     def take_decode(self, free: Any, top: int, num_staged: int, base: int,
                     runs: list[int] | None, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
-                    last_loc: torch.Tensor) -> OnePass:
+                    last_loc: torch.Tensor) -> DecodePass:
         """``alloc_decode``'s one pass, as :meth:`take_extend` (the merge test: the batch
         outnumbers the free list). Here: always None."""
         return None

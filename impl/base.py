@@ -259,31 +259,22 @@ class AllocatorBase(SglangSurface):
             return False
         else:
             target = self._free
-        num_pages = self._release_into(target, source)
-        if num_pages is not None and num_pages < 0:
-            self._check_room(-1 - num_pages)  # raises FREE-3: more pages than the pool
-            staged.compact()  # they fit the pool, not the stack's gap: now they fit both
-            num_pages = self._release_into(target, source)
+        at, backwards = target.push_position()
+        # room: the pool's, and on the stack the gap below its list (Staging.gap: both)
+        num_pages = self._ops.release(source, self.paged, target.view, at, backwards,
+                                      staged.gap())
         if num_pages is None:
             return False
+        if num_pages < 0:
+            self._check_room(-1 - num_pages)  # raises FREE-3: more pages than the pool
+            staged.compact()  # they fit the pool, not the stack's gap: now they fit both
+            return self._released_in_one_pass(source)
         if target is staged:  # paged: the sorted distinct pages, an ascending run
-            staged.pushed(num_pages, ascending=self.paged)
+            staged.pushed(num_pages, self.paged)
         else:
-            target.pushed(num_pages)
-        if not self.need_sort:
+            self._free.pushed(num_pages)
             self._free_sorted = False
         return True
-
-    def _release_into(self, target: PageStack | PageRing | Staging, source: Any) -> int | None:
-        """``ops.release`` of ``source`` at ``target``'s push position, within the pool's room
-        and the stack's gap below its list (``Staging.gap``): what it returns (nothing counted
-        yet)."""
-        at, backwards = target.push_position()
-        staged = self._staged
-        room = min(self.num_pages - len(self._free) - staged.count, staged.gap())
-        released: int | None = self._ops.release(source, self.paged, target.view, at,
-                                                 backwards, room)
-        return released
 
     def _check_room(self, num_pages: int) -> None:
         """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an

@@ -262,7 +262,9 @@ class Staging:
       while pages are staged) would write there, so :meth:`make_room` moves them behind it.
 
     ``append`` is O(k); the allocator merges them into the free list only when an allocation
-    runs short, so the merge is amortised over the frees that staged the pages.
+    runs short, so the merge is amortised over the frees that staged the pages. :attr:`runs`
+    records where the releases that vouch their pages ascend (the paged ``free()``'s sorted
+    distinct pages) begin, so that a merge compares only the seams between them.
     """
 
     def __init__(self, free: PageStack | PageRing, ops: TorchOps) -> None:
@@ -273,6 +275,9 @@ class Staging:
         self.view = free.view
         self.base = 0
         self.count = 0
+        # the list as one of its kinds, the other None: read on the hot paths
+        self._stack = free if isinstance(free, PageStack) else None
+        self._ring = free if isinstance(free, PageRing) else None
         # where the runs that the releases vouch ascend start, after the first (offsets from
         # base); None once one was not vouched for (the merge then reads every staged page)
         self.runs: list[int] | None = []
@@ -300,38 +305,41 @@ class Staging:
         return [(begin, self.capacity), (0, end - self.capacity)]
 
     def _next_base(self) -> int:
-        """Where the staged pages start once one is appended to the ring (a fresh start when
-        empty)."""
-        free = self._free
-        return self.base if self.count or not isinstance(free, PageRing) else free.tail()
+        """Where the ring's staged pages start: right after its tail, whether some are staged
+        (they follow it) or not (a fresh start)."""
+        ring = self._ring
+        assert ring is not None, "only the ring's staged pages follow its tail"
+        return ring.tail()
 
     def gap(self) -> int:
-        """Pages a write at the free list's or the staging's push position can take without
-        reaching the other: on the stack the span between the staged pages (or the buffer's
-        start) and the list's front; on the ring every page (the pool's room governs)."""
-        free = self._free
-        if isinstance(free, PageRing):
-            return self.capacity
-        return free.top - (self.base + self.count if self.count else 0)
+        """Pages a write at the free list's or the staging's push position can take: on the
+        stack the span between the staged pages (or the buffer's start) and the list's front,
+        never more than the pool's room (``capacity - len(free) - count = top - count``); on
+        the ring the pool's room."""
+        stack = self._stack
+        if stack is not None:
+            return stack.top - (self.base + self.count if self.count else 0)
+        return self.capacity - len(self._free) - self.count
 
     def compact(self) -> None:
         """Move the staged pages of a stack to ``buf[0, count)``, in order (O(count)): then the
         gap is the pool's whole room. No-op on the ring, or when they already start there."""
-        if isinstance(self._free, PageRing) or self.count == 0 or self.base == 0:
+        if self._stack is None or not self.base:
             return
         staged = self._ops.cat([self.view[self.base : self.base + self.count]])  # a copy
         self._ops.write(self.view, 0, staged)
         self.base = 0
 
-    def append(self, pages: Any, *, ascending: bool = False) -> None:
+    def append(self, pages: Any, *, ascending: bool) -> None:
         """Append ``pages`` (1-D tensor or backend form) in order; the caller guarantees room
         in the pool (O(k), plus a :meth:`compact` when the stack's gap is short) and, with
         ``ascending``, that they ascend."""
         k = len(pages)
         self._note_run(k, ascending)
-        if isinstance(self._free, PageStack):
+        stack = self._stack
+        if stack is not None:
             if self.count == 0:  # just below the list's front
-                self.base = self._free.top - k
+                self.base = stack.top - k
             elif k > self.gap():
                 self.compact()
             self._ops.write(self.view, self.base + self.count, pages)
@@ -354,27 +362,24 @@ class Staging:
         :meth:`gap` pages): ``(end, False)``, the ``k`` pages go to ``[end, end + k)`` modulo
         the capacity; on an empty stack staging ``(top, True)``, they go to ``[top - k, top)``.
         Then :meth:`pushed`."""
-        free = self._free
-        if isinstance(free, PageStack):
-            return (self.base + self.count, False) if self.count else (free.top, True)
+        stack = self._stack
+        if stack is not None:
+            return (self.base + self.count, False) if self.count else (stack.top, True)
         return (self._next_base() + self.count) % max(self.capacity, 1), False
 
-    def pushed(self, num_pages: int, *, ascending: bool = False) -> None:
+    def pushed(self, num_pages: int, ascending: bool) -> None:
         """Count ``num_pages`` written where :meth:`push_position` said as appended
         (``ascending``: as :meth:`append`'s)."""
         self._note_run(num_pages, ascending)
-        free = self._free
-        if isinstance(free, PageStack):
-            if self.count == 0:
-                self.base = free.top - num_pages
-        else:
-            self.base = self._next_base()
+        if self.count == 0:
+            stack = self._stack
+            self.base = stack.top - num_pages if stack is not None else self._next_base()
         self.count += num_pages
 
     def blocks_push(self) -> bool:
         """True when a push onto the ring would write over staged pages (:meth:`make_room`
         must move them first)."""
-        return self.count > 0 and isinstance(self._free, PageRing)
+        return self.count > 0 and self._stack is None
 
     def contents(self) -> torch.Tensor:
         """The staged pages in release order (a view unless they wrap around the ring)."""
@@ -399,7 +404,7 @@ class Staging:
         """Write the pages :meth:`make_room` saved behind the ring's new tail (O(count))."""
         if saved is not None:
             self.count = 0
-            self.append(saved)
+            self.append(saved, ascending=False)
 
     def merge_in_place(self) -> bool:
         """SGLang's merge where the backend does it in the stack's own buffer (the free list
@@ -408,11 +413,11 @@ class Staging:
         numpy backends, or a range of staged pages the compiled sort declines). O(S + F below
         the largest staged page), no copy of the list; none of them moves when they lie right
         below the list, ascending (known from :attr:`runs`, else read), and below its front."""
-        free = self._free
-        if not isinstance(free, PageStack) or not self._ops.merge_front(
-                self.view, free.top, self.base, self.count, self.runs):
+        stack = self._stack
+        if stack is None or not self._ops.merge_front(self.view, stack.top, self.base,
+                                                      self.count, self.runs):
             return False
-        free.pushed(self.count)  # the list now starts count pages earlier
+        stack.pushed(self.count)  # the list now starts count pages earlier
         self.count = 0
         return True
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .backend import _INT64, INT64, NumpyOps, OnePass, _run_starts
+from .backend import _INT64, INT64, DecodePass, NumpyOps, OnePass, _run_starts
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -238,7 +238,7 @@ class NativeOps(NumpyOps):
 
     def take_decode(self, free: Any, top: int, num_staged: int, base: int,
                     runs: list[int] | None, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
-                    last_loc: torch.Tensor) -> OnePass:
-        taken: OnePass = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
+                    last_loc: torch.Tensor) -> DecodePass:
+        taken: DecodePass = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
                                              self.page_size, INT64, num_staged, base, runs)
         return taken

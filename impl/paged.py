@@ -123,12 +123,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                                              staged.base if self._free_sorted else -1,
                                              staged.runs, prefix_lens, prefix_lens_cpu, seq_lens,
                                              seq_lens_cpu, last_loc, extend_num_tokens)
-            if one_pass is False:  # SORT-2: the bound exceeds the free list
-                self.merge_and_sort_free()  # the same stack, rewritten in place
-                one_pass = self._ops.take_extend(stack.view, stack.top, 0, -1, None, prefix_lens,
-                                                 prefix_lens_cpu, seq_lens, seq_lens_cpu,
-                                                 last_loc, extend_num_tokens)
-            if one_pass:  # (slots, or None: short, or False: two-step, top, staged)
+            # (slots, or None: short, or False: irregular, top, staged); False (merge first:
+            # the list not known to ascend) and None go to the two steps, which merge
+            if one_pass:
                 out, stack.top, staged.count = one_pass  # merged in place when count drops
                 if out is not False:
                     return out
@@ -162,14 +159,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             one_pass = self._ops.take_decode(stack.view, stack.top, staged.count,
                                              staged.base if self._free_sorted else -1,
                                              staged.runs, seq_lens, seq_lens_cpu, last_loc)
-            if one_pass is False:  # SORT-2: the batch outnumbers the free list
-                self.merge_and_sort_free()
-                one_pass = self._ops.take_decode(stack.view, stack.top, 0, -1, None, seq_lens,
-                                                 seq_lens_cpu, last_loc)
-            if one_pass:
+            if one_pass:  # as alloc_extend's (a decode batch is never irregular)
                 out, stack.top, staged.count = one_pass
-                if out is not False:
-                    return out
+                return out
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
                                     lambda pages: self._ops.decode_slots(seq_lens, last_loc, pages))

@@ -305,3 +305,28 @@ def test_one_staged_page_survives_a_push_after_need_sort_goes_off_SORT_1(backend
     _same_as_model(alloc, model, [
         ("alloc", 7 * ps), ("free", list(range(5 * ps, 6 * ps))), ("need_sort", False),
         ("free", list(range(ps, 2 * ps))), ("alloc", 3 * ps)])
+
+
+def test_compact_moves_only_a_stacks_staged_pages(backend: bool) -> None:
+    """``Staging.compact``: a stack's staged pages move to ``buf[0, count)`` in release order;
+    the ring's (which must stay right after its tail) and a stack's already at 0 stay put."""
+    ops = TorchOps(1, "cpu") if backend else NumpyOps(1, "cpu")
+    stack = PageStack(10, "cpu", ops)
+    stack.fill()
+    stack.take(6)
+    staged = Staging(stack, ops)
+    staged.append(torch.tensor([5, 2, 4]), ascending=False)  # just below the front: [3, 6)
+    assert (staged.base, to_plain(staged.contents())) == (3, [5, 2, 4])
+    staged.compact()
+    assert (staged.base, to_plain(staged.contents())) == (0, [5, 2, 4])
+    assert staged.check_invariants() == [] and to_plain(stack.contents()) == [7, 8, 9, 10]
+    ring = _ring(8, backend)
+    ring.take(5)
+    ring.push(torch.tensor([2, 1]))  # the tail moves to 2
+    on_ring = Staging(ring, ops)
+    on_ring.append(torch.tensor([4, 3]), ascending=False)  # right after the tail: [2, 4)
+    ring.take(2)  # the tail stays; the staged pages still follow it
+    before = to_plain(ring.buf)
+    on_ring.compact()
+    assert to_plain(ring.buf) == before and on_ring.base == ring.tail() == 2
+    assert to_plain(on_ring.contents()) == [4, 3] and on_ring.check_invariants() == []

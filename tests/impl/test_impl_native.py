@@ -516,6 +516,22 @@ def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
 
 
 @needs_native
+def test_one_pass_declines_to_merge_staged_pages_that_reach_the_list() -> None:
+    """Staged pages said to lie at ``[base, base + staged)`` past ``top`` (inside the list): the
+    one pass does not merge them in place but answers False, nothing moved (the allocator's
+    own merge decides)."""
+    native = NativeOps(4, "cpu")
+    free = np.array([9, 3, 1, 2, 5, 6], dtype=np.int64)
+    before = free.tolist()
+    pre, seq, last = torch.tensor([0, 0]), torch.tensor([8, 8]), torch.tensor([-1, -1])
+    seq3, last3 = torch.tensor([5, 9, 1]), torch.tensor([3, 7, 0])  # 3 requests > 2 free
+    for base in (3, 4, -1):  # reaching into the list at 4, or no base at all
+        assert native.take_extend(free, 4, 2, base, [], pre, pre, seq, seq, last, 16) is False
+        assert native.take_decode(free, 4, 2, base, [], seq3, seq3, last3) is False
+    assert free.tolist() == before
+
+
+@needs_native
 def test_a_native_count_forgets_what_the_numpy_count_kept() -> None:
     """A count the numpy form made (strided lengths) keeps host arrays for the layout; when the
     same tensor objects are counted again by the loop (``set_`` moved them to contiguous memory

@@ -504,3 +504,61 @@ def test_releases_beyond_the_gap_compact_the_staged_pages() -> None:
     _same_state(pair)
     # every page but 5 (the first row's, which free_page_ids left owned), sorted
     assert pair[0].free_pages.tolist() == [p for p in range(1, 31) if p != 5]
+
+
+@pytest.mark.parametrize("call", ["extend", "decode"])
+def test_one_pass_take_leaves_an_unsorted_list_to_the_full_merge(call: str) -> None:
+    """need_sort switched on after pushes left the list out of order: the one-pass take does
+    not merge in place (the list is not known to ascend) but answers False, and the allocator
+    sorts ``free ∪ staged`` whole before it takes, as on the numpy backend (SGLang's order:
+    the smallest pages first)."""
+    ps = 4
+    pair = _paged_pair(12, ps)
+    for alloc in pair:
+        alloc.need_sort = False
+        rows = [alloc.alloc(2 * ps) for _ in range(5)]
+        assert all(row is not None for row in rows)
+        alloc.free(rows[3])  # pushed: the list is 7, 8, 11, 12: out of its order
+        alloc.free(rows[1])  # 3, 4, 7, 8, 11, 12
+        alloc.need_sort = True
+        alloc.free(rows[0])  # staged: 1, 2
+        alloc.free(rows[2])  # staged: 1, 2, 5, 6
+    _same_state(pair)
+    assert pair[0]._free_sorted is False
+    if call == "extend":  # bound 13 // 4 + 3 + 1 = 7 > 6 free pages: merge, take 4
+        outs = [alloc.alloc_extend(*_extend_args([0, 0, 0], [8, 4, 1], [-1, -1, -1]))
+                for alloc in pair]
+        want = [1, 2, 3, 4]
+    else:  # 7 opening requests > 6 free pages: merge, take 7
+        seq = torch.tensor([1, 5, 9, 1, 5, 9, 1])
+        outs = [alloc.alloc_decode(seq, seq, seq * 3) for alloc in pair]
+        want = [1, 2, 3, 4, 5, 6, 7]
+    assert outs[0] is not None and outs[1] is not None
+    assert outs[0].tolist() == outs[1].tolist()
+    assert sorted({int(s) // ps for s in outs[0].tolist()}) == want  # from sort(free ∪ staged)
+    _same_state(pair)
+
+
+@pytest.mark.parametrize("extra", [1, -1])
+def test_irregular_extend_batch_after_an_in_place_merge(extra: int) -> None:
+    """A batch whose ``extend_num_tokens`` disagrees with its lengths (unchecked): the one pass
+    merges in place when the bound exceeds the list, then hands the batch to the two-step form,
+    which gives the numpy backend's answer (its result or its error) on the same merged
+    state."""
+    ps = 4
+    pair = _paged_pair(10, ps)
+    for alloc in pair:
+        got = alloc.alloc(8 * ps)
+        assert got is not None
+        alloc.free(got[4 * ps :])  # staged right below the front; 2 pages free
+    pre, seq = torch.tensor([0, 0]), torch.tensor([5, 3])  # 3 new pages, bound 2 + 2 + 1 > 2
+    answers = []
+    for alloc in pair:
+        try:
+            answers.append(alloc.alloc_extend(pre, pre, seq, seq, torch.tensor([-1, -1]),
+                                              8 + extra).tolist())
+        except Exception as error:  # compared between the backends
+            answers.append(type(error))
+    assert answers[0] == answers[1]
+    assert len(pair[0]._staged) == 0  # merged before the layout was found irregular
+    _same_state(pair)
