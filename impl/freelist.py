@@ -279,20 +279,24 @@ class Staging:
         self._stack = free if isinstance(free, PageStack) else None
         self._ring = free if isinstance(free, PageRing) else None
         # where the runs that the releases vouch ascend start, after the first (offsets from
-        # base); None once one was not vouched for (the merge then reads every staged page)
-        self.runs: list[int] | None = []
+        # base); None once one was not vouched for (the merge then reads every staged page),
+        # and until the first release (no list is kept for an empty staging)
+        self.runs: list[int] | None = None
 
     def __len__(self) -> int:
         return self.count
 
     def _note_run(self, num_pages: int, ascending: bool) -> None:
         """Record a release of ``num_pages`` about to be appended (``ascending``: the caller
-        vouches that they ascend, e.g. ``free()``'s sorted distinct pages)."""
+        vouches that they ascend, e.g. ``free()``'s sorted distinct pages). At most
+        ``capacity // 64`` runs are kept (under 1 byte per page, whatever the frees' sizes);
+        past that the merge reads the staged pages instead."""
+        runs = self.runs
         if self.count == 0:
             self.runs = [] if ascending else None
-        elif self.runs is not None and num_pages:
-            if ascending:
-                self.runs.append(self.count)
+        elif runs is not None and num_pages:
+            if ascending and len(runs) < self.capacity >> 6:
+                runs.append(self.count)
             else:
                 self.runs = None
 
@@ -418,12 +422,13 @@ class Staging:
                                                       self.count, self.runs):
             return False
         stack.pushed(self.count)  # the list now starts count pages earlier
-        self.count = 0
+        self.reset()
         return True
 
     def reset(self) -> None:
         """Forget every staged page (after a merge or clear)."""
         self.count = 0
+        self.runs = None
 
     def check_invariants(self) -> list[str]:
         """Counter sanity, and the staged pages clear of the free list; empty when healthy."""

@@ -448,9 +448,8 @@ def test_batches_freed_in_take_order_lie_where_the_merge_puts_them() -> None:
     later one into the gap the next take leaves, so the staged pages sit right before the list,
     in runs the frees vouch ascend. When the bound runs short the one pass merges them in place
     (no separate ``merge_and_sort_free``) and both backends agree throughout."""
-    ps = 4
-    pair = _paged_pair(40, ps)
-    args = _extend_args([0, 0, 0], [9, 7, 4], [-1, -1, -1])  # 3 + 2 + 1 new pages
+    pair = _paged_pair(640, 1)  # room for 10 run offsets
+    args = _extend_args([0, 0, 0], [90, 70, 40], [-1, -1, -1])  # 200 new pages, bound 204
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(pair[0], "merge_and_sort_free", None)  # the compiled one pass merges
         merges = 0
@@ -463,9 +462,9 @@ def test_batches_freed_in_take_order_lie_where_the_merge_puts_them() -> None:
             _same_state(pair)
             staged, top = pair[0]._staged, pair[0]._free.top
             assert staged.base + staged.count == top  # right below the front
-            assert staged.runs == list(range(6, staged.count, 6)), step
-            merges += step > 0 and staged.count == 6  # merged by the take, then staged
-    assert merges == 2
+            assert staged.runs == list(range(200, staged.count, 200)), step
+            merges += step > 0 and staged.count == 200  # merged by the take, then staged
+    assert merges == 4  # every third call: 640 pages hold three batches
 
 
 def test_releases_beyond_the_gap_compact_the_staged_pages() -> None:
@@ -475,7 +474,7 @@ def test_releases_beyond_the_gap_compact_the_staged_pages() -> None:
     switched off, a push that would reach staged pages lying right below the front compacts
     them first. Both backends agree at every step."""
     ps = 2
-    pair = _paged_pair(30, ps)
+    pair = _paged_pair(128, ps)  # room for 2 run offsets
     rows = [[alloc.alloc(8 * ps) for alloc in pair] for _ in range(3)]
     for row in rows:
         for alloc, got in zip(pair, row, strict=True):
@@ -503,7 +502,7 @@ def test_releases_beyond_the_gap_compact_the_staged_pages() -> None:
         alloc.merge_and_sort_free()
     _same_state(pair)
     # every page but 5 (the first row's, which free_page_ids left owned), sorted
-    assert pair[0].free_pages.tolist() == [p for p in range(1, 31) if p != 5]
+    assert pair[0].free_pages.tolist() == [p for p in range(1, 129) if p != 5]
 
 
 @pytest.mark.parametrize("call", ["extend", "decode"])
@@ -562,3 +561,26 @@ def test_irregular_extend_batch_after_an_in_place_merge(extra: int) -> None:
     assert answers[0] == answers[1]
     assert len(pair[0]._staged) == 0  # merged before the layout was found irregular
     _same_state(pair)
+
+
+def test_run_offsets_stay_under_a_byte_per_page() -> None:
+    """A free per page keeps one run offset each only up to ``num_pages // 64`` of them; past
+    that the staging forgets them (the merge reads every staged page) and the merge still
+    gives SGLang's order."""
+    pair = _paged_pair(256, 1)  # at most 4 offsets
+    for alloc in pair:
+        got = alloc.alloc(12)
+        assert got is not None
+        for slot in got.tolist()[::2]:
+            alloc.free(torch.tensor([slot]))
+        if alloc is pair[0]:
+            assert alloc._staged.runs is None
+        alloc.merge_and_sort_free()
+    _same_state(pair)
+    assert pair[0].free_pages.tolist()[:6] == [1, 3, 5, 7, 9, 11]
+    native = pair[0]
+    got = native.alloc(8)
+    assert got is not None
+    for slot in got.tolist()[:5]:
+        native.free(torch.tensor([slot]))
+    assert native._staged.runs == [1, 2, 3, 4]  # 5 frees: the first run and 4 offsets
