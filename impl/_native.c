@@ -2,10 +2,10 @@
  *
  * Every function takes int64 data as raw addresses (a CPU tensor's data_ptr(), checked
  * int64, contiguous and on the CPU by the Python caller), as a buffer (a numpy array), or (the
- * one-pass extend_take / decode_take) as the tensors themselves, which it checks the same way
- * through their Python attributes. It gives exactly the numbers of the numpy forms in
- * kvpool.impl.backend / host_layout,
- * wrap-around on int64 overflow included (all value arithmetic is unsigned, as numpy's).
+ * one-pass extend_take / decode_take, release and defer) as the tensors themselves, which it
+ * checks the same way through torch's accessors (tensor_data). It gives exactly the numbers of
+ * the numpy forms in kvpool.impl.backend / host_layout, wrap-around on int64 overflow included
+ * (all value arithmetic is unsigned, as numpy's).
  * Nothing here keeps a pointer past the call. A layout that does not fit its counts returns
  * -1 and the caller takes the numpy / torch form, so both backends raise the same errors.
  */
@@ -174,35 +174,115 @@ static PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     return PyLong_FromLong(status);
 }
 
-/* Interned attribute names of the tensors the take functions read (set at import). */
+/* Interned attribute names of the tensors the loops read (set at import). */
 static PyObject *s_dtype, *s_is_cpu, *s_is_contiguous, *s_numel, *s_data_ptr;
+
+/* From torch, looked up once (torch_ready: at the first tensor read or result, when torch is
+ * imported as the caller passed tensors or will get them): torch.int64, torch.frombuffer,
+ * torch.empty, {"dtype": torch.int64} (the keyword arguments of both: a METH_KEYWORDS function
+ * takes them as a dict, built here once rather than per call), and torch.Tensor with the
+ * accessors its instances' reads resolve to: the getters of dtype and is_cpu and the method
+ * descriptors of is_contiguous(), numel() and data_ptr(). A tensor of exactly that type is read
+ * through them directly (no attribute lookup, no probe of the instance's __dict__); any other
+ * object, or every object when torch's types are not as expected, through its attributes. */
+static PyObject *int64_dtype, *frombuffer, *empty, *dtype_kwargs;
+static PyTypeObject *tensor_type;
+static PyGetSetDef *get_dtype, *get_is_cpu;
+static PyObject *call_is_contiguous, *call_numel, *call_data_ptr;
+
+static PyGetSetDef *getter_of(PyObject *type, PyObject *name) {
+    PyObject *d = PyObject_GetAttr(type, name);
+    PyGetSetDef *g = d != NULL && Py_IS_TYPE(d, &PyGetSetDescr_Type)
+                         ? ((PyGetSetDescrObject *)d)->d_getset : NULL;
+    Py_XDECREF(d);  /* the type keeps its descriptor, and the descriptor its PyGetSetDef */
+    return g;
+}
+static PyObject *method_of(PyObject *type, PyObject *name) {
+    PyObject *d = PyObject_GetAttr(type, name);
+    if (d != NULL && Py_IS_TYPE(d, &PyMethodDescr_Type)) return d;
+    Py_XDECREF(d);
+    return NULL;
+}
+
+/* 0 once torch's objects are looked up; -1 with an error set when torch, its int64, frombuffer
+ * or empty cannot be had (a missing direct accessor only leaves the attribute reads). */
+static int torch_ready(void) {
+    if (frombuffer != NULL) return 0;
+    PyObject *torch = PyImport_ImportModule("torch");
+    if (torch == NULL) return -1;
+    PyObject *type = PyObject_GetAttrString(torch, "Tensor");
+    PyObject *int64 = PyObject_GetAttrString(torch, "int64");
+    PyObject *from = PyObject_GetAttrString(torch, "frombuffer");
+    PyObject *empty_ = PyObject_GetAttrString(torch, "empty");
+    Py_DECREF(torch);
+    PyObject *kwargs = int64 != NULL ? PyDict_New() : NULL;
+    if (kwargs != NULL && PyDict_SetItem(kwargs, s_dtype, int64) < 0) Py_CLEAR(kwargs);
+    if (type == NULL || int64 == NULL || from == NULL || empty_ == NULL || kwargs == NULL) {
+        Py_XDECREF(type);
+        Py_XDECREF(int64);
+        Py_XDECREF(from);
+        Py_XDECREF(empty_);
+        Py_XDECREF(kwargs);
+        return -1;
+    }
+    if (PyType_Check(type)) {
+        get_dtype = getter_of(type, s_dtype);
+        get_is_cpu = getter_of(type, s_is_cpu);
+        call_is_contiguous = method_of(type, s_is_contiguous);
+        call_numel = method_of(type, s_numel);
+        call_data_ptr = method_of(type, s_data_ptr);
+        PyErr_Clear();
+        if (get_dtype && get_is_cpu && call_is_contiguous && call_numel && call_data_ptr)
+            tensor_type = (PyTypeObject *)Py_NewRef(type);
+    }
+    Py_DECREF(type);
+    int64_dtype = int64;
+    dtype_kwargs = kwargs;
+    empty = empty_;
+    frombuffer = from;
+    return 0;
+}
+
+/* t.<getter>: directly for an exact torch.Tensor (new reference; NULL with an error set) */
+static inline PyObject *read_attr(PyObject *t, int exact, PyGetSetDef *g, PyObject *name) {
+    return exact ? g->get(t, g->closure) : PyObject_GetAttr(t, name);
+}
+/* t.<method>() as read_attr */
+static inline PyObject *call_method(PyObject *t, int exact, PyObject *m, PyObject *name) {
+    return exact ? PyObject_Vectorcall(m, &t, 1, NULL) : PyObject_CallMethodNoArgs(t, name);
+}
 
 /* A tensor's int64 data: 1 with *data set when ``t`` is an int64, contiguous CPU tensor of
  * *n values (*n < 0: of any length, which is stored), else 0 with no error set (a tensor the
  * loops do not read, or not a tensor: the caller's numpy form takes it). */
-static int tensor_data(PyObject *t, PyObject *int64, i64 *n, const i64 **data) {
-    PyObject *v = PyObject_GetAttr(t, s_dtype);
-    int ok = v != NULL && v == int64;
+static int tensor_data(PyObject *t, i64 *n, const i64 **data) {
+    if (torch_ready() < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    const int exact = tensor_type != NULL && Py_IS_TYPE(t, tensor_type);
+    PyObject *v = read_attr(t, exact, get_dtype, s_dtype);
+    int ok = v != NULL && v == int64_dtype;
     Py_XDECREF(v);
     if (ok) {
-        v = PyObject_GetAttr(t, s_is_cpu);
+        v = read_attr(t, exact, get_is_cpu, s_is_cpu);
         ok = v == Py_True;
         Py_XDECREF(v);
     }
     if (ok) {
-        v = PyObject_CallMethodNoArgs(t, s_is_contiguous);
+        v = call_method(t, exact, call_is_contiguous, s_is_contiguous);
         ok = v == Py_True;
         Py_XDECREF(v);
     }
     if (ok) {
-        v = PyObject_CallMethodNoArgs(t, s_numel);
+        v = call_method(t, exact, call_numel, s_numel);
         const i64 m = v != NULL ? PyLong_AsLongLong(v) : -1;
         Py_XDECREF(v);
         ok = m >= 0 && (*n < 0 || m == *n);
         if (ok) *n = m;
     }
     if (ok) {
-        v = PyObject_CallMethodNoArgs(t, s_data_ptr);
+        v = call_method(t, exact, call_data_ptr, s_data_ptr);
         *data = v != NULL ? PyLong_AsVoidPtr(v) : NULL;
         ok = v != NULL && !PyErr_Occurred();
         Py_XDECREF(v);
@@ -213,13 +293,13 @@ static int tensor_data(PyObject *t, PyObject *int64, i64 *n, const i64 **data) {
 
 /* The data of tensor ``t`` of *n values: that of ``same`` when it is the very same object
  * (a length passed as both the host and the device tensor is read once). */
-static int tensor_or_same(PyObject *t, PyObject *same, const i64 *same_data, PyObject *int64,
-                          i64 *n, const i64 **data) {
+static int tensor_or_same(PyObject *t, PyObject *same, const i64 *same_data, i64 *n,
+                          const i64 **data) {
     if (t == same) {
         *data = same_data;
         return 1;
     }
-    return tensor_data(t, int64, n, data);
+    return tensor_data(t, n, data);
 }
 
 /* A new bytearray of n int64 values (uninitialised) and its data; NULL with an error set. */
@@ -229,34 +309,48 @@ static PyObject *new_int64s(i64 n, i64 **data) {
     return out;
 }
 
-/* torch.frombuffer and the keyword name of its dtype, looked up once (torch is imported:
- * the caller passed tensors) */
-static PyObject *frombuffer, *dtype_kwnames;
+/* A loop's new bytearray of int64 slots (the reference passed on) as a new int64 tensor that
+ * owns it: torch.frombuffer(out, dtype=torch.int64), or torch.empty(0, dtype=torch.int64) for
+ * an empty one (which frombuffer refuses); NULL with an error set. After torch_ready. */
+static PyObject *owned(PyObject *out) {
+    const int filled = PyByteArray_GET_SIZE(out) > 0;
+    PyObject *args = filled ? PyTuple_Pack(1, out) : Py_BuildValue("(i)", 0);
+    Py_DECREF(out);
+    PyObject *tensor =
+        args != NULL ? PyObject_Call(filled ? frombuffer : empty, args, dtype_kwargs) : NULL;
+    Py_XDECREF(args);
+    return tensor;
+}
+
+/* (slots, top, staged), the reference to slots passed on; NULL with an error set */
+static PyObject *answer(PyObject *slots, i64 top, i64 staged) {
+    PyObject *t = PyTuple_New(3), *a = PyLong_FromLongLong(top),
+             *b = PyLong_FromLongLong(staged);
+    if (t == NULL || a == NULL || b == NULL) {
+        Py_XDECREF(t);
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        Py_DECREF(slots);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, slots);
+    PyTuple_SET_ITEM(t, 1, a);
+    PyTuple_SET_ITEM(t, 2, b);
+    return t;
+}
 
 /* The answer of a take that laid out pages into ``out`` (a non-empty bytearray, the reference
  * passed on): (torch.frombuffer(out, dtype=int64), top, staged), the list's and the
  * staging's counters after it; NULL with an error set. */
-static PyObject *taken(PyObject *out, i64 top, i64 staged, PyObject *int64) {
-    if (frombuffer == NULL) {
-        PyObject *torch = PyImport_ImportModule("torch");
-        frombuffer = torch != NULL ? PyObject_GetAttrString(torch, "frombuffer") : NULL;
-        Py_XDECREF(torch);
-        if (frombuffer == NULL) {
-            Py_DECREF(out);
-            return NULL;
-        }
-    }
-    PyObject *call[2] = {out, int64};
-    PyObject *tensor = PyObject_Vectorcall(frombuffer, call, 1, dtype_kwnames);
-    Py_DECREF(out);
-    return tensor == NULL ? NULL
-                          : Py_BuildValue("(NLL)", tensor, (long long)top, (long long)staged);
+static PyObject *taken(PyObject *out, i64 top, i64 staged) {
+    PyObject *tensor = owned(out);
+    return tensor != NULL ? answer(tensor, top, staged) : NULL;
 }
 
 /* (answer, top, staged) for a take that hands out no tensor: answer None (short) or False
  * (a batch the loop found irregular: the caller's two-step form) */
-static PyObject *untaken(PyObject *answer, i64 top, i64 staged) {
-    return Py_BuildValue("(OLL)", answer, (long long)top, (long long)staged);
+static PyObject *untaken(PyObject *answer_, i64 top, i64 staged) {
+    return answer(Py_NewRef(answer_), top, staged);
 }
 
 static int merge_in_front(i64 *buf, i64 len, i64 top, i64 base, i64 count, PyObject *runs);
@@ -278,8 +372,9 @@ static int merge_if_short(i64 *buf, i64 len, i64 *top, i64 *staged, i64 base, Py
     return done;
 }
 
-/* extend_take(pre_cpu, seq_cpu, pre, seq, last, free, top, ps, num_tokens, int64, staged,
- *             base, runs) -> (out, top, staged) | False | None
+/* extend_take(ps, free, top, staged, base, runs, pre, pre_cpu, seq, seq_cpu, last, num_tokens)
+ *   -> (out, top, staged) | False | None
+ * (the order of NativeOps.take_extend's arguments after ps: it is this function with ps bound)
  * alloc_extend in one pass, on the caller's tensors (int64, contiguous, CPU, one length each; a
  * length may be both its host and its device tensor) and the paged free list free[top:]
  * (ascending when base >= 0) with ``staged`` pages at free[base, base + staged) (``runs``: as
@@ -298,20 +393,16 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
     const i64 *pcp, *scp, *pp, *sp, *lp;
     i64 top, ps, num_tokens, staged, base, bs = -1;
     Py_buffer free_buf;
-    if (nargs_is(n, 13, "extend_take") || arg_i64(args[6], &top) || arg_i64(args[7], &ps) ||
-        arg_i64(args[8], &num_tokens) || arg_i64(args[10], &staged) ||
-        arg_i64(args[11], &base))
+    if (nargs_is(n, 12, "extend_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
+        arg_i64(args[3], &staged) || arg_i64(args[4], &base) || arg_i64(args[11], &num_tokens))
         return NULL;
-    PyObject *int64 = args[9];
-    if (num_tokens < 1 || ps < 1 || !tensor_data(args[1], int64, &bs, &scp) ||
-        !tensor_data(args[0], int64, &bs, &pcp) ||
-        !tensor_or_same(args[2], args[0], pcp, int64, &bs, &pp) ||
-        !tensor_or_same(args[3], args[1], scp, int64, &bs, &sp) ||
-        !tensor_data(args[4], int64, &bs, &lp))
+    if (num_tokens < 1 || ps < 1 || !tensor_data(args[9], &bs, &scp) ||
+        !tensor_data(args[7], &bs, &pcp) || !tensor_or_same(args[6], args[7], pcp, &bs, &pp) ||
+        !tensor_or_same(args[8], args[9], scp, &bs, &sp) || !tensor_data(args[10], &bs, &lp))
         Py_RETURN_NONE;
     const i64 count = count_extend(pcp, scp, bs, ps);
     if (count < 0) Py_RETURN_NONE;
-    if (arg_buf(args[5], &free_buf, 1)) return NULL;
+    if (arg_buf(args[1], &free_buf, 1)) return NULL;
     i64 *free_pages = free_buf.buf;
     const i64 free_len = free_buf.len / 8;
     if (top < 0 || top > free_len) {
@@ -319,7 +410,7 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         Py_RETURN_NONE;
     }
     /* spec.layout.merge_bound */
-    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[12],
+    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[5],
                                       num_tokens / ps + bs + 1);
     PyObject *result = NULL;
     i64 *slots;
@@ -332,7 +423,7 @@ static PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n
             Py_DECREF(result);
             result = untaken(Py_False, top, staged);
         } else {
-            result = taken(result, top + count, staged, int64);
+            result = taken(result, top + count, staged);
         }
     }
     PyBuffer_Release(&free_buf);
@@ -363,7 +454,7 @@ static PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t
     Py_RETURN_NONE;
 }
 
-/* decode_take(seq_cpu, seq, last, free, top, ps, int64, staged, base, runs)
+/* decode_take(ps, free, top, staged, base, runs, seq, seq_cpu, last)
  *   -> (out, top, staged) | False | None
  * alloc_decode in one pass, on the caller's tensors and free list as extend_take's (the merge
  * test: the batch outnumbers the list). The opening requests counted from the host lengths
@@ -374,22 +465,20 @@ static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n
     const i64 *scp, *sp, *lp;
     i64 top, ps, staged, base, bs = -1;
     Py_buffer free_buf;
-    if (nargs_is(n, 10, "decode_take") || arg_i64(args[4], &top) || arg_i64(args[5], &ps) ||
-        arg_i64(args[7], &staged) || arg_i64(args[8], &base))
+    if (nargs_is(n, 9, "decode_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
+        arg_i64(args[3], &staged) || arg_i64(args[4], &base))
         return NULL;
-    PyObject *int64 = args[6];
-    if (ps < 1 || !tensor_data(args[0], int64, &bs, &scp) || bs == 0 ||
-        !tensor_or_same(args[1], args[0], scp, int64, &bs, &sp) ||
-        !tensor_data(args[2], int64, &bs, &lp))
+    if (ps < 1 || !tensor_data(args[7], &bs, &scp) || bs == 0 ||
+        !tensor_or_same(args[6], args[7], scp, &bs, &sp) || !tensor_data(args[8], &bs, &lp))
         Py_RETURN_NONE;
-    if (arg_buf(args[3], &free_buf, 1)) return NULL;
+    if (arg_buf(args[1], &free_buf, 1)) return NULL;
     i64 *free_pages = free_buf.buf;
     const i64 free_len = free_buf.len / 8;
     if (top < 0 || top > free_len) {
         PyBuffer_Release(&free_buf);
         Py_RETURN_NONE;
     }
-    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[9], bs);
+    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[5], bs);
     const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
     PyObject *result = NULL;
     i64 *slots;
@@ -399,7 +488,7 @@ static PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n
         result = untaken(Py_None, top, staged);
     } else if (merged > 0 && (result = new_int64s(bs, &slots)) != NULL) {
         lay_out_decode(sp, lp, bs, free_pages + top, count, ps, slots);
-        result = taken(result, top + count, staged, int64);
+        result = taken(result, top + count, staged);
     }
     PyBuffer_Release(&free_buf);
     return result;
@@ -672,18 +761,18 @@ static i64 sort_distinct(i64 *p, i64 k, i64 *tmp) {
     return kept;
 }
 
-/* defer(slots, ps, int64) -> bytearray | None: what a free group keeps of a free() input, a
+/* defer(slots, ps) -> bytearray | None: what a free group keeps of a free() input, a
  * new bytearray of the page ids slots // ps (ps 1: a copy of the slots) of an int64,
  * contiguous CPU tensor; None for any other (the caller's numpy form copies it). */
 static PyObject *defer(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *slots;
     i64 ps, count = -1;
-    if (nargs_is(n, 3, "defer") || arg_i64(args[1], &ps)) return NULL;
+    if (nargs_is(n, 2, "defer") || arg_i64(args[1], &ps)) return NULL;
     if (ps < 1) {
         PyErr_SetString(PyExc_ValueError, "defer: page size must be >= 1");
         return NULL;
     }
-    if (!tensor_data(args[0], args[2], &count, &slots)) Py_RETURN_NONE;
+    if (!tensor_data(args[0], &count, &slots)) Py_RETURN_NONE;
     i64 *out;
     PyObject *copy = new_int64s(count, &out);
     if (copy != NULL) divide_into(out, slots, count, ps);
@@ -756,7 +845,8 @@ static void write_wrapped(i64 *dst, i64 len, i64 start, const i64 *src, i64 k, i
     memcpy(dst, src + first, (size_t)(k - first) * sizeof(i64));
 }
 
-/* release(source, ps, dedup, buf, at, backwards, room, int64) -> k | -1 - k | None
+/* release(ps, source, dedup, buf, at, backwards, room) -> k | -1 - k | None
+ * (NativeOps.release: this function with ps bound)
  * A release into a free list's buffer in one pass. source: an int64, contiguous CPU tensor of
  * slots (its pages: slots // ps) or a list of bytearrays of int64 page ids end to end (what
  * defer returns). dedup: the sorted distinct pages, else all of them in order. The k pages go
@@ -769,7 +859,7 @@ static void write_wrapped(i64 *dst, i64 len, i64 start, const i64 *src, i64 k, i
 static PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     i64 ps, at, room, k = -1;
     const i64 *slots = NULL;
-    if (nargs_is(n, 8, "release") || arg_i64(args[1], &ps) || arg_i64(args[4], &at) ||
+    if (nargs_is(n, 7, "release") || arg_i64(args[0], &ps) || arg_i64(args[4], &at) ||
         arg_i64(args[6], &room))
         return NULL;
     const int dedup = PyObject_IsTrue(args[2]), backwards = PyObject_IsTrue(args[5]);
@@ -778,9 +868,9 @@ static PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         PyErr_SetString(PyExc_ValueError, "release: page size must be >= 1");
         return NULL;
     }
-    PyObject *source = args[0];
+    PyObject *source = args[1];
     const int listed = PyList_Check(source);
-    if (listed ? !gather_parts(source, NULL, &k) : !tensor_data(source, args[7], &k, &slots))
+    if (listed ? !gather_parts(source, NULL, &k) : !tensor_data(source, &k, &slots))
         Py_RETURN_NONE;
     i64 local[LOCAL_PAGES];
     i64 *pages = k <= LOCAL_PAGES ? local : malloc((size_t)k * sizeof(i64));
@@ -816,17 +906,18 @@ static PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     return result;
 }
 
-/* slots_at(buf, start, num_pages, ps) -> bytearray: every slot of the pages
+/* slots_at(ps, buf, start, num_pages) -> tensor: every slot of the pages
  * buf[start, start + num_pages) modulo len(buf), page-major (page * ps + i, wrapping), as a
- * new bytearray of int64; ValueError (nothing read) when start is outside [0, len(buf)) with
- * pages to take, num_pages is negative or more than len(buf), or ps < 1 */
+ * new int64 tensor (owning the bytearray filled; NativeOps.take_slots: this function with ps
+ * bound); ValueError (nothing read) when start is outside [0, len(buf)) with pages to take,
+ * num_pages is negative or more than len(buf), or ps < 1 */
 static PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     i64 start, num_pages, ps;
     Py_buffer b;
-    if (nargs_is(n, 4, "slots_at") || arg_i64(args[1], &start) || arg_i64(args[2], &num_pages) ||
-        arg_i64(args[3], &ps))
+    if (nargs_is(n, 4, "slots_at") || arg_i64(args[0], &ps) || arg_i64(args[2], &start) ||
+        arg_i64(args[3], &num_pages) || torch_ready() < 0)
         return NULL;
-    if (arg_buf(args[0], &b, 0)) return NULL;
+    if (arg_buf(args[1], &b, 0)) return NULL;
     const i64 len = b.len / 8;
     const int inside = ps >= 1 && num_pages >= 0 && num_pages <= len &&
                        (num_pages == 0 || (start >= 0 && start < len));
@@ -848,7 +939,7 @@ static PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         PyErr_Format(PyExc_ValueError, "slots_at: %lld pages of %lld slots at %lld do not fit "
                      "a buffer of %lld", (long long)num_pages, (long long)ps, (long long)start,
                      (long long)len);
-    return slots;
+    return slots != NULL ? owned(slots) : NULL;
 }
 
 #define RADIX_BITS 11
@@ -995,8 +1086,7 @@ PyMODINIT_FUNC PyInit__native(void) {
     s_is_contiguous = PyUnicode_InternFromString("is_contiguous");
     s_numel = PyUnicode_InternFromString("numel");
     s_data_ptr = PyUnicode_InternFromString("data_ptr");
-    dtype_kwnames = s_dtype != NULL ? PyTuple_Pack(1, s_dtype) : NULL;
-    if (!s_dtype || !s_is_cpu || !s_is_contiguous || !s_numel || !s_data_ptr || !dtype_kwnames)
+    if (!s_dtype || !s_is_cpu || !s_is_contiguous || !s_numel || !s_data_ptr)
         return NULL;
     return PyModule_Create(&module);
 }

@@ -3,20 +3,25 @@
 :class:`NativeOps` is :class:`~kvpool.impl.backend.NumpyOps` with the per-call arithmetic done
 by compiled loops that read the caller's tensors in place (``data_ptr``) instead of a dozen
 numpy calls of about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
-each (count, shortage check, layout: :meth:`NativeOps.take_extend`,
-:meth:`NativeOps.take_decode`), ``free`` and a free group's end in one pass each (page ids,
-sorted distinct pages, room check and the write into the free list: :meth:`NativeOps.release`),
-``alloc``'s slots (:meth:`NativeOps.take_slots`), the strided page ids of segment frees, the
-copies into the free lists, and the ``need_sort`` merge (a radix sort of the staged pages, then
-a galloping merge; for the paged free list in its own buffer, :meth:`NativeOps.merge_front`).
-A free group keeps its copies as bytearrays of int64 page ids (:meth:`NativeOps.defer`):
-building a numpy array costs more than the copy, the more so when the caches are cold, as
-between a server's scheduler steps. It gives the same numbers as ``NumpyOps`` for every input:
-an input the loops do not take (not int64, not contiguous, lengths that disagree) or a batch
-they find irregular goes to the ``NumpyOps`` form, which gives the result or raises the error
-that backend gives. Results are fresh int64 tensors that nothing here keeps (``ALIAS-1``); the
-one-pass ones own a new buffer the loop filled (``torch.frombuffer``), the others a new numpy
-array (``torch.from_numpy``): neither storage is resizable, as numpy-backed tensors.
+each (merge test, count, shortage check, layout: ``take_extend``, ``take_decode``), ``free``
+and a free group's end in one pass each (page ids, sorted distinct pages, room check and the
+write into the free list: ``release``), ``alloc``'s slots (``take_slots``), the strided page
+ids of segment frees, the copies into the free lists, and the ``need_sort`` merge (a radix sort
+of the staged pages, then a galloping merge; for the paged free list in its own buffer,
+:meth:`NativeOps.merge_front`). A free group keeps its copies as bytearrays of int64 page ids
+(:meth:`NativeOps.defer`): building a numpy array costs more than the copy, the more so when
+the caches are cold, as between a server's scheduler steps. It gives the same numbers as
+``NumpyOps`` for every input: an input the loops do not take (not int64, not contiguous,
+lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form, which
+gives the result or raises the error that backend gives. Results are fresh int64 tensors that
+nothing here keeps (``ALIAS-1``); the one-pass ones and ``alloc``'s own a new buffer the loop
+filled (``torch.frombuffer``), the others a new numpy array (``torch.from_numpy``): neither
+storage is resizable, as numpy-backed tensors.
+
+The four calls made once per allocator call, ``take_extend``, ``take_decode``, ``take_slots``
+and ``release``, are the compiled functions themselves with the page size bound
+(``functools.partial``): they read the tensors through torch's own accessors (not attribute
+lookups) and build the result tensor, with no Python frame in between.
 
 :func:`kvpool.impl.backend.ops_for` picks it on the CPU when the extension was built (``pip
 install`` compiles it where a C compiler is present; without one the install still succeeds and
@@ -26,12 +31,13 @@ install`` compiles it where a C compiler is present; without one the install sti
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from .backend import _INT64, INT64, DecodePass, NumpyOps, OnePass, _run_starts
+from .backend import _INT64, INT64, NumpyOps, _run_starts
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -53,13 +59,6 @@ def _addr(t: torch.Tensor) -> int | None:
     return None
 
 
-def _owned(slots: bytearray) -> torch.Tensor:
-    """A compiled loop's new buffer of int64 slots as a tensor that owns it (nothing here keeps
-    the buffer)."""
-    # torch.frombuffer refuses an empty buffer: an empty batch's empty result
-    return torch.frombuffer(slots, dtype=INT64) if slots else torch.empty(0, dtype=INT64)
-
-
 class NativeOps(NumpyOps):
     """CPU only: ``NumpyOps`` with compiled loops on its hot paths (same results, same errors).
 
@@ -70,6 +69,12 @@ class NativeOps(NumpyOps):
         if _native is None:
             raise ImportError("kvpool.impl._native is not built (no C compiler at install)")
         super().__init__(page_size, device)
+        # the one-pass calls are the compiled functions themselves, the page size bound (no
+        # Python frame in between: these run once per scheduler call)
+        self.take_extend = partial(_native.extend_take, page_size)  # type: ignore[method-assign]
+        self.take_decode = partial(_native.decode_take, page_size)  # type: ignore[method-assign]
+        self.release = partial(_native.release, page_size)  # type: ignore[method-assign]
+        self.take_slots = partial(_native.slots_at, page_size)  # type: ignore[method-assign]
         # the host lengths a count just read, with their addresses: the layout that follows in
         # the same call reads them again when it gets these very tensors (used once, dropped)
         self._read: tuple[torch.Tensor, int, torch.Tensor | None, int] | None = None
@@ -129,17 +134,11 @@ class NativeOps(NumpyOps):
 
     def defer(self, slots: torch.Tensor) -> Any:
         # a bytearray of int64 page ids: no numpy array to build per free() in a group
-        deferred = _native.defer(slots, self.page_size, INT64)
+        deferred = _native.defer(slots, self.page_size)
         return deferred if deferred is not None else bytearray(super().defer(slots))
 
     def undefer(self, parts: list[Any]) -> Any:
         return np.frombuffer(bytearray().join(parts), dtype=np.int64)  # a new, writable array
-
-    def release(self, source: Any, dedup: bool, view: Any, at: int, backwards: bool,
-                room: int) -> int | None:
-        released: int | None = _native.release(source, self.page_size, dedup, view, at,
-                                               backwards, room, INT64)
-        return released
 
     def distinct(self, pages: Any) -> Any:
         if pages.size < 2:
@@ -218,27 +217,3 @@ class NativeOps(NumpyOps):
         out = np.empty(batch_size, dtype=np.int64)
         _native.decode_layout(seq, last, new_pages, self.page_size, out)
         return torch.from_numpy(out)
-
-    def take_slots(self, view: Any, start: int, num_pages: int) -> torch.Tensor | None:
-        return _owned(_native.slots_at(view, start, num_pages, self.page_size))
-
-    def take_extend(self, free: Any, top: int, num_staged: int, base: int,
-                    runs: list[int] | None, prefix_lens: torch.Tensor,
-                    prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
-                    seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
-                    extend_num_tokens: int) -> OnePass:
-        # the tensors' checks (int64, contiguous, CPU, one length), the merge in the stack's
-        # buffer (merge_front's) and the result tensor (torch.frombuffer of the loop's buffer)
-        # are the loop's own
-        taken: OnePass = _native.extend_take(prefix_lens_cpu, seq_lens_cpu, prefix_lens,
-                                             seq_lens, last_loc, free, top, self.page_size,
-                                             extend_num_tokens, INT64, num_staged, base,
-                                             runs)
-        return taken
-
-    def take_decode(self, free: Any, top: int, num_staged: int, base: int,
-                    runs: list[int] | None, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
-                    last_loc: torch.Tensor) -> DecodePass:
-        taken: DecodePass = _native.decode_take(seq_lens_cpu, seq_lens, last_loc, free, top,
-                                             self.page_size, INT64, num_staged, base, runs)
-        return taken

@@ -515,6 +515,58 @@ def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
     assert free.tolist() == before.tolist()
 
 
+class _Subclass(torch.Tensor):
+    """A tensor of a subclass: the loops read it through its attributes (torch's accessors are
+    called directly only for an exact ``torch.Tensor``)."""
+
+
+class _OneValue(torch.Tensor):
+    """A subclass whose ``numel()`` says 1 whatever it holds."""
+
+    def numel(self) -> int:
+        return 1
+
+
+def _one_passes(native: NativeOps, make: Any, make_last: Any = None) -> list[Any]:
+    """What ``take_extend``, ``take_decode`` and ``release`` answer, and what they leave in a
+    free list, for the tensors of one batch as ``make`` gives them (``last_loc`` as
+    ``make_last`` does, when given)."""
+    pre, seq = make(torch.tensor([0, 4])), make(torch.tensor([6, 9]))
+    last = (make_last or make)(torch.tensor([-1, 30]))
+    answers = []
+    for call in (lambda free: native.take_extend(free, 0, 0, -1, None, pre, pre, seq, seq,
+                                                 last, 11),
+                 lambda free: native.take_decode(free, 0, 0, -1, None, seq, seq, last),
+                 lambda free: native.release(make(torch.tensor([40, 9, 41])), True, free, 4,
+                                             False, 9)):
+        free = np.arange(1, 20, dtype=np.int64)
+        answer = call(free)
+        if isinstance(answer, tuple) and isinstance(answer[0], torch.Tensor):
+            answer = (answer[0].tolist(), *answer[1:])
+        answers.append((answer, free.tolist()))
+    return answers
+
+
+@needs_native
+def test_tensor_subclasses_are_read_through_their_attributes() -> None:
+    """A subclass's tensors give the answers of plain ones. A subclass whose ``numel()`` says 1
+    is taken at its word, so its attributes, not torch's accessors, were read: as ``last_loc``
+    its length disagrees with the batch's (None, nothing taken: the two-step path decides);
+    as a release's source only its first page is released."""
+    native = NativeOps(4, "cpu")
+    plain = _one_passes(native, lambda t: t)
+    # extend: pages 1, 2 for the first request's 6 tokens, 3, 4 for the second's 5 (its prefix
+    # ends a page); decode: only the second request opens a page (8 % 4 == 0); release: pages
+    # 40 // 4 and 9 // 4, sorted distinct, at 4
+    fresh = list(range(1, 20))
+    assert plain == [(([4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16], 4, 0), fresh),
+                     (([0, 4], 1, 0), fresh), (2, [*fresh[:4], 2, 10, *fresh[6:]])]
+    assert _one_passes(native, lambda t: t.as_subclass(_Subclass)) == plain
+    lying = _one_passes(native, lambda t: t.as_subclass(_OneValue) if t.numel() == 3 else t,
+                        lambda t: t.as_subclass(_OneValue))
+    assert lying == [(None, fresh), (None, fresh), (1, [*fresh[:4], 10, *fresh[5:]])]
+
+
 @needs_native
 def test_one_pass_declines_to_merge_staged_pages_that_reach_the_list() -> None:
     """Staged pages said to lie at ``[base, base + staged)`` past ``top`` (inside the list): the

@@ -65,7 +65,7 @@ def test_release_writes_the_pages_where_asked(values: list[int], ps: int, dedup:
     sources: list[tuple[Any, int]] = [(torch.tensor(values, dtype=INT64), ps), (parts, 7)]
     for source, given_ps in sources:  # a list's parts are page ids: its ps is not applied
         buf = np.full(buf_len, -5, dtype=np.int64)
-        got = _native().release(source, given_ps, dedup, buf, at, backwards, room, INT64)
+        got = _native().release(given_ps, source, dedup, buf, at, backwards, room)
         if len(pages) > room:
             assert got == -1 - len(pages)
             assert buf.tolist() == [-5] * buf_len
@@ -84,7 +84,7 @@ def test_release_sorts_many_pages_out_of_order(num_pages: int) -> None:
     ids = rng.permutation(num_pages) + 1
     slots = torch.from_numpy(np.repeat(ids, 2) * 4 + 1)  # each page twice, shuffled
     buf = np.zeros(num_pages, dtype=np.int64)
-    assert _native().release(slots, 4, True, buf, num_pages, True, num_pages, INT64) == num_pages
+    assert _native().release(4, slots, True, buf, num_pages, True, num_pages) == num_pages
     assert buf.tolist() == list(range(1, num_pages + 1))
 
 
@@ -93,10 +93,10 @@ def test_release_leaves_too_many_pages_out_of_order_to_numpy() -> None:
     sorts them); in order, any number is taken."""
     buf = np.zeros(MERGE_SORT + 1, dtype=np.int64)
     shuffled = torch.arange(MERGE_SORT + 1, 0, -1)
-    assert _native().release(shuffled, 1, True, buf, 0, False, 10**6, INT64) is None
+    assert _native().release(1, shuffled, True, buf, 0, False, 10**6) is None
     assert not buf.any()
     ascending = torch.arange(1, MERGE_SORT + 2)
-    assert _native().release(ascending, 1, True, buf, 0, False, 10**6, INT64) == MERGE_SORT + 1
+    assert _native().release(1, ascending, True, buf, 0, False, 10**6) == MERGE_SORT + 1
     assert buf.tolist() == ascending.tolist()
 
 
@@ -115,7 +115,7 @@ def test_release_hands_other_inputs_back(form: str) -> None:
         "part_bytes": [bytes(8)],
     }
     buf = np.full(20, -5, dtype=np.int64)
-    assert _native().release(sources[form], 4, True, buf, 10, True, 20, INT64) is None
+    assert _native().release(4, sources[form], True, buf, 10, True, 20) is None
     assert buf.tolist() == [-5] * 20
 
 
@@ -125,17 +125,17 @@ def test_release_argument_checks() -> None:
     written."""
     buf = np.full(4, -5, dtype=np.int64)
     slots = torch.arange(3)
-    with pytest.raises(TypeError, match="takes 8 arguments"):
-        _native().release(slots, 1, True, buf, 0, False, 9)
+    with pytest.raises(TypeError, match="takes 7 arguments"):
+        _native().release(1, slots, True, buf, 0, False)
     with pytest.raises(ValueError, match="page size"):
-        _native().release(slots, 0, True, buf, 0, False, 9, INT64)
+        _native().release(0, slots, True, buf, 0, False, 9)
     for at in (-1, 5):
         with pytest.raises(ValueError, match="do not fit"):
-            _native().release(slots, 1, True, buf, at, False, 9, INT64)
+            _native().release(1, slots, True, buf, at, False, 9)
     with pytest.raises(ValueError, match="do not fit"):
-        _native().release(torch.arange(5), 1, False, buf, 0, False, 9, INT64)
+        _native().release(1, torch.arange(5), False, buf, 0, False, 9)
     with pytest.raises(TypeError, match="int64 buffer"):
-        _native().release(slots, 1, True, np.zeros(4, dtype=np.int32), 0, False, 9, INT64)
+        _native().release(1, slots, True, np.zeros(4, dtype=np.int32), 0, False, 9)
     assert buf.tolist() == [-5] * 4
 
 
@@ -145,7 +145,7 @@ def test_defer_copies_the_page_ids(values: list[int], ps: int) -> None:
     """A new bytearray of ``slots // ps`` (ps 1: the slots), as the numpy backend's page ids;
     writing the tensor afterwards leaves it alone (GROUP-3)."""
     slots = torch.tensor(values, dtype=INT64)
-    copy = _native().defer(slots, ps, INT64)
+    copy = _native().defer(slots, ps)
     assert isinstance(copy, bytearray)
     want = NumpyOps(ps, "cpu").page_ids(slots).tolist()
     slots.fill_(-1)
@@ -156,9 +156,9 @@ def test_defer_hands_other_inputs_back_and_the_ops_copy_them() -> None:
     """``_native.defer`` of a tensor it does not read: None; ``NativeOps.defer`` then keeps
     the numpy form's page ids as a bytearray, so a group's copies are all of one kind."""
     strided = torch.arange(40)[::3]
-    assert _native().defer(strided, 4, INT64) is None
+    assert _native().defer(strided, 4) is None
     with pytest.raises(ValueError, match="page size"):
-        _native().defer(strided, 0, INT64)
+        _native().defer(strided, 0)
     for source in (strided, strided.to(torch.int32)):
         copy = NativeOps(4, "cpu").defer(source)
         assert isinstance(copy, bytearray)
@@ -229,8 +229,9 @@ def test_slots_at_argument_checks() -> None:
     view = np.arange(4, dtype=np.int64)
     for start, num_pages, ps in ((4, 1, 1), (-1, 1, 1), (0, 5, 1), (0, -1, 1), (0, 1, 0)):
         with pytest.raises(ValueError, match="slots_at"):
-            _native().slots_at(view, start, num_pages, ps)
-    assert bytes(_native().slots_at(view, 9, 0, 1)) == b""  # nothing to take: any start
+            _native().slots_at(ps, view, start, num_pages)
+    empty = _native().slots_at(1, view, 9, 0)  # nothing to take: any start
+    assert empty.dtype == INT64 and empty.shape == (0,)
 
 
 @given(values=st.lists(st.integers(-(2**63), 2**63 - 1), max_size=300),
