@@ -26,7 +26,7 @@ from kvpool.impl.native_ops import NativeOps, native_available
 pytestmark = pytest.mark.skipif(not native_available(), reason="extension not built")
 
 INT64 = torch.int64
-MERGE_SORT = 4096  # _native.c: more distinct pages out of order than this go to numpy's sort
+MERGE_SORT = 4096  # csrc/dedup.c: more distinct pages out of order than this go to numpy's sort
 
 
 def _native() -> Any:

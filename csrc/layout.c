@@ -1,0 +1,239 @@
+/* alloc_extend / alloc_decode: the new-page counts, the layouts (host_layout's arithmetic), and
+ * the one-pass takes (merge test, count, shortage check, layout on the free list). */
+#include "native.h"
+
+/* Σ over requests of (seq + ps - 1) // ps - (pre + ps - 1) // ps, wrapped
+ * (layout.new_pages_per_request summed) */
+static i64 count_extend(const i64 *pre, const i64 *seq, i64 bs, i64 ps) {
+    u64 total = 0;
+    for (i64 r = 0; r < bs; r++)
+        total += (u64)(div_floor(wrap_add(seq[r], ps - 1), ps) -
+                       div_floor(wrap_add(pre[r], ps - 1), ps));
+    return (i64)total;
+}
+
+/* The extend layout into out[0, num_tokens): 0, or -1 when the batch is irregular (a negative
+ * extend, Σ extend != num_tokens, Σ new pages != num_pages). Request r writes last_r + 1 + i
+ * for the rest of its prefix's last page, then whole rows new_page * ps + i, the last one cut
+ * to the tokens left (host_layout.extend_slots); at ps 1 its tokens are its new pages. */
+static int lay_out_extend(const i64 *pre, const i64 *seq, const i64 *last, i64 bs,
+                          const i64 *pages, i64 num_pages, i64 ps, i64 *out, i64 num_tokens) {
+    i64 t = 0, page = 0;
+    for (i64 r = 0; r < bs; r++) {
+        const i64 e = (i64)((u64)seq[r] - (u64)pre[r]);
+        if (e < 0 || e > num_tokens - t) return -1;
+        if (ps == 1) { /* every token is the next new page */
+            if (e > num_pages - page) return -1;
+            memcpy(out + t, pages + page, (size_t)e * sizeof(i64));
+            t += e;
+            page += e;
+            continue;
+        }
+        i64 p1 = mod_floor(wrap_neg(pre[r]), ps);
+        if (p1 > e) p1 = e;
+        fill_run(out + t, wrap_add(last[r], 1), p1);
+        t += p1;
+        for (i64 m = e - p1; m > 0;) {
+            if (page >= num_pages) return -1;
+            const i64 k = m < ps ? m : ps;
+            fill_run(out + t, wrap_mul(pages[page++], ps), k);
+            t += k;
+            m -= k;
+        }
+    }
+    return (t == num_tokens && page == num_pages) ? 0 : -1;
+}
+
+/* How many requests open a page: seq % ps == 1 % ps */
+static i64 count_decode(const i64 *seq, i64 bs, i64 ps) {
+    const i64 opening = 1 % ps;
+    i64 count = 0;
+    for (i64 r = 0; r < bs; r++) count += mod_floor(seq[r], ps) == opening;
+    return count;
+}
+
+/* The decode layout into out[0, bs): the r-th opening request takes
+ * pages[min(r, num_pages - 1)] * ps, every other one last + 1 (layout.decode_slots); with no
+ * pages every request continues. */
+static void lay_out_decode(const i64 *seq, const i64 *last, i64 bs, const i64 *pages,
+                           i64 num_pages, i64 ps, i64 *out) {
+    const i64 opening = 1 % ps;
+    i64 rank = 0;
+    for (i64 r = 0; r < bs; r++) {
+        if (num_pages > 0 && mod_floor(seq[r], ps) == opening) {
+            out[r] = wrap_mul(pages[rank < num_pages ? rank : num_pages - 1], ps);
+            rank++;
+        } else {
+            out[r] = wrap_add(last[r], 1);
+        }
+    }
+}
+
+/* extend_count(pre, seq, bs, ps) -> count_extend */
+PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pp, *sp;
+    i64 bs, ps;
+    if (nargs_is(n, 4, "extend_count") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
+        arg_i64(args[2], &bs) || arg_i64(args[3], &ps))
+        return NULL;
+    return PyLong_FromLongLong(count_extend(pp, sp, bs, ps));
+}
+
+/* extend_layout(pre, seq, last, bs, new_pages, ps, out) -> lay_out_extend's 0 / -1, all of
+ * new_pages taken and len(out) tokens */
+PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *pp, *sp, *lp;
+    i64 bs, ps;
+    Py_buffer pages_buf, out_buf;
+    if (nargs_is(n, 7, "extend_layout") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
+        arg_ptr(args[2], &lp) || arg_i64(args[3], &bs) || arg_i64(args[5], &ps))
+        return NULL;
+    if (arg_bufs(args[4], &pages_buf, args[6], &out_buf)) return NULL;
+    const int status = lay_out_extend(pp, sp, lp, bs, pages_buf.buf, pages_buf.len / 8, ps,
+                                      out_buf.buf, out_buf.len / 8);
+    release2(&pages_buf, &out_buf);
+    return PyLong_FromLong(status);
+}
+
+/* A one-pass take's merge (SORT-2): when pages are staged and ``need`` exceeds the free list
+ * buf[*top:], merge_in_front with the staged pages at buf[base, base + *staged) (``runs`` as
+ * staged_ascend's), then *top -= *staged and *staged = 0. 1: the take goes on from *top; 0,
+ * nothing moved: the caller merges (base < 0, the list not known to ascend, pages not clear
+ * of it, or a range merge_in_front declines); -1, nothing moved: an error is set. */
+static int merge_if_short(i64 *buf, i64 len, i64 *top, i64 *staged, i64 base, PyObject *runs,
+                          i64 need) {
+    if (*staged <= 0 || need <= len - *top) return 1;
+    if (base < 0 || base > *top - *staged) return 0;
+    const int done = merge_in_front(buf, len, *top, base, *staged, runs);
+    if (done == 1) {
+        *top -= *staged;
+        *staged = 0;
+    }
+    return done;
+}
+
+/* A one-pass take's batch: its tensors' data (pre NULL for a decode), its new pages and the
+ * slots it returns. */
+typedef struct {
+    const i64 *pre, *seq, *last;
+    i64 bs, ps, count, num_slots;
+} Batch;
+
+/* b laid out on ``pages`` into out: 0, or -1 when lay_out_extend finds the batch irregular */
+static int lay_out(const Batch *b, const i64 *pages, i64 *out) {
+    if (b->pre != NULL)
+        return lay_out_extend(b->pre, b->seq, b->last, b->bs, pages, b->count, b->ps, out,
+                              b->num_slots);
+    lay_out_decode(b->seq, b->last, b->bs, pages, b->count, b->ps, out);
+    return 0;
+}
+
+/* The part of extend_take and decode_take after the batch is read: on the free list args[1]
+ * from top (staged pages at base, runs args[5]), merge_if_short with ``need``, then their
+ * answer for b. None, nothing moved, when top lies outside the list's buffer; NULL with an
+ * error set. */
+static PyObject *take(PyObject *const *args, i64 top, i64 staged, i64 base, i64 need,
+                      const Batch *b) {
+    Py_buffer free_buf;
+    if (arg_buf(args[1], &free_buf, 1)) return NULL;
+    i64 *free_pages = free_buf.buf;
+    const i64 free_len = free_buf.len / 8;
+    if (top < 0 || top > free_len) {
+        PyBuffer_Release(&free_buf);
+        Py_RETURN_NONE;
+    }
+    const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[5], need);
+    PyObject *result = NULL;
+    i64 *slots;
+    if (merged == 0) {
+        result = Py_NewRef(Py_False);
+    } else if (merged > 0 && b->count > free_len - top) {
+        result = untaken(Py_None, top, staged);
+    } else if (merged > 0 && (result = new_int64s(b->num_slots, &slots)) != NULL) {
+        if (lay_out(b, free_pages + top, slots)) {
+            Py_DECREF(result);
+            result = untaken(Py_False, top, staged);
+        } else {
+            result = taken(result, top + b->count, staged);
+        }
+    }
+    PyBuffer_Release(&free_buf);
+    return result;
+}
+
+/* extend_take(ps, free, top, staged, base, runs, pre, pre_cpu, seq, seq_cpu, last, num_tokens)
+ *   -> (out, top, staged) | False | None
+ * (the order of NativeOps.take_extend's arguments after ps: it is this function with ps bound)
+ * alloc_extend in one pass, on the caller's tensors (int64, contiguous, CPU, one length each; a
+ * length may be both its host and its device tensor) and the paged free list free[top:]
+ * (ascending when base >= 0) with ``staged`` pages at free[base, base + staged) (``runs``: as
+ * staged_ascend's).
+ * When pages are staged and SGLang's bound num_tokens // ps + bs + 1 exceeds the list
+ * (SORT-2), merges them in place (merge_if_short), or answers False, nothing moved, for the
+ * caller to merge and call again. Then the new pages counted from the host lengths: out None
+ * when they exceed the list (nothing laid out), else a new int64 tensor of num_tokens slots
+ * laid out on the list's first pages (it owns the bytearray the loop filled), or False when the
+ * loop finds the batch irregular (the caller's two-step form gives the result or the error);
+ * top and staged are the counters after the call (a merge stays done whatever out is). None,
+ * with nothing read past the tensors' attributes and nothing moved, for any input the loops do
+ * not take (another dtype, layout or device, lengths that disagree, num_tokens < 1, ps < 1, top
+ * outside the list's buffer). */
+PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    const i64 *pcp, *scp, *pp, *sp, *lp;
+    i64 top, ps, num_tokens, staged, base, bs = -1;
+    if (nargs_is(n, 12, "extend_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
+        arg_i64(args[3], &staged) || arg_i64(args[4], &base) || arg_i64(args[11], &num_tokens))
+        return NULL;
+    if (num_tokens < 1 || ps < 1 || !tensor_data(args[9], &bs, &scp) ||
+        !tensor_data(args[7], &bs, &pcp) || !tensor_or_same(args[6], args[7], pcp, &bs, &pp) ||
+        !tensor_or_same(args[8], args[9], scp, &bs, &sp) || !tensor_data(args[10], &bs, &lp))
+        Py_RETURN_NONE;
+    const i64 count = count_extend(pcp, scp, bs, ps);
+    if (count < 0) Py_RETURN_NONE;
+    const Batch b = {pp, sp, lp, bs, ps, count, num_tokens};
+    return take(args, top, staged, base, num_tokens / ps + bs + 1, &b); /* merge_bound */
+}
+
+/* decode_count(seq, bs, ps) -> count_decode */
+PyObject *decode_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp;
+    i64 bs, ps;
+    if (nargs_is(n, 3, "decode_count") || arg_ptr(args[0], &sp) || arg_i64(args[1], &bs) ||
+        arg_i64(args[2], &ps))
+        return NULL;
+    return PyLong_FromLongLong(count_decode(sp, bs, ps));
+}
+
+/* decode_layout(seq, last, new_pages, ps, out): lay_out_decode for len(out) requests */
+PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    void *sp, *lp;
+    i64 ps;
+    Py_buffer pages_buf, out_buf;
+    if (nargs_is(n, 5, "decode_layout") || arg_ptr(args[0], &sp) || arg_ptr(args[1], &lp) ||
+        arg_i64(args[3], &ps))
+        return NULL;
+    if (arg_bufs(args[2], &pages_buf, args[4], &out_buf)) return NULL;
+    lay_out_decode(sp, lp, out_buf.len / 8, pages_buf.buf, pages_buf.len / 8, ps, out_buf.buf);
+    release2(&pages_buf, &out_buf);
+    Py_RETURN_NONE;
+}
+
+/* decode_take(ps, free, top, staged, base, runs, seq, seq_cpu, last)
+ *   -> (out, top, staged) | False | None
+ * alloc_decode in one pass, on the caller's tensors and free list as extend_take's (the merge
+ * test: the batch outnumbers the list). The opening requests counted from the host lengths
+ * (every request at ps 1); out None when they exceed the list, else a new int64 tensor of one
+ * slot per request. None, nothing moved, for inputs the loops do not take and for an empty
+ * batch. */
+PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    const i64 *scp, *sp, *lp;
+    i64 top, ps, staged, base, bs = -1;
+    if (nargs_is(n, 9, "decode_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
+        arg_i64(args[3], &staged) || arg_i64(args[4], &base))
+        return NULL;
+    if (ps < 1 || !tensor_data(args[7], &bs, &scp) || bs == 0 ||
+        !tensor_or_same(args[6], args[7], scp, &bs, &sp) || !tensor_data(args[8], &bs, &lp))
+        Py_RETURN_NONE;
+    const Batch b = {NULL, sp, lp, bs, ps, ps == 1 ? bs : count_decode(scp, bs, ps), bs};
+    return take(args, top, staged, base, bs, &b);
+}

@@ -1,0 +1,110 @@
+/* kvpool.impl._native: the CPU hot paths of kvpool.impl.native_ops as compiled loops.
+ * This header holds what its files share; module.c lists the functions Python calls.
+ *
+ * Every function takes int64 data as raw addresses (a CPU tensor's data_ptr(), checked
+ * int64, contiguous and on the CPU by the Python caller), as a buffer (a numpy array), or (the
+ * one-pass extend_take / decode_take, release and defer) as the tensors themselves, which it
+ * checks the same way through torch's accessors (tensor_data). It gives exactly the numbers of
+ * the numpy forms in kvpool.impl.backend / host_layout, wrap-around on int64 overflow included
+ * (all value arithmetic is unsigned, as numpy's).
+ * Nothing here keeps a pointer past the call. A layout that does not fit its counts returns
+ * -1 and the caller takes the numpy / torch form, so both backends raise the same errors.
+ */
+#ifndef KVPOOL_NATIVE_H
+#define KVPOOL_NATIVE_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int64_t i64;
+typedef uint64_t u64;
+
+static inline i64 wrap_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
+static inline i64 wrap_mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
+static inline i64 wrap_neg(i64 a) { return (i64)(0u - (u64)a); }
+
+/* floor division / modulo by ps >= 1 (numpy's // and % for a positive divisor) */
+static inline i64 div_floor(i64 a, i64 ps) {
+    i64 q = a / ps;
+    return (a % ps != 0 && a < 0) ? q - 1 : q;
+}
+static inline i64 mod_floor(i64 a, i64 ps) {
+    i64 r = a % ps;
+    return (r < 0) ? r + ps : r;
+}
+
+/* dst[i] = first + i for i in [0, n), wrapping (one vectorisable loop; a whole page of the
+ * common sizes as a fixed-length one, which the compiler unrolls) */
+static inline void fill_run(i64 *restrict dst, i64 first, i64 n) {
+    const u64 base = (u64)first;
+    if (n == 16) {
+        for (int i = 0; i < 16; i++) dst[i] = (i64)(base + (u64)i);
+        return;
+    }
+    for (i64 i = 0; i < n; i++) dst[i] = (i64)(base + (u64)i);
+}
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(address, write) __builtin_prefetch((address), (write), 3)
+#else
+#define PREFETCH(address, write) ((void)(address))
+#endif
+
+/* up to this many values, sorts are insertion sorts (dedup.c, merge.c) */
+#define SMALL_SORT 64
+
+/* A function Python calls (METH_FASTCALL; module.c's table). */
+#define NATIVE_FN(name) PyObject *name(PyObject *self, PyObject *const *args, Py_ssize_t n)
+
+/* args.c: 0, or -1 with an error set */
+int arg_ptr(PyObject *o, void **out);
+int arg_i64(PyObject *o, i64 *out);
+int arg_buf(PyObject *o, Py_buffer *b, int writable);
+int arg_bufs(PyObject *in, Py_buffer *in_buf, PyObject *out, Py_buffer *out_buf);
+void release2(Py_buffer *a, Py_buffer *b);
+int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name);
+PyObject *new_int64s(i64 n, i64 **data);
+
+/* tensors.c */
+int tensors_init(void);
+int torch_ready(void);
+int tensor_data(PyObject *t, i64 *n, const i64 **data);
+int tensor_or_same(PyObject *t, PyObject *same, const i64 *same_data, i64 *n,
+                   const i64 **data);
+PyObject *owned(PyObject *out);
+PyObject *taken(PyObject *out, i64 top, i64 staged);
+PyObject *untaken(PyObject *answer_, i64 top, i64 staged);
+
+/* pages.c */
+void divide_into(i64 *restrict out, const i64 *restrict slots, i64 count, i64 ps);
+void write_wrapped(i64 *dst, i64 len, i64 start, const i64 *src, i64 k, int forwards);
+NATIVE_FN(page_ids);
+NATIVE_FN(segment_page_ids);
+NATIVE_FN(write_at);
+NATIVE_FN(copy_into);
+NATIVE_FN(slots_at);
+
+/* dedup.c */
+void insertion_sort(i64 *p, i64 lo, i64 hi);
+NATIVE_FN(distinct_runs);
+NATIVE_FN(defer);
+NATIVE_FN(release);
+
+/* merge.c */
+int merge_in_front(i64 *buf, i64 len, i64 top, i64 base, i64 count, PyObject *runs);
+NATIVE_FN(merge_below);
+NATIVE_FN(sort_values);
+NATIVE_FN(merge_front);
+
+/* layout.c */
+NATIVE_FN(extend_count);
+NATIVE_FN(extend_layout);
+NATIVE_FN(decode_count);
+NATIVE_FN(decode_layout);
+NATIVE_FN(extend_take);
+NATIVE_FN(decode_take);
+
+#endif
