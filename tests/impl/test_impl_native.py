@@ -22,6 +22,7 @@ from kvpool.impl import PagedTokenToKVPoolAllocator
 from kvpool.impl.backend import NumpyOps, TorchOps
 from kvpool.impl.native_ops import NativeOps, native_available
 from kvpool.spec.layout import merge_bound
+from torch.overrides import TorchFunctionMode
 
 INT64_MAX = 2**63 - 1
 
@@ -565,6 +566,30 @@ def test_tensor_subclasses_are_read_through_their_attributes() -> None:
     lying = _one_passes(native, lambda t: t.as_subclass(_OneValue) if t.numel() == 3 else t,
                         lambda t: t.as_subclass(_OneValue))
     assert lying == [(None, fresh), (None, fresh), (1, [*fresh[:4], 10, *fresh[5:]])]
+
+
+@needs_native
+def test_torch_function_modes_see_the_one_pass_reads() -> None:
+    """Reading a plain tensor through torch's accessors directly still goes through torch's
+    dispatch: a ``TorchFunctionMode`` sees the five reads of each distinct tensor (dtype and
+    is_cpu getters, is_contiguous, numel, data_ptr), and the answer is the one without it."""
+    seen: list[str] = []
+
+    class Watch(TorchFunctionMode):
+        def __torch_function__(self, func: Any, types: Any, args: Any = (),
+                               kwargs: Any = None) -> Any:
+            seen.append(getattr(func, "__name__", ""))
+            return func(*args, **(kwargs or {}))
+
+    native = NativeOps(4, "cpu")
+    plain = _one_passes(native, lambda t: t)
+    with Watch():
+        watched = _one_passes(native, lambda t: t)
+    assert watched == plain
+    # extend reads pre, seq, last; decode seq, last; release its source: 6 tensors (the mode
+    # also sees the batch's tensors being made and read back)
+    reads = [name for name in seen if name in ("__get__", "is_contiguous", "numel", "data_ptr")]
+    assert sorted(reads) == sorted(["__get__"] * 12 + ["is_contiguous", "numel", "data_ptr"] * 6)
 
 
 @needs_native
