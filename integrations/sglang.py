@@ -13,10 +13,11 @@ allocators run checked (``checked=True``), and every caller error is a
 :class:`ContractAssertionError`: a ``ContractViolation`` naming its clause that is also an
 ``AssertionError``, so SGLang code written for its debug asserts catches it.
 
-Switching SGLang to kvpool (:func:`install`) replaces the two classes where SGLang constructs its
-allocators (``sglang.srt.mem_cache.kv_cache_configurator``); call it at the top level of the
-launch script, before the engine starts, so that SGLang's spawned scheduler processes, which
-re-import the main module, run it too. Importing this module imports SGLang.
+Switching SGLang to kvpool (:func:`install`) replaces the token, paged and hybrid (SWA) classes
+where SGLang constructs its allocators (``sglang.srt.mem_cache.kv_cache_configurator``); call it
+at the top level of the launch script, before the engine starts, so that SGLang's spawned
+scheduler processes, which re-import the main module, run it too. Importing this module imports
+SGLang.
 
 Tested with SGLang :data:`TESTED_SGLANG_VERSIONS`; on another version the base class is checked
 (:func:`incompatibilities`) and an incompatible one raises :class:`UnsupportedSGLangVersion`.
@@ -46,6 +47,7 @@ __all__ = [
     "PagedTokenToKVPoolAllocator",
     "TokenToKVPoolAllocator",
     "UnsupportedSGLangVersion",
+    "follow_sglang",
     "incompatibilities",
     "install",
     "installed",
@@ -125,18 +127,30 @@ def _sglang_errors(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def _follow_sglang(cls: type) -> type:
-    """Take every non-kvpool attribute of SGLang's base class (its hooks win over kvpool's
-    versions), and wrap kvpool's methods so caller errors are also AssertionErrors."""
-    for name, value in vars(BaseTokenToKVPoolAllocator).items():
-        dunder = name.startswith("__") and name.endswith("__")
-        if name not in KVPOOL_OWNS and not dunder and not name.startswith("_abc"):
-            setattr(cls, name, value)
-    for name in KVPOOL_OWNS - {"__init__"}:
-        value = inspect.getattr_static(cls, name, None)
-        if inspect.isfunction(value):
-            setattr(cls, name, _sglang_errors(value))
-    return cls
+def follow_sglang(owns: frozenset[str], *sources: type,
+                  skip: frozenset[str] = frozenset()) -> Callable[[type], type]:
+    """Class decorator: take every attribute of SGLang's ``sources`` (the first that defines a
+    name wins) that is not in ``owns`` or ``skip`` (SGLang's hooks win over kvpool's versions),
+    and wrap kvpool's methods in ``owns`` so caller errors are also AssertionErrors."""
+    def decorate(cls: type) -> type:
+        taken: set[str] = set()
+        for source in sources:
+            for name, value in vars(source).items():
+                dunder = name.startswith("__") and name.endswith("__")
+                if (name in owns or name in skip or name in taken or dunder
+                        or name.startswith("_abc")):
+                    continue
+                taken.add(name)
+                setattr(cls, name, value)
+        for name in owns - {"__init__"}:
+            value = inspect.getattr_static(cls, name, None)
+            if inspect.isfunction(value):
+                setattr(cls, name, _sglang_errors(value))
+        return cls
+    return decorate
+
+
+_follow_sglang = follow_sglang(KVPOOL_OWNS, BaseTokenToKVPoolAllocator)
 
 
 def _installed_version() -> str:
@@ -178,19 +192,27 @@ class PagedTokenToKVPoolAllocator(impl.PagedTokenToKVPoolAllocator, _Base):  # t
         self.debug_mode = checked
 
 
-_REPLACED = {"TokenToKVPoolAllocator": TokenToKVPoolAllocator,
-             "PagedTokenToKVPoolAllocator": PagedTokenToKVPoolAllocator}
 _saved: dict[str, Any] = {}
+
+
+def _replaced() -> dict[str, type]:
+    """SGLang's class names at the construction site and kvpool's class for each."""
+    from .sglang_hybrid import SWATokenToKVPoolAllocator
+
+    return {"TokenToKVPoolAllocator": TokenToKVPoolAllocator,
+            "PagedTokenToKVPoolAllocator": PagedTokenToKVPoolAllocator,
+            "SWATokenToKVPoolAllocator": SWATokenToKVPoolAllocator}
 
 
 def install() -> None:
     """Make SGLang construct kvpool's allocators (idempotent).
 
-    Replaces ``TokenToKVPoolAllocator`` and ``PagedTokenToKVPoolAllocator`` in SGLang's
-    construction module; composite pools (SWA, HiSparse, Mamba) keep SGLang's own.
+    Replaces ``TokenToKVPoolAllocator``, ``PagedTokenToKVPoolAllocator`` and (hybrid SWA models)
+    ``SWATokenToKVPoolAllocator`` in SGLang's construction module; the other composites
+    (pure-SWA, unified, HiSparse, Mamba) keep SGLang's own.
     """
     module = importlib.import_module(CONSTRUCTION_MODULE)
-    for name, cls in _REPLACED.items():
+    for name, cls in _replaced().items():
         current = getattr(module, name)
         if current is not cls:
             _saved[name] = current
@@ -208,7 +230,7 @@ def uninstall() -> None:
 def installed() -> bool:
     """Whether SGLang currently constructs kvpool's allocators."""
     module = importlib.import_module(CONSTRUCTION_MODULE)
-    return all(getattr(module, name) is cls for name, cls in _REPLACED.items())
+    return all(getattr(module, name) is cls for name, cls in _replaced().items())
 
 
 @contextlib.contextmanager

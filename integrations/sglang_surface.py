@@ -15,10 +15,18 @@ import ast
 import os
 from typing import Any
 
-__all__ = ["ALLOCATOR_NAME", "COMPOSITE_ONLY", "SGLANG_INTERNAL", "attributes_read",
-           "unserved_attributes"]
+__all__ = ["ALLOCATOR_NAME", "COMPOSITE_ONLY", "HYBRID_ALIASES", "SGLANG_INTERNAL",
+           "attributes_read", "unserved_attributes", "unserved_hybrid_attributes"]
 
 ALLOCATOR_NAME = "token_to_kv_pool_allocator"
+
+# The names under which SGLang's code holds a hybrid (SWA) allocator: the scheduler's own, the
+# prefill budget's and the radix caches' ``allocator``, the draft worker's ``swa_allocator`` and
+# the HiSparse wrapper's inner allocator. ``allocator`` also names other allocators, so a scan
+# with these aliases is filtered to the names SGLang's hybrid allocator has.
+HYBRID_ALIASES: frozenset[str] = frozenset({
+    ALLOCATOR_NAME, "allocator", "swa_allocator", "_swa_allocator", "logical_attn_allocator",
+})
 
 COMPOSITE_ONLY: frozenset[str] = frozenset({
     "full_available_size", "swa_attn_allocator", "translate_swa_indices_for_transfer",
@@ -46,25 +54,29 @@ SGLANG_INTERNAL: frozenset[str] = frozenset({
 })
 
 
-def _is_allocator_expr(node: ast.AST, aliases: set[str]) -> bool:
+def _is_allocator_expr(node: ast.AST, aliases: set[str], names: frozenset[str]) -> bool:
     if isinstance(node, ast.Name):
         return node.id in aliases
-    return isinstance(node, ast.Attribute) and node.attr == ALLOCATOR_NAME
+    return isinstance(node, ast.Attribute) and node.attr in names
 
 
-def _scan_scope(body: ast.AST, found: dict[str, list[str]], where: str) -> None:
-    aliases = {ALLOCATOR_NAME}
+def _scan_scope(body: ast.AST, found: dict[str, list[str]], where: str,
+                names: frozenset[str]) -> None:
+    aliases = set(names)
     for node in ast.walk(body):
-        if isinstance(node, ast.Assign) and _is_allocator_expr(node.value, aliases):
+        if isinstance(node, ast.Assign) and _is_allocator_expr(node.value, aliases, names):
             aliases.update(t.id for t in node.targets if isinstance(t, ast.Name))
     for node in ast.walk(body):
-        if (isinstance(node, ast.Attribute) and _is_allocator_expr(node.value, aliases)
+        if (isinstance(node, ast.Attribute) and _is_allocator_expr(node.value, aliases, names)
                 and not node.attr.startswith("__")):
             found.setdefault(node.attr, []).append(f"{where}:{node.lineno}")
 
 
-def attributes_read(root: str) -> dict[str, list[str]]:
-    """``{attribute: ["path:line", ...]}`` for every allocator attribute read under ``root``.
+def attributes_read(root: str, names: frozenset[str] = frozenset({ALLOCATOR_NAME})
+                    ) -> dict[str, list[str]]:
+    """``{attribute: ["path:line", ...]}`` for every attribute read under ``root`` on an
+    allocator held under one of ``names`` (default: ``token_to_kv_pool_allocator``; pass
+    :data:`HYBRID_ALIASES` for the hybrid allocator).
 
     Unparsable files are skipped. Paths are relative to ``root``.
     """
@@ -77,8 +89,8 @@ def attributes_read(root: str) -> dict[str, list[str]]:
             try:
                 with open(path, encoding="utf-8") as handle:
                     text = handle.read()
-                if ALLOCATOR_NAME not in text:
-                    continue  # no alias can be bound without the name
+                if not any(name in text for name in names):
+                    continue  # no alias can be bound without a name
                 tree = ast.parse(text)
             except (SyntaxError, UnicodeDecodeError):
                 continue
@@ -86,7 +98,7 @@ def attributes_read(root: str) -> dict[str, list[str]]:
             scopes: list[ast.AST] = [n for n in ast.walk(tree)
                       if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
             for scope in scopes or [tree]:
-                _scan_scope(scope, found, where)
+                _scan_scope(scope, found, where, names)
     return {k: sorted(set(v)) for k, v in found.items()}
 
 
@@ -110,3 +122,12 @@ def unserved_attributes(reads: dict[str, list[str]], sglang_allocator: Any,
         elif callable(getattr(sglang_allocator, name)) != callable(getattr(candidate, name)):
             problems.append(f"{name}: a method on one side only")
     return problems
+
+
+def unserved_hybrid_attributes(reads: dict[str, list[str]], sglang_allocator: Any,
+                               candidate: Any) -> list[str]:
+    """:func:`unserved_attributes` for the hybrid allocator: ``reads`` (a scan with
+    :data:`HYBRID_ALIASES`) is restricted to the names SGLang's own hybrid allocator has, since
+    those aliases also hold other allocators. Empty when ``candidate`` is a drop-in."""
+    mine = {name: where for name, where in reads.items() if hasattr(sglang_allocator, name)}
+    return unserved_attributes(mine, sglang_allocator, candidate)

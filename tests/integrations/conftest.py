@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import types
+from typing import Any
 
 import pytest
+import torch
 from kvpool.oracle.peer_import import PeerUnavailable, load_sglang_runtime
 
 
@@ -30,3 +32,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if mine:
         moved = {id(item) for item in mine}
         items[:] = [item for item in items if id(item) not in moved] + mine
+
+
+@pytest.fixture(scope="session")
+def swa_kvcache(sglang_runtime: dict[str, types.ModuleType]) -> Any:
+    """A factory of SGLang's own ``SWAKVPool`` (small, on the CPU) for the hybrid allocators."""
+    from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
+
+    def make(size: int, size_swa: int, page_size: int) -> Any:
+        return SWAKVPool(size=size, size_swa=size_swa, page_size=page_size, dtype=torch.bfloat16,
+                         head_num=1, head_dim=8, swa_attention_layer_ids=[1, 2],
+                         full_attention_layer_ids=[0], device="cpu", enable_memory_saver=False)
+    return make
