@@ -1,0 +1,120 @@
+"""The site's generated reference pages: the divergence registry, the benchmark results and
+the repository files that clauses and tests link to.
+
+Each function returns Markdown (or bytes for images) keyed by its path in the docs; the hook
+``docs/hooks/kvpool_docs.py`` adds them to the build, so nothing generated is committed.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import tomllib
+
+from tools.docs_site.spec_md import ROOT
+from tools.docs_site.spec_pages import code_fence, source_page
+
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def divergence_page() -> str:
+    """The registry ``kvpool.oracle.divergences.REGISTRY`` as a table, one row per entry."""
+    from kvpool.oracle.divergences import REGISTRY
+
+    rows = ["| entry | target | clause | rule switched off | what differs | where it comes from |",
+            "|---|---|---|---|---|---|"]
+    for entry in REGISTRY:
+        field, value = entry.excludes
+        clauses = ", ".join(_clause_link(c) for c in entry.reported_clauses())
+        rows.append(f"| `{entry.id}` | `{entry.target}` | {clauses} | `{field}={value!r}` | "
+                    f"{_cell(entry.reason)} | {_cell(entry.pointer)} |")
+    intro = (
+        "# Known divergences\n\n"
+        "Real allocators that differ from the specification on purpose or by a known bug. "
+        "Each entry names the target, the clause it breaks and the capability value that "
+        "switches that rule off for the target; the oracle checks everything else. "
+        "The table is generated from `kvpool.oracle.divergences.REGISTRY` when the site is "
+        "built; `tests/oracle/test_oracle_peers.py` re-enables each entry and requires the "
+        "oracle to report the registered clause.\n\n"
+    )
+    return intro + "\n".join(rows) + "\n"
+
+
+def _clause_link(clause: str) -> str:
+    from tools.docs_site.spec_md import load
+
+    owner = load().section_of().get(clause)
+    return f"[{clause}](../spec/{owner.page_name}.md#{clause})" if owner else clause
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def benchmark_pages() -> dict[str, str | bytes]:
+    """``benchmarks/README.md`` as ``benchmarks.md`` with its plots, and the result tables.
+
+    Links into ``results/`` point at the copies under ``benchmarks/``; any other relative
+    link becomes plain text naming the repository path (the site holds only these pages).
+    """
+    pages: dict[str, str | bytes] = {}
+    results = BENCHMARKS / "results"
+    for plot in sorted(results.glob("*.png")):
+        pages[f"benchmarks/{plot.name}"] = plot.read_bytes()
+    text = (BENCHMARKS / "README.md").read_text(encoding="utf-8")
+    pages["benchmarks/index.md"] = _site_links(text, results)
+    return pages
+
+
+_MD_LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
+
+
+def _site_links(text: str, results: Path) -> str:
+    def fix(match: re.Match[str]) -> str:
+        bang, label, target = match.groups()
+        if target.startswith(("http://", "https://", "#")):
+            return match.group(0)
+        name = target.rsplit("/", 1)[-1]
+        if target.startswith("results/") and (results / name).is_file() and name.endswith(".png"):
+            return f"{bang}[{label}]({name})"
+        path = (BENCHMARKS / target).resolve()
+        try:
+            shown = str(path.relative_to(ROOT))
+        except ValueError:
+            shown = target
+        return f"{label} (`{shown}`)" if label.strip("`") != shown else f"`{shown}`"
+
+    return _MD_LINK.sub(fix, text)
+
+
+def source_pages(paths: list[str]) -> dict[str, str]:
+    """One page per repository file (``source/<path>.md``) showing it with line numbers."""
+    pages = {}
+    for path in sorted(set(paths)):
+        code = (ROOT / path).read_text(encoding="utf-8")
+        fence = code_fence(code)
+        pages[source_page(path)] = (
+            "---\nsearch:\n  exclude: true\n---\n\n"  # the clause pages are what to find
+            f"# `{path}`\n\n{fence}python linenums=\"1\"\n{code.rstrip()}\n{fence}\n")
+    return pages
+
+
+def package_tree(out: Path) -> Path:
+    """``out/kvpool``: the package as the wheel lays it out (``kvpool/spec``, ``kvpool/impl``,
+    ...), made of symbolic links to the repository's folders by ``pyproject.toml``'s
+    ``package-dir``, so that a static reader (mkdocstrings' griffe) finds every module."""
+    mapping = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "package-dir"]
+    package = out / "kvpool"
+    if package.exists():
+        shutil.rmtree(package)
+    package.mkdir(parents=True)
+    for item in (ROOT / mapping["kvpool"]).iterdir():
+        if item.suffix in (".py", ".typed"):
+            (package / item.name).symlink_to(item)
+    for name, folder in mapping.items():
+        if name.startswith("kvpool."):
+            (package / name.split(".", 1)[1]).symlink_to(ROOT / folder, target_is_directory=True)
+    return package
