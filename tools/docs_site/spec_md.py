@@ -157,15 +157,12 @@ def rule_source(path: str) -> tuple[str, str, int]:
         raise LookupError(f"kvpool.spec.{path} does not exist")
     try:
         lines, first = inspect.getsourcelines(obj)
-        file = Path(inspect.getsourcefile(obj) or "").resolve()
     except (OSError, TypeError) as exc:
         raise LookupError(f"kvpool.spec.{path} has no Python source: {exc}") from exc
     if inspect.isclass(obj):
         lines = _class_head(lines)
-    try:
-        where = str(file.relative_to(ROOT))
-    except ValueError:
-        where = f"kvpool/spec/{file.name}"
+    # kvpool.spec's modules are the files of spec/ (pyproject.toml's package-dir)
+    where = f"spec/{obj.__module__.rsplit('.', 1)[-1]}.py"
     return textwrap.dedent("".join(lines)).rstrip() + "\n", where, first
 
 
