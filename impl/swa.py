@@ -19,12 +19,13 @@ from .hooks import EvictRequest, SglangSurface
 from .paged import PagedTokenToKVPoolAllocator
 from .swa_census import HybridDiagnostics
 from .swa_pairs import PairTable
+from .swa_tail import SwaTailAllocation
 from .token import TokenToKVPoolAllocator
 
 Segment = tuple[torch.Tensor, int]
 
 
-class SWATokenToKVPoolAllocator(HybridDiagnostics, SglangSurface):
+class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurface):
     """Two kvpool allocators (full and SWA; token at page size 1, paged above) paged in step,
     joined by ``full_to_swa_index_mapping`` (:class:`~kvpool.impl.swa_pairs.PairTable`).
 
@@ -45,7 +46,7 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SglangSurface):
     per-request SWA ring mode is not supported (NotImplementedError). Translation reads the
     mapping directly (``mapping[idx].to(int32)``, as SGLang's ``SWAKVPool`` does), so kvpool
     never calls the pool's ``translate_loc_from_full_to_swa``. ``alloc_extend_swa_tail`` (PD
-    decode pre-allocation) is not provided.
+    decode pre-allocation, ``SWA-20``) comes from :class:`~kvpool.impl.swa_tail.SwaTailAllocation`.
 
     ``checked=True``: every caller error (``FREE-*``, ``EXTEND-*``, ``SEG-*``, ``SWA-8/11/12/16``)
     raises ContractViolation before anything changes (host reads).
@@ -80,8 +81,15 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SglangSurface):
     # -- lifecycle (SWA-18) ------------------------------------------------------------------
     @property
     def full_to_swa_index_mapping(self) -> torch.Tensor:
-        """SGLang's mapping tensor (read by the KV pool; do not rebind)."""
+        """SGLang's mapping tensor (``SWA-1``; registered with the KV pool at construction)."""
         return self._pairs.mapping
+
+    @full_to_swa_index_mapping.setter
+    def full_to_swa_index_mapping(self, mapping: torch.Tensor) -> None:
+        """Use ``mapping`` (same shape, int64, same device) as the mapping from now on, as an
+        assignment does on SGLang's allocator: the KV pool keeps the tensor it was given until
+        ``register_mapping`` is called again. ContractViolation (``SWA-1``) otherwise."""
+        self._pairs.rebind(mapping)
 
     def clear(self) -> None:
         """Both sides cleared, every pair released, no open group. O(size)."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from kvpool.spec.errors import ContractViolation
 from kvpool.spec.window import RELEASED
 
 from .checked import host_list
@@ -31,6 +32,18 @@ class PairTable:
                                   torch.tensor([-1], dtype=torch.int64, device=device)])
         self._np = self.mapping.numpy() if self.mapping.device.type == "cpu" else None
         self._offsets = torch.arange(page_size, dtype=torch.int64, device=device)
+
+    def rebind(self, mapping: torch.Tensor) -> None:
+        """Use ``mapping`` from now on (no copy): it must have this table's shape, int64, on its
+        device (``SWA-1``; else ContractViolation, nothing changed)."""
+        if (not isinstance(mapping, torch.Tensor) or mapping.shape != self.mapping.shape
+                or mapping.dtype != torch.int64 or mapping.device != self.mapping.device):
+            got = getattr(mapping, "dtype", type(mapping)), tuple(getattr(mapping, "shape", ()))
+            raise ContractViolation("SWA-1", f"the mapping must be an int64 tensor of shape "
+                                             f"{tuple(self.mapping.shape)} on "
+                                             f"{self.mapping.device}, got {got}")
+        self.mapping = mapping
+        self._np = mapping.numpy() if mapping.device.type == "cpu" else None
 
     def clear(self) -> None:
         """Every pair released; the trailing ``-1`` stays. O(size)."""

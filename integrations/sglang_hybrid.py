@@ -19,6 +19,7 @@ from typing import Any
 
 from kvpool import impl
 from kvpool.impl.swa_census import HybridDiagnostics
+from kvpool.impl.swa_tail import SwaTailAllocation
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as _SglangSWA
 from sglang.srt.utils import get_bool_env_var
@@ -28,7 +29,7 @@ from .sglang import DEBUG_ENV, follow_sglang
 __all__ = ["HYBRID_KVPOOL_OWNS", "SGLANG_SWA_INTERNAL", "SWATokenToKVPoolAllocator"]
 
 HYBRID_KVPOOL_OWNS: frozenset[str] = frozenset(
-    name for source in (impl.SWATokenToKVPoolAllocator, HybridDiagnostics)
+    name for source in (impl.SWATokenToKVPoolAllocator, HybridDiagnostics, SwaTailAllocation)
     for name in vars(source)
     if name == "__init__" or not (name.startswith("__") and name.endswith("__")))
 

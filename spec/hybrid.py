@@ -154,6 +154,54 @@ class HybridModel:
         bound = merge_bound(sum(seq_lens) - sum(prefix_lens), len(seq_lens), self.page_size)
         return self._extend_both(prefix_lens, seq_lens, last_loc, new_pages, bound)
 
+    def alloc_extend_swa_tail(self, prefix_lens: Sequence[int], seq_lens: Sequence[int],
+                              last_loc: Sequence[int], extend_num_tokens: int,
+                              swa_tail_len: int) -> list[int] | None:
+        """PD decode pre-allocation: the full side extends one request as ``alloc_extend``
+        does; the SWA side gets fresh pages for the last ``swa_tail_len`` tokens only (``SWA-20``).
+
+        None iff the full side is short of its new pages or the SWA side of
+        ``ceil(swa_tail_len / ps)`` pages, nothing changed. Else the full side lays out the row
+        from ``last_loc`` (merging by its bound, SORT-2), the SWA side lays out a fresh row of
+        ``swa_tail_len`` slots (as ``alloc_extend`` with prefix 0 and ``last_loc = -1``), the
+        tail's full slots are paired with it in order and the slots before the tail have no
+        peer (their SWA KV is never written: the window starts at the tail).
+
+        post: __return__ is None or len(__return__) == extend_num_tokens
+        post: __return__ is None or all(self.peer_of(f) != 0 for f in __return__[len(__return__) - swa_tail_len:])
+        raises: rules.ContractViolation, NotImplementedError
+        """
+        if self.page_size == 1:
+            raise NotImplementedError("SWA-20: alloc_extend_swa_tail is for page size > 1")
+        swa_pages = hr.check_swa_tail(prefix_lens, seq_lens, extend_num_tokens, swa_tail_len,
+                                      self.page_size)
+        new_pages = rules.check_extend(prefix_lens, seq_lens, last_loc, page_size=self.page_size,
+                                       num_pages=self.full.num_pages, status_of=self.full.status_of,
+                                       extend_num_tokens=extend_num_tokens)
+        if (sum(new_pages) > len(self.full.free_pages) + len(self.full.staged)
+                or swa_pages > len(self.swa.free_pages) + len(self.swa.staged)):
+            return None
+        full = self._lay_out_side(self.full, prefix_lens, seq_lens, last_loc, new_pages,
+                                  merge_bound(extend_num_tokens, 1, self.page_size))
+        if swa_tail_len == 0:
+            return full
+        swa = self._lay_out_side(self.swa, [0], [swa_tail_len], [-1], [swa_pages],
+                                 merge_bound(swa_tail_len, 1, self.page_size))
+        self._clear_pairs(full[:len(full) - swa_tail_len])
+        self.mapping.update(zip(full[len(full) - swa_tail_len:], swa))
+        return full
+
+    @staticmethod
+    def _lay_out_side(side: AllocatorModel, prefix_lens: Sequence[int], seq_lens: Sequence[int],
+                      last_loc: Sequence[int], new_pages: list[int], bound: int) -> list[int]:
+        """One side's extend after the None decision: merge when ``bound`` (SORT-2) exceeds its
+        free list, then the layout."""
+        if bound > len(side.free_pages):
+            side.merge_and_sort_free()
+        slots = side._lay_out(prefix_lens, seq_lens, last_loc, new_pages)
+        assert slots is not None  # merge_bound is safe (Z3 lemma merge_bound_safe)
+        return slots
+
     def alloc_decode(self, seq_lens: Sequence[int], last_loc: Sequence[int]) -> list[int] | None:
         """One slot per request on both sides for position ``seq - 1`` (``SWA-9``).
 
@@ -177,15 +225,10 @@ class HybridModel:
         if any(n > len(side.free_pages) + len(side.staged) for side in (self.full, self.swa)):
             return None
         swa_last_loc = [self.peer_of(loc) for loc in last_loc]
-        out: list[list[int]] = []
-        for side, locs in ((self.full, last_loc), (self.swa, swa_last_loc)):
-            if bound > len(side.free_pages):
-                side.merge_and_sort_free()
-            slots = side._lay_out(prefix_lens, seq_lens, locs, new_pages)
-            assert slots is not None  # merge_bound is safe (Z3 lemma merge_bound_safe)
-            out.append(slots)
-        self.mapping.update(zip(out[0], out[1]))
-        return out[0]
+        full = self._lay_out_side(self.full, prefix_lens, seq_lens, last_loc, new_pages, bound)
+        swa = self._lay_out_side(self.swa, prefix_lens, seq_lens, swa_last_loc, new_pages, bound)
+        self.mapping.update(zip(full, swa))
+        return full
 
     # -- release -----------------------------------------------------------------------------
     def free_swa(self, free_index: Sequence[int]) -> None:

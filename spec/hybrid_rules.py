@@ -84,6 +84,35 @@ def check_swa_last_loc(prefix_lens: Sequence[int], seq_lens: Sequence[int],
                          "released")
 
 
+def check_swa_tail(prefix_lens: Sequence[int], seq_lens: Sequence[int], extend_num_tokens: int,
+                   swa_tail_len: int, page_size: int) -> int:
+    """``alloc_extend_swa_tail``: one request, ``0 <= swa_tail_len <= extend_num_tokens``, and
+    the tail starts on a page boundary (``(seq - swa_tail_len) % ps == 0``), so the tail's full
+    slots and its fresh SWA pages page in step (``SWA-20``; SGLang's PD-decode caller asserts
+    the boundary after the call). Returns the SWA pages the tail needs.
+
+    pre: len(prefix_lens) <= 4 and len(seq_lens) <= 4
+    pre: 0 <= extend_num_tokens <= 64
+    pre: -4 <= swa_tail_len <= 64
+    pre: all(0 <= s <= 64 for s in seq_lens)
+    pre: 1 <= page_size <= 8
+    post: __return__ * page_size >= swa_tail_len >= 0
+    post: (seq_lens[0] - swa_tail_len) % page_size == 0
+    raises: ContractViolation
+    """
+    if len(seq_lens) != 1 or len(prefix_lens) != 1:
+        raise ContractViolation("SWA-20", f"alloc_extend_swa_tail takes one request, got "
+                                          f"{len(seq_lens)} seq_lens, {len(prefix_lens)} prefix_lens")
+    if not 0 <= swa_tail_len <= extend_num_tokens:
+        raise ContractViolation("SWA-20", f"swa_tail_len {swa_tail_len} is not within "
+                                          f"[0, extend_num_tokens {extend_num_tokens}]")
+    if (seq_lens[0] - swa_tail_len) % page_size:
+        raise ContractViolation("SWA-20", f"the SWA tail of {swa_tail_len} tokens starts at "
+                                          f"position {seq_lens[0] - swa_tail_len}, not on a page "
+                                          f"boundary (page size {page_size})")
+    return -(-swa_tail_len // page_size)
+
+
 def check_translate(slots: Sequence[int], full_status_of: StatusOf, page_size: int,
                     num_pages: int) -> None:
     """``translate_loc_from_full_to_swa``: each index is ``-1`` or a full slot the caller holds

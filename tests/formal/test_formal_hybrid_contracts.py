@@ -1,5 +1,5 @@
-"""HybridModel's PEP 316 contracts (SWA-5..9, SWA-16, SWA-19), evaluated at run time on random
-call sequences: the class invariants after every call, each postcondition with ``__old__`` a
+"""HybridModel's PEP 316 contracts (SWA-5..9, SWA-16, SWA-19, SWA-20), evaluated at run time on
+random call sequences: the class invariants after every call, each postcondition with ``__old__`` a
 deep copy taken before the call, and for a declared exception that nothing changed (ERR-1)."""
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def call(model: HybridModel, name: str, *args: Any) -> Any:
 
 @settings(max_examples=25, deadline=None)
 @given(ps=st.sampled_from([1, 2, 4]), need_sort=st.booleans(),
-       steps=st.lists(st.tuples(st.integers(0, 5), st.integers(0, 40), st.integers(1, 9)),
+       steps=st.lists(st.tuples(st.integers(0, 6), st.integers(0, 40), st.integers(1, 9)),
                       min_size=5, max_size=40))
 def test_hybrid_contracts_hold_at_run_time_SWA_5_SWA_19(
         ps: int, need_sort: bool, steps: list[tuple[int, int, int]]) -> None:
@@ -75,6 +75,11 @@ def test_hybrid_contracts_hold_at_run_time_SWA_5_SWA_19(
             h.free_full(row[:front])
             h.free(row[front:])
             rows.pop(pick % len(rows))
+        elif op == 6:  # SWA-20: the SWA side only for a tail that starts on a page boundary
+            tail = n - ps * (pick % (n // ps + 1))
+            got = call(h, "alloc_extend_swa_tail", [0], [n], [-1], n, tail)
+            if got is not None:
+                rows.append((got, n - tail))
         call(h, "available_size")
 
 

@@ -130,3 +130,41 @@ class _Missing:
 
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         raise AttributeError("hidden")
+
+
+@pytest.mark.parametrize("need_sort", [False, True])
+def test_alloc_extend_swa_tail_matches_sglang_SWA_20(kh: Any, swa_kvcache: Any,
+                                                     need_sort: bool) -> None:
+    """SGLang 0.5.23's PD-decode pre-allocation and kvpool's, on the same calls (tails that
+    start on a page boundary, as SGLang's caller asserts): the same slots, the same mapping,
+    the same free lists, the same refusals."""
+    from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as SglangSWA
+
+    ps = 4
+    sides = [cls(64, 32, ps, torch.bfloat16, "cpu", swa_kvcache(64, 32, ps), need_sort)
+             for cls in (SglangSWA, kh.hybrid.SWATokenToKVPoolAllocator)]
+
+    def tensor(values: list[int]) -> torch.Tensor:
+        return torch.tensor(values, dtype=torch.int64)
+
+    rows: list[torch.Tensor] = []
+    for prefix, seq, swa_tail_len in ((0, 10, 6), (0, 8, 0), (0, 12, 12), (0, 40, 8),
+                                      (0, 9, 5), (0, 13, 1)):
+        got = [alloc.alloc_extend_swa_tail(tensor([prefix]), tensor([prefix]), tensor([seq]),
+                                           tensor([seq]), tensor([-1]), seq - prefix,
+                                           swa_tail_len) for alloc in sides]
+        assert [None if g is None else g.tolist() for g in got] == \
+            [None if got[0] is None else got[0].tolist()] * 2
+        assert torch.equal(sides[0].full_to_swa_index_mapping, sides[1].full_to_swa_index_mapping)
+        if got[0] is not None:
+            rows.append(got[0])
+        if len(rows) == 3:  # free one row whole: the SWA side of its tail, the full side of all
+            row = rows.pop(0)
+            for alloc in sides:
+                alloc.free(row)
+        for name in ("full_attn_allocator", "swa_attn_allocator"):
+            theirs, ours = (getattr(alloc, name) for alloc in sides)
+            assert sorted(theirs.get_all_free_pages().tolist()) == \
+                sorted(ours.get_all_free_pages().tolist())
+        assert sides[0].available_size() == sides[1].available_size()
+    sides[1].check_invariants()
