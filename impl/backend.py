@@ -1,12 +1,20 @@
-"""Where the hot-path arithmetic runs: torch ops (any device) or numpy on the same CPU memory.
+"""Where the hot-path arithmetic runs: four backends over the same buffers, one per allocator.
 
-On CUDA every torch op is an asynchronous kernel launch, so :class:`TorchOps` keeps the hot
-paths sync-free in pure torch. On CPU each torch op costs microseconds of dispatch while numpy
-on a few hundred int64s costs well under one, so :class:`NumpyOps` runs the same arithmetic on
-numpy views of the same buffers (``Tensor.numpy()`` shares memory) and hands every result back
-with ``torch.from_numpy`` of a fresh array that nothing here touches again (``ALIAS-1``).
-:func:`ops_for` picks one per allocator at construction. Both give the same numbers (the torch
-ones come from :mod:`kvpool.impl.layout`); results are int64, inputs may be int32 and strided.
+- :class:`TorchOps` (any device): pure torch. On CUDA every torch op is an asynchronous kernel
+  launch, so it keeps the hot paths sync-free.
+- :class:`~kvpool.impl.triton_ops.TritonOps` (CUDA, the ``triton`` extra): :class:`TorchOps`
+  with the ``alloc_extend`` / ``alloc_decode`` layouts as one Triton kernel each.
+- :class:`NumpyOps` (CPU): on CPU each torch op costs microseconds of dispatch while numpy on a
+  few hundred int64s costs well under one, so it runs the same arithmetic on numpy views of the
+  same buffers (``Tensor.numpy()`` shares memory) and hands every result back with
+  ``torch.from_numpy`` of a fresh array that nothing here touches again (``ALIAS-1``).
+- :class:`~kvpool.impl.native_ops.NativeOps` (CPU, the compiled extension
+  ``kvpool.impl._native``): :class:`NumpyOps` with the hot paths as compiled loops, one pass per
+  call.
+
+:func:`ops_for` picks one per allocator at construction. All four give the same numbers (the
+torch ones come from :mod:`kvpool.impl.layout`); results are int64, inputs may be int32 and
+strided.
 
 Each method's contract:
 

@@ -4,6 +4,8 @@ A subclass chooses its free list (:class:`~kvpool.impl.freelist.PageRing` for th
 :class:`~kvpool.impl.freelist.PageStack` for the paged LIFO) and how ``free()`` turns slots into
 pages (token: the slots as given; paged: sorted distinct pages). Everything else, including the
 reference order of SGLang's ``need_sort`` staging, free groups and segment frees, lives here once.
+The arithmetic runs on the backend :func:`~kvpool.impl.backend.ops_for` picks: compiled loops or
+numpy on CPU, a Triton kernel or torch ops on CUDA.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class AllocatorBase(SglangSurface):
         self._kvcache = kvcache
         self.need_sort = need_sort
         self.checked = checked
-        self._ops: TorchOps = ops_for(page_size, device)  # torch, or numpy on CPU
+        self._ops: TorchOps = ops_for(page_size, device)  # one of the four backends
         self._free: PageStack | PageRing = self._new_free_list(0)
         self._staged = Staging(self._free, self._ops)
         self.clear()
@@ -188,7 +190,7 @@ class AllocatorBase(SglangSurface):
     def free_segments(self, segments: Sequence[Segment]) -> None:
         """Release ascending segments of one row; a shared boundary page once (``SEG-4/5/6``).
 
-        Each segment is released on its own, in order, after the seed's head trim (host
+        Each segment is released on its own, in order, after the boundary trim (host
         arithmetic on ``start_pos`` and ``numel`` only). No host-device sync when unchecked.
         """
         table = self._table

@@ -16,9 +16,9 @@ an inconsistent unchecked batch reads and writes nothing out of bounds.
 
 The host ints (batch size, page count, token count) are not specialised on: Triton would
 otherwise compile a variant per value class (1, a multiple of 16, other) of each, and a serving
-engine's changing batches would keep meeting new ones (on an H200, 120 changing extend batches:
-11 variants in 0.71 s as shipped, 17 in 2.66 s under the default; ``python -m
-benchmarks.device_calls``). What stays compiled in is the page size and the batch's next power
+engine's changing batches would keep meeting new ones (``python -m benchmarks.device_calls``
+counts the variants and their compile time; its results are in ``benchmarks/results/device/``).
+What stays compiled in is the page size and the batch's next power
 of two (``BATCH``), as in SGLang's kernels, and the pointers' alignment.
 
 Used by :func:`kvpool.impl.backend.ops_for` on CUDA when ``triton`` imports (the optional
