@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the peer allocators that `python -m benchmarks` compares kvpool with, into the current
-# Python environment, without their dependency trees (pins: reference/baseline-on-cpu.md, sec. 2):
+# Python environment, without their dependency trees (the pins and what each peer imports):
 #   SGLang 0.5.23 allocators: sglang + numpy msgspec (the other imports get placeholder modules)
 #   vLLM 0.33.0 BlockPool:    vllm + packaging psutil pyzmq urllib3 regex numpy msgspec cbor2
 # torch must already be installed (a CPU or CUDA build); --no-deps keeps pip from replacing it.

@@ -84,7 +84,7 @@ def run_case(case: Case, make: Callable[[Case], Any], call: Callable[[Any, Step]
 
 # ---------------------------------------------------------------------------------------------
 # The table. Expected values are computed by hand (or by the short formulas written next to
-# them), from SGLang's own tests and worked examples (reference: sglang-allocators.md §1, §3, §4).
+# them), from SGLang's own tests and worked examples and from SPEC.md's examples.
 # SGLang puts some ``last_loc`` values on page 0; here they are shifted onto a real page.
 
 PAGE_SIZES = (1, 2, 16, 64)  # page sizes every paged factory is instantiated for
@@ -459,7 +459,7 @@ def dedup_cases_ps4() -> list[Case]:
     """SGLang's test_paged_free_segment shapes: a row of 12 positions on pages 1, 2, 3 (slots
     4..15), segments over its first 11 positions. Page 2 spans both segments: released once.
 
-    Seed semantics (SEG-5). SGLang 0.5.23 asserts on these shared-page segments instead (its
+    The spec's semantics (SEG-5). SGLang 0.5.23 asserts on these shared-page segments instead (its
     narrower E4 contract); every other case of this table matches 0.5.23 on CPU exactly, except
     ``decode-ps1`` (the deliberate DECODE-4 deviation at page size 1)."""
     row = list(range(4, 16))

@@ -4,7 +4,7 @@
 forgotten, floor for ceil in the page count, None decided before the merge). Each carries the
 real function's ``pre:``/``post:`` lines word for word (checked here), and ``crosshair check``
 run on it in a subprocess, with the CI's options, must report a counterexample. Because
-CrossHair's reach depends on the environment (reference/verification-tools.md), these tests run
+CrossHair's reach depends on the environment (SPEC.md, Appendix A), these tests run
 in CI's own environment. ``crosshair diffbehavior`` compares reference and optimised arithmetic.
 """
 
