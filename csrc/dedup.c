@@ -94,7 +94,7 @@ PyObject *defer(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         PyErr_SetString(PyExc_ValueError, "defer: page size must be >= 1");
         return NULL;
     }
-    if (!tensor_data(args[0], &count, &slots)) Py_RETURN_NONE;
+    if (may_read_tensors() <= 0 || tensor_data(args[0], &count, &slots) <= 0) return not_taken();
     i64 *out;
     PyObject *copy = new_int64s(count, &out);
     if (copy != NULL) divide_into(out, slots, count, ps);
@@ -132,7 +132,7 @@ static i64 dedup_pages(i64 *pages, i64 k) {
     return k;
 }
 
-/* release(ps, source, dedup, buf, at, backwards, room) -> k | -1 - k | None
+/* release(ps, source, dedup, buf, at, backwards, room, owners) -> k | -1 - k | None
  * (NativeOps.release: this function with ps bound)
  * A release into a free list's buffer in one pass. source: an int64, contiguous CPU tensor of
  * slots (its pages: slots // ps) or a list of bytearrays of int64 page ids end to end (what
@@ -140,13 +140,16 @@ static i64 dedup_pages(i64 *pages, i64 k) {
  * to buf[at, at + k) (backwards: buf[at - k, at)) modulo len(buf); -1 - k, nothing written,
  * when k > room; None, nothing written, for a tensor the loops do not read, a list item that is
  * not a bytearray of whole int64s, or more than MERGE_SORT distinct pages out of order (the
- * caller's numpy form releases those). ValueError when at is outside [0, len(buf)] or k >
- * len(buf) (nothing written). */
+ * caller's numpy form releases those). The guard: every page must be handed out (its bit in
+ * ``owners``, the ownership bitmap, set) and named once among the k; the bits are cleared as
+ * the pages are written; else None, nothing written and every bit as before (the caller's form
+ * raises the clause). ValueError when at is outside [0, len(buf)] or k > len(buf) (nothing
+ * written). */
 #define LOCAL_PAGES 512
 PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     i64 ps, at, room, k = -1;
     const i64 *slots = NULL;
-    if (nargs_is(n, 7, "release") || arg_i64(args[0], &ps) || arg_i64(args[4], &at) ||
+    if (nargs_is(n, 8, "release") || arg_i64(args[0], &ps) || arg_i64(args[4], &at) ||
         arg_i64(args[6], &room))
         return NULL;
     const int dedup = PyObject_IsTrue(args[2]), backwards = PyObject_IsTrue(args[5]);
@@ -157,8 +160,9 @@ PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     }
     PyObject *source = args[1];
     const int listed = PyList_Check(source);
-    if (listed ? !gather_parts(source, NULL, &k) : !tensor_data(source, &k, &slots))
-        Py_RETURN_NONE;
+    if (listed ? !gather_parts(source, NULL, &k)
+               : (may_read_tensors() <= 0 || tensor_data(source, &k, &slots) <= 0))
+        return not_taken();
     i64 local[LOCAL_PAGES];
     i64 *pages = k <= LOCAL_PAGES ? local : malloc((size_t)k * sizeof(i64));
     if (pages == NULL) return PyErr_NoMemory();
@@ -175,18 +179,25 @@ PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     } else if (k > room) {
         result = PyLong_FromLongLong(-1 - k);
     } else {
-        Py_buffer b;
-        if (arg_buf(args[3], &b, 1) == 0) {
-            const i64 len = b.len / 8;
-            if (at < 0 || at > len || k > len) {
-                PyErr_Format(PyExc_ValueError, "release: %lld pages at %lld do not fit a "
-                             "buffer of %lld", (long long)k, (long long)at, (long long)len);
-            } else {
-                const i64 start = backwards ? (at - k < 0 ? at - k + len : at - k) : at;
-                if (k > 0) write_wrapped(b.buf, len, start == len ? 0 : start, pages, k, !backwards);
-                result = PyLong_FromLongLong(k);
+        Py_buffer b, own_buf;
+        Owners own;
+        if (arg_owners(args[7], &own_buf, &own) == 0) {
+            if (arg_buf(args[3], &b, 1) == 0) {
+                const i64 len = b.len / 8;
+                if (at < 0 || at > len || k > len) {
+                    PyErr_Format(PyExc_ValueError, "release: %lld pages at %lld do not fit a "
+                                 "buffer of %lld", (long long)k, (long long)at, (long long)len);
+                } else if (claim_pages(&own, pages, k) < 0) {
+                    result = Py_NewRef(Py_None);
+                } else {
+                    const i64 start = backwards ? (at - k < 0 ? at - k + len : at - k) : at;
+                    if (k > 0)
+                        write_wrapped(b.buf, len, start == len ? 0 : start, pages, k, !backwards);
+                    result = PyLong_FromLongLong(k);
+                }
+                PyBuffer_Release(&b);
             }
-            PyBuffer_Release(&b);
+            PyBuffer_Release(&own_buf);
         }
     }
     if (pages != local) free(pages);

@@ -128,18 +128,35 @@ static int lay_out(const Batch *b, const i64 *pages, i64 *out) {
     return 0;
 }
 
+/* 1 when every request that continues a prefix (pre > 0; a decode, pre NULL: seq > 1) has its
+ * last_loc on a page handed out (EXTEND-3 / DECODE-3 on the guard's bits), else 0 */
+static int lasts_owned(const Batch *b, const Owners *o) {
+    for (i64 r = 0; r < b->bs; r++) {
+        const int continues = b->pre != NULL ? b->pre[r] > 0 : b->seq[r] > 1;
+        if (continues && !is_owned(o, div_floor(b->last[r], b->ps))) return 0;
+    }
+    return 1;
+}
+
 /* The part of extend_take and decode_take after the batch is read: on the free list args[1]
- * from top (staged pages at base, runs args[5]), merge_if_short with ``need``, then their
- * answer for b. None, nothing moved, when top lies outside the list's buffer; NULL with an
+ * from top (staged pages at base, runs args[5]) with the ownership bitmap ``owners``: the
+ * last_loc check (lasts_owned), merge_if_short with ``need``, then their answer for b, the
+ * pages handed out marked in the bitmap. None, nothing moved, when top lies outside the list's
+ * buffer or a last_loc is not on a page handed out (the caller's form raises); NULL with an
  * error set. */
-static PyObject *take(PyObject *const *args, i64 top, i64 staged, i64 base, i64 need,
-                      const Batch *b) {
-    Py_buffer free_buf;
-    if (arg_buf(args[1], &free_buf, 1)) return NULL;
+static PyObject *take(PyObject *const *args, PyObject *owners, i64 top, i64 staged, i64 base,
+                      i64 need, const Batch *b) {
+    Py_buffer free_buf, own_buf;
+    Owners own;
+    if (arg_owners(owners, &own_buf, &own)) return NULL;
+    if (arg_buf(args[1], &free_buf, 1)) {
+        PyBuffer_Release(&own_buf);
+        return NULL;
+    }
     i64 *free_pages = free_buf.buf;
     const i64 free_len = free_buf.len / 8;
-    if (top < 0 || top > free_len) {
-        PyBuffer_Release(&free_buf);
+    if (top < 0 || top > free_len || staged < 0 || !lasts_owned(b, &own)) {
+        release2(&free_buf, &own_buf);
         Py_RETURN_NONE;
     }
     const int merged = merge_if_short(free_pages, free_len, &top, &staged, base, args[5], need);
@@ -154,15 +171,30 @@ static PyObject *take(PyObject *const *args, i64 top, i64 staged, i64 base, i64 
             Py_DECREF(result);
             result = untaken(Py_False, top, staged);
         } else {
+            for (i64 i = top; i < top + b->count; i++) set_owned(&own, free_pages[i]);
             result = taken(result, top + b->count, staged);
         }
     }
-    PyBuffer_Release(&free_buf);
+    release2(&free_buf, &own_buf);
     return result;
 }
 
-/* extend_take(ps, free, top, staged, base, runs, pre, pre_cpu, seq, seq_cpu, last, num_tokens)
- *   -> (out, top, staged) | False | None
+/* 1 when the extends seq[r] - pre[r] are each >= 0 and sum to exactly num_tokens (no wrap),
+ * else 0: only then is an output of num_tokens slots laid out here (an empty batch, a negative
+ * extend or a count that disagrees goes to the caller's form, which raises) */
+static int extend_regular(const i64 *pre, const i64 *seq, i64 bs, i64 num_tokens) {
+    i64 total = 0;
+    for (i64 r = 0; r < bs; r++) {
+        i64 e;
+        if (__builtin_sub_overflow(seq[r], pre[r], &e) || e < 0 || e > num_tokens - total)
+            return 0;
+        total += e;
+    }
+    return total == num_tokens;
+}
+
+/* extend_take(ps, free, top, staged, base, runs, pre, pre_cpu, seq, seq_cpu, last, num_tokens,
+ *             owners) -> (out, top, staged) | False | None
  * (the order of NativeOps.take_extend's arguments after ps: it is this function with ps bound)
  * alloc_extend in one pass, on the caller's tensors (int64, contiguous, CPU, one length each; a
  * length may be both its host and its device tensor) and the paged free list free[top:]
@@ -177,21 +209,27 @@ static PyObject *take(PyObject *const *args, i64 top, i64 staged, i64 base, i64 
  * top and staged are the counters after the call (a merge stays done whatever out is). None,
  * with nothing read past the tensors' attributes and nothing moved, for any input the loops do
  * not take (another dtype, layout or device, lengths that disagree, num_tokens < 1, ps < 1, top
- * outside the list's buffer). */
+ * outside the list's buffer, a batch whose extends are not >= 0 and summing to num_tokens, a
+ * last_loc not on a page handed out: ``owners``, the ownership bitmap, whose bits of the pages
+ * handed out are set). */
 PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *pcp, *scp, *pp, *sp, *lp;
     i64 top, ps, num_tokens, staged, base, bs = -1;
-    if (nargs_is(n, 12, "extend_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
+    if (nargs_is(n, 13, "extend_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
         arg_i64(args[3], &staged) || arg_i64(args[4], &base) || arg_i64(args[11], &num_tokens))
         return NULL;
-    if (num_tokens < 1 || ps < 1 || !tensor_data(args[9], &bs, &scp) ||
-        !tensor_data(args[7], &bs, &pcp) || !tensor_or_same(args[6], args[7], pcp, &bs, &pp) ||
-        !tensor_or_same(args[8], args[9], scp, &bs, &sp) || !tensor_data(args[10], &bs, &lp))
-        Py_RETURN_NONE;
+    if (num_tokens < 1 || ps < 1 || may_read_tensors() <= 0 ||
+        tensor_data(args[9], &bs, &scp) <= 0 || tensor_data(args[7], &bs, &pcp) <= 0 ||
+        tensor_or_same(args[6], args[7], pcp, &bs, &pp) <= 0 ||
+        tensor_or_same(args[8], args[9], scp, &bs, &sp) <= 0 ||
+        tensor_data(args[10], &bs, &lp) <= 0)
+        return not_taken();
+    if (!extend_regular(pp, sp, bs, num_tokens)) Py_RETURN_NONE;
     const i64 count = count_extend(pcp, scp, bs, ps);
     if (count < 0) Py_RETURN_NONE;
     const Batch b = {pp, sp, lp, bs, ps, count, num_tokens};
-    return take(args, top, staged, base, num_tokens / ps + bs + 1, &b); /* merge_bound */
+    /* merge_bound: num_tokens // ps + bs + 1 (no wrap: num_tokens and bs are lengths) */
+    return take(args, args[12], top, staged, base, num_tokens / ps + bs + 1, &b);
 }
 
 /* decode_count(seq, bs, ps) -> count_decode */
@@ -218,22 +256,22 @@ PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     Py_RETURN_NONE;
 }
 
-/* decode_take(ps, free, top, staged, base, runs, seq, seq_cpu, last)
+/* decode_take(ps, free, top, staged, base, runs, seq, seq_cpu, last, owners)
  *   -> (out, top, staged) | False | None
  * alloc_decode in one pass, on the caller's tensors and free list as extend_take's (the merge
  * test: the batch outnumbers the list). The opening requests counted from the host lengths
  * (every request at ps 1); out None when they exceed the list, else a new int64 tensor of one
- * slot per request. None, nothing moved, for inputs the loops do not take and for an empty
- * batch. */
+ * slot per request. None, nothing moved, for inputs the loops do not take, for an empty
+ * batch and for a last_loc not on a page handed out (as extend_take's). */
 PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *scp, *sp, *lp;
     i64 top, ps, staged, base, bs = -1;
-    if (nargs_is(n, 9, "decode_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
+    if (nargs_is(n, 10, "decode_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
         arg_i64(args[3], &staged) || arg_i64(args[4], &base))
         return NULL;
-    if (ps < 1 || !tensor_data(args[7], &bs, &scp) || bs == 0 ||
-        !tensor_or_same(args[6], args[7], scp, &bs, &sp) || !tensor_data(args[8], &bs, &lp))
-        Py_RETURN_NONE;
+    if (ps < 1 || may_read_tensors() <= 0 || tensor_data(args[7], &bs, &scp) <= 0 || bs == 0 ||
+        tensor_or_same(args[6], args[7], scp, &bs, &sp) <= 0 || tensor_data(args[8], &bs, &lp) <= 0)
+        return not_taken();
     const Batch b = {NULL, sp, lp, bs, ps, ps == 1 ? bs : count_decode(scp, bs, ps), bs};
-    return take(args, top, staged, base, bs, &b);
+    return take(args, args[9], top, staged, base, bs, &b);
 }

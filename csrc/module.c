@@ -10,9 +10,26 @@ static PyMethodDef methods[] = {
     FAST(merge_front),
     {NULL, NULL, 0, NULL},
 };
+/* Multi-phase initialisation. The module keeps process-wide state (torch's objects looked up
+ * once, tensors.c), so it declares itself for the main interpreter only, and that it relies on
+ * the GIL (every function runs with it held and releases it nowhere). */
+static int exec_module(PyObject *m) {
+    (void)m;
+    return tensors_init();
+}
+static PyModuleDef_Slot slots[] = {
+    {Py_mod_exec, exec_module},
+#ifdef Py_mod_multiple_interpreters
+    {Py_mod_multiple_interpreters, Py_MOD_MULTIPLE_INTERPRETERS_NOT_SUPPORTED},
+#endif
+#ifdef Py_mod_gil
+    {Py_mod_gil, Py_MOD_GIL_USED},
+#endif
+    {0, NULL},
+};
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_native",
-                                    "kvpool's compiled CPU hot paths", -1, methods,
-                                    NULL, NULL, NULL, NULL};
+                                    "kvpool's compiled CPU hot paths", 0, methods,
+                                    slots, NULL, NULL, NULL};
 PyMODINIT_FUNC PyInit__native(void) {
-    return tensors_init() < 0 ? NULL : PyModule_Create(&module);
+    return PyModuleDef_Init(&module);
 }

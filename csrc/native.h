@@ -9,6 +9,19 @@
  * (all value arithmetic is unsigned, as numpy's).
  * Nothing here keeps a pointer past the call. A layout that does not fit its counts returns
  * -1 and the caller takes the numpy / torch form, so both backends raise the same errors.
+ *
+ * Memory safety does not depend on the caller: only an exact torch.Tensor is read in place
+ * (its dtype, contiguity and length through torch's own accessors, and only while no torch
+ * function mode could answer for it), every size computed from caller values is checked
+ * against the buffer it indexes before anything is written, and a result is built only once
+ * every one of its values is written. Errors other than "this object is not one the loops
+ * read" (MemoryError, KeyboardInterrupt, ...) propagate.
+ *
+ * The ownership guard (kvpool.impl.ownership): one bit per page, set while the page is handed
+ * out. The one-pass takes set the bits of the pages they hand out and refuse (None, nothing
+ * moved) a last_loc on a page whose bit is clear; the one-pass release clears the bits of the
+ * pages it puts back and refuses (None, nothing moved) one whose bit is already clear. The
+ * caller's Python form then raises the clause (ContractViolation).
  */
 #ifndef KVPOOL_NATIVE_H
 #define KVPOOL_NATIVE_H
@@ -53,6 +66,22 @@ static inline void fill_run(i64 *restrict dst, i64 first, i64 n) {
 #define PREFETCH(address, write) ((void)(address))
 #endif
 
+/* The ownership bitmap: bit p of bits[0, num_bits / 8) is page p's (page 0's is never set). */
+typedef struct {
+    unsigned char *bits;
+    i64 num_bits;
+} Owners;
+static inline int is_owned(const Owners *o, i64 page) {
+    return page >= 0 && page < o->num_bits && ((o->bits[page >> 3] >> (page & 7)) & 1);
+}
+/* (a page outside the bitmap, which no free list holds, is never marked: memory stays safe) */
+static inline void set_owned(Owners *o, i64 page) {
+    if (page >= 0 && page < o->num_bits) o->bits[page >> 3] |= (unsigned char)(1u << (page & 7));
+}
+static inline void clear_owned(Owners *o, i64 page) {
+    if (page >= 0 && page < o->num_bits) o->bits[page >> 3] &= (unsigned char)~(1u << (page & 7));
+}
+
 /* up to this many values, sorts are insertion sorts (dedup.c, merge.c) */
 #define SMALL_SORT 64
 
@@ -63,10 +92,13 @@ static inline void fill_run(i64 *restrict dst, i64 first, i64 n) {
 int arg_ptr(PyObject *o, void **out);
 int arg_i64(PyObject *o, i64 *out);
 int arg_buf(PyObject *o, Py_buffer *b, int writable);
+int arg_owners(PyObject *o, Py_buffer *b, Owners *out);
+int claim_pages(Owners *o, const i64 *pages, i64 count);
 int arg_bufs(PyObject *in, Py_buffer *in_buf, PyObject *out, Py_buffer *out_buf);
 void release2(Py_buffer *a, Py_buffer *b);
 int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name);
 PyObject *new_int64s(i64 n, i64 **data);
+int checked_mul(i64 a, i64 b, i64 *out);
 
 /* tensors.c */
 int tensors_init(void);
@@ -74,6 +106,8 @@ int torch_ready(void);
 int tensor_data(PyObject *t, i64 *n, const i64 **data);
 int tensor_or_same(PyObject *t, PyObject *same, const i64 *same_data, i64 *n,
                    const i64 **data);
+PyObject *not_taken(void);
+int may_read_tensors(void);
 PyObject *owned(PyObject *out);
 PyObject *taken(PyObject *out, i64 top, i64 staged);
 PyObject *untaken(PyObject *answer_, i64 top, i64 staged);

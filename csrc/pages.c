@@ -128,23 +128,30 @@ void write_wrapped(i64 *dst, i64 len, i64 start, const i64 *src, i64 k, int forw
     memcpy(dst, src + first, (size_t)(k - first) * sizeof(i64));
 }
 
-/* slots_at(ps, buf, start, num_pages) -> tensor: every slot of the pages
+/* slots_at(ps, buf, start, num_pages, owners) -> tensor: every slot of the pages
  * buf[start, start + num_pages) modulo len(buf), page-major (page * ps + i, wrapping), as a
  * new int64 tensor (owning the bytearray filled; NativeOps.take_slots: this function with ps
- * bound); ValueError (nothing read) when start is outside [0, len(buf)) with pages to take,
- * num_pages is negative or more than len(buf), or ps < 1 */
+ * bound), the pages marked handed out in ``owners`` (the ownership bitmap); ValueError
+ * (nothing read) when start is outside [0, len(buf)) with pages to take, num_pages is negative
+ * or more than len(buf), or ps < 1; MemoryError when the slots cannot be had */
 PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    i64 start, num_pages, ps;
-    Py_buffer b;
-    if (nargs_is(n, 4, "slots_at") || arg_i64(args[0], &ps) || arg_i64(args[2], &start) ||
+    i64 start, num_pages, ps, num_slots = 0;
+    Py_buffer b, own_buf;
+    Owners own;
+    if (nargs_is(n, 5, "slots_at") || arg_i64(args[0], &ps) || arg_i64(args[2], &start) ||
         arg_i64(args[3], &num_pages) || torch_ready() < 0)
         return NULL;
-    if (arg_buf(args[1], &b, 0)) return NULL;
+    if (arg_owners(args[4], &own_buf, &own)) return NULL;
+    if (arg_buf(args[1], &b, 0)) {
+        PyBuffer_Release(&own_buf);
+        return NULL;
+    }
     const i64 len = b.len / 8;
     const int inside = ps >= 1 && num_pages >= 0 && num_pages <= len &&
-                       (num_pages == 0 || (start >= 0 && start < len));
+                       (num_pages == 0 || (start >= 0 && start < len)) &&
+                       checked_mul(num_pages, ps, &num_slots) == 0;
     i64 *out = NULL;
-    PyObject *slots = inside ? new_int64s(num_pages * ps, &out) : NULL;
+    PyObject *slots = inside ? new_int64s(num_slots, &out) : NULL;
     if (slots != NULL) {
         const i64 *pages = b.buf;
         const i64 first = num_pages == 0 ? 0 : num_pages < len - start ? num_pages : len - start;
@@ -155,8 +162,10 @@ PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
             for (i64 i = 0; i < num_pages; i++)
                 fill_run(out + i * ps, wrap_mul(pages[i < first ? start + i : i - first], ps), ps);
         }
+        for (i64 i = 0; i < num_pages; i++)
+            set_owned(&own, pages[i < first ? start + i : i - first]);
     }
-    PyBuffer_Release(&b);
+    release2(&b, &own_buf);
     if (!inside)
         PyErr_Format(PyExc_ValueError, "slots_at: %lld pages of %lld slots at %lld do not fit "
                      "a buffer of %lld", (long long)num_pages, (long long)ps, (long long)start,

@@ -33,12 +33,14 @@ Each method's contract:
 - ``undefer(parts)``: a group's deferred parts end to end as backend-form pages that
   ``distinct`` may take without changing any part (torch: the one part itself when there is
   one, since ``distinct`` makes a new tensor; numpy: always a new array).
-- ``release(source, dedup, view, at, backwards, room)``: a release in one pass, where the
-  backend has one (:class:`~kvpool.impl.native_ops.NativeOps`): the pages of ``source`` (a
+- ``release(source, dedup, view, at, backwards, room, owners)``: a release in one pass, where
+  the backend has one (:class:`~kvpool.impl.native_ops.NativeOps`): the pages of ``source`` (a
   ``free()`` input tensor, or a group's deferred parts), sorted distinct when ``dedup``, written
-  to ``view[at, at + k)`` (``backwards``: ``[at - k, at)``) modulo its length; ``k``, or
-  ``-1 - k`` with nothing written when ``k > room``; None (nothing written) for the caller's
-  two-step path. Here: always None.
+  to ``view[at, at + k)`` (``backwards``: ``[at - k, at)``) modulo its length, their bits in
+  ``owners`` (:attr:`kvpool.impl.ownership.Ownership.bits`) cleared; ``k``, or ``-1 - k`` with
+  nothing written when ``k > room``; None (nothing written, no bit changed) for the caller's
+  two-step path, also when a page is not handed out or named twice (the two-step path's guard
+  raises). Here: always None.
 - ``distinct(pages)``: the sorted distinct values of ``pages`` (backend form, owned by the
   caller: it may be sorted in place), in backend form.
 - ``distinct_pages(slots)``: ``distinct(page_ids(slots))``.
@@ -49,12 +51,13 @@ Each method's contract:
 - ``extend_new_pages`` / ``decode_new_pages``: host counts from the ``*_cpu`` lengths.
 - ``extend_slots`` / ``decode_slots``: as :func:`kvpool.impl.layout.extend_slots` /
   :func:`~kvpool.impl.layout.decode_slots`.
-- ``take_slots(view, start, num_pages)``: ``alloc``'s slots in one pass, where the backend
-  has one: every slot of the pages ``view[start, start + num_pages)`` (modulo its length),
-  page-major, as a new int64 tensor; None for the two-step path of the free list's ``take``
-  and ``slots_of_pages``. Here: always None.
-- ``take_extend`` / ``take_decode``: a call's merge test, count, shortage check and layout in
-  one pass (:class:`~kvpool.impl.native_ops.NativeOps`), or None for the two-step path above.
+- ``take_slots(view, start, num_pages, owners)``: ``alloc``'s slots in one pass, where the
+  backend has one: every slot of the pages ``view[start, start + num_pages)`` (modulo its
+  length), page-major, as a new int64 tensor, the pages marked handed out in ``owners``; None
+  for the two-step path of the free list's ``take`` and ``slots_of_pages``. Here: always None.
+- ``take_extend`` / ``take_decode``: a call's ``last_loc`` guard, merge test, count, shortage
+  check and layout in one pass (:class:`~kvpool.impl.native_ops.NativeOps`), the pages handed
+  out marked in ``owners``, or None for the two-step path above.
 - ``merge_sorted(front, staged, front_sorted=...)``: for the free list and the staged pages in
   backend form (non-empty staged), ``(k, merged)`` such that replacing the first ``k`` free
   pages by ``merged`` (a new array) leaves ``sort(front ∪ staged)``; ``k`` is ``len(front)``
@@ -74,6 +77,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
+from kvpool.spec.errors import ContractViolation
 
 from . import host_layout, layout
 from .host_layout import div_floor as _div
@@ -130,7 +134,7 @@ class TorchOps:
         return joined(self, parts)
 
     def release(self, source: Any, dedup: bool, view: Any, at: int, backwards: bool,
-                room: int) -> int | None:
+                room: int, owners: Any) -> int | None:
         return None
 
     def distinct(self, pages: Any) -> Any:
@@ -172,7 +176,8 @@ class TorchOps:
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
         return layout.decode_new_pages(seq_lens_cpu, self.page_size)
 
-    def take_slots(self, view: Any, start: int, num_pages: int) -> torch.Tensor | None:
+    def take_slots(self, view: Any, start: int, num_pages: int,
+                   owners: Any) -> torch.Tensor | None:
         """``alloc``'s slots in one pass, where the backend has one (module docstring). Here:
         always None."""
         return None
@@ -181,7 +186,7 @@ class TorchOps:
                     runs: list[int] | None, prefix_lens: torch.Tensor,
                     prefix_lens_cpu: torch.Tensor, seq_lens: torch.Tensor,
                     seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
-                    extend_num_tokens: int) -> OnePass:
+                    extend_num_tokens: int, owners: Any) -> OnePass:
         """``alloc_extend`` in one pass, where the backend has one, on the stack ``free``
         (backend form; the list is ``free[top:]``, the ``num_staged`` staged pages at
         ``free[base, base + num_staged)``, ``runs`` as ``merge_front``'s). The merge test
@@ -197,7 +202,7 @@ class TorchOps:
 
     def take_decode(self, free: Any, top: int, num_staged: int, base: int,
                     runs: list[int] | None, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
-                    last_loc: torch.Tensor) -> DecodePass:
+                    last_loc: torch.Tensor, owners: Any) -> DecodePass:
         """``alloc_decode``'s one pass, as :meth:`take_extend` (the merge test: the batch
         outnumbers the free list). Here: always None."""
         return None
@@ -223,6 +228,27 @@ def _host(t: torch.Tensor) -> np.ndarray:
     if host.dtype is not _INT64:  # the builtin dtype is one object; anything else converts
         host = host.astype(np.int64)
     return host if host.ndim == 1 else host.reshape(-1)
+
+
+def _check_regular(prefix_lens: torch.Tensor, seq_lens: torch.Tensor, last_loc: torch.Tensor,
+                   extend_num_tokens: int) -> None:
+    """Refuse, before any layout, a batch whose slots no layout can give: lengths of different
+    sizes or a token count other than ``Σ(seq - prefix)`` (``EXTEND-1``), a negative extend
+    (``EXTEND-2``). The torch form would trust ``extend_num_tokens`` as its output size and hand
+    out values it never computed. Host reads only (the host backends' inputs are on the CPU)."""
+    sizes = (prefix_lens.numel(), seq_lens.numel(), last_loc.numel())
+    if len(set(sizes)) != 1:
+        raise ContractViolation("EXTEND-1", f"prefix_lens, seq_lens and last_loc have lengths "
+                                f"{sizes}")
+    # Python ints: no wrap-around (this is the error path)
+    extend = [s - p for s, p in zip(_host(seq_lens).tolist(), _host(prefix_lens).tolist())]
+    for request, e in enumerate(extend):
+        if e < 0:
+            raise ContractViolation("EXTEND-2", f"request {request}: seq_len < prefix_len")
+    total = sum(extend)
+    if total != extend_num_tokens:
+        raise ContractViolation("EXTEND-1", f"extend_num_tokens {extend_num_tokens} != "
+                                f"Σ(seq - prefix) {total}")
 
 
 def _run_starts(a: np.ndarray) -> np.ndarray:
@@ -372,6 +398,9 @@ class NumpyOps(TorchOps):
                                            per_request)
         if out is not None:
             return _out(out)
+        _check_regular(prefix_lens, seq_lens, last_loc, extend_num_tokens)
+        # the page count disagrees with the lengths (num_new_pages given, or *_cpu lengths
+        # that differ from the others): the torch form, whose page indices are clamped
         return layout.extend_slots(prefix_lens, seq_lens, last_loc, torch.from_numpy(new_pages),
                                    self.page_size, extend_num_tokens)
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from kvpool.spec import rules
 from kvpool.spec.census import census, describe_pages
@@ -20,10 +21,11 @@ from kvpool.spec.errors import ContractViolation
 from kvpool.spec.model import ResizeConfig
 from kvpool.spec.segments import next_trim
 
-from .backend import TorchOps, joined, ops_for
+from .backend import NumpyOps, TorchOps, joined, ops_for
 from .checked import PageStatusTable, host_list
 from .freelist import PageRing, PageStack, Staging
 from .hooks import SglangSurface
+from .ownership import Ownership, host_pages
 
 Segment = tuple[torch.Tensor, int]
 
@@ -83,6 +85,10 @@ class AllocatorBase(SglangSurface):
         self.free_group: list[Any] | None = None  # backend-form copies while a group is open
         self._group_segments: list[Any] | None = None  # backend-form pages while a group is open
         self._table = PageStatusTable(self.num_pages) if self.checked else None
+        # the ownership guard (kvpool.impl.ownership) on the host backends; its bitmap is
+        # passed to the compiled one-pass calls
+        self._owners = Ownership(self.num_pages) if isinstance(self._ops, NumpyOps) else None
+        self._owner_bits = None if self._owners is None else self._owners.bits
 
     def resize(self, config: ResizeConfig) -> None:
         """``size = config.max_total_num_tokens`` (non-negative), then ``clear()`` (``LIFE-2``)."""
@@ -132,9 +138,12 @@ class AllocatorBase(SglangSurface):
             if num_pages > len(self._free):
                 return None
         free = self._free
-        out = self._ops.take_slots(free.view, free.front_index(), num_pages)
+        out = self._ops.take_slots(free.view, free.front_index(), num_pages, self._owner_bits)
         if out is None:
-            out = self._slots_of_pages(free.take(num_pages))
+            pages = free.take(num_pages)
+            if self._owners is not None:
+                self._owners.taken(pages)
+            out = self._slots_of_pages(pages)
         else:
             free.advance(num_pages)
         if self._table is not None:
@@ -154,10 +163,12 @@ class AllocatorBase(SglangSurface):
         Empty input is a no-op (``FREE-6``). Token: appends the slots; paged: prepends the
         sorted distinct pages (``torch.unique``: a device sync on CUDA). ``need_sort`` stages.
         O(k log k) for k slots; on the CPU O(k + P log P) when the slots come in page-major
-        runs (a row's slots: one entry per run is sorted, P pages). Unchecked mode does not
-        read the slot values: a page-0 or out-of-range slot lands in the free list and
-        ``verify_byte_accounting`` reports it; a release beyond the pool's page count raises
-        ``FREE-3`` (host counters) before any change.
+        runs (a row's slots: one entry per run is sorted, P pages). Unchecked mode on the
+        CPU still refuses, before any change, a slot outside the pool (``FREE-1``), on page 0
+        (``FREE-2``) or on a page not handed out (``FREE-3``: a double free, checked when the
+        pages are released, so inside a free group at its end): the ownership guard. On CUDA
+        it does not read the slot values; only a release beyond the pool's page count raises
+        ``FREE-3`` (host counters).
         """
         if free_index.numel() == 0:
             return
@@ -203,10 +214,10 @@ class AllocatorBase(SglangSurface):
             if pages is not None:
                 per_segment.append((i, pages))
         if self.free_group is None:  # all or nothing, even for an unchecked double free
-            self._check_room(sum(len(pages) for _, pages in per_segment))
+            self._guard_release([pages for _, pages in per_segment])
         for i, pages in per_segment:  # each a new backend-form array: the group may keep it
             if self.free_group is None:
-                self._release(pages)
+                self._release(pages, guarded=False)
             elif self.paged:
                 self._deferred_segments().append(pages)
             else:
@@ -232,11 +243,16 @@ class AllocatorBase(SglangSurface):
             return None
         return self._ops.segment_pages(free_index, trim, start_pos % self.page_size)
 
-    def _release(self, pages: Any, *, ascending: bool = False) -> None:
+    def _release(self, pages: Any, *, ascending: bool = False, guarded: bool = True) -> None:
         """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``).
         ``pages``: a 1-D tensor or backend-form pages (``ascending``: the caller vouches that
-        they ascend, as the paged ``free()``'s sorted distinct pages)."""
-        self._check_room(len(pages))
+        they ascend, as the paged ``free()``'s sorted distinct pages). ``guarded``: the
+        ownership guard's check first (``FREE-1..3``, nothing changed on a refusal); False when
+        the caller has passed these pages through :meth:`_guard_release` already."""
+        if guarded:
+            self._guard_release([pages])
+        else:
+            self._check_room(len(pages))
         if self.need_sort:
             self._staged.append(pages, ascending=ascending)
         else:
@@ -264,11 +280,12 @@ class AllocatorBase(SglangSurface):
         at, backwards = target.push_position()
         # room: the pool's, and on the stack the gap below its list (Staging.gap: both)
         num_pages = self._ops.release(source, self.paged, target.view, at, backwards,
-                                      staged.gap())
+                                      staged.gap(), self._owner_bits)
         if num_pages is None:
             return False
         if num_pages < 0:
-            self._check_room(-1 - num_pages)  # raises FREE-3: more pages than the pool
+            if len(self._free) + len(staged) - 1 - num_pages > self.num_pages:
+                return False  # more pages than the pool: the two-step path's guard refuses
             staged.compact()  # they fit the pool, not the stack's gap: now they fit both
             return self._released_in_one_pass(source)
         if target is staged:  # paged: the sorted distinct pages, an ascending run
@@ -277,6 +294,22 @@ class AllocatorBase(SglangSurface):
             self._free.pushed(num_pages)
             self._free_sorted = False
         return True
+
+    def _guard_release(self, parts: list[Any]) -> None:
+        """Before a release of the pages of ``parts`` (1-D tensors or backend-form pages) end to
+        end: refuse, with nothing changed, a page outside the pool (``FREE-1``), page 0
+        (``FREE-2``), or one not handed out or named twice among them (``FREE-3``; the
+        ownership guard, on the host backends), or more pages than the pool holds (``FREE-3``);
+        then mark them free in the guard's bitmap."""
+        owners = self._owners
+        host = None
+        if owners is not None and parts:
+            named = parts[0] if len(parts) == 1 else np.concatenate(
+                [host_pages(part) for part in parts])
+            host = owners.check_release(named, page_size=self.page_size)
+        self._check_room(sum(len(part) for part in parts))
+        if owners is not None and host is not None:
+            owners.mark_free(host)
 
     def _check_room(self, num_pages: int) -> None:
         """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an
@@ -308,10 +341,11 @@ class AllocatorBase(SglangSurface):
         if segments:
             freed = self._pages_of_group(pending) if pending else None
             seg_pages = joined(self._ops, segments)
-            self._check_room((0 if freed is None else len(freed)) + len(seg_pages))
+            # all or nothing: a page named by a free() and a segment is a double free (GROUP-6)
+            self._guard_release([seg_pages] if freed is None else [freed, seg_pages])
             if freed is not None:
-                self._release(freed, ascending=self.paged)
-            self._release(seg_pages)
+                self._release(freed, ascending=self.paged, guarded=False)
+            self._release(seg_pages, guarded=False)
         elif pending and not self._released_in_one_pass(pending):
             # free() inputs only: the release's own check refuses first
             self._release(self._pages_of_group(pending), ascending=self.paged)
@@ -370,6 +404,9 @@ class AllocatorBase(SglangSurface):
                                                   host_list(self._staged.contents()))
         if self.free_group is None and self._group_segments:
             problems.append("GROUP-2: deferred segment pages without an open group")
+        if self._owners is not None:
+            problems += self._owners.disagreements(host_list(self._free.contents()),
+                                                   host_list(self._staged.contents()))
         assert not problems, "\n".join(problems) + "\n" + self.debug_print()
 
     def debug_print(self) -> str:

@@ -50,10 +50,17 @@ def native_available() -> bool:
     return _native is not None
 
 
+_mode_enabled = torch._C._is_torch_function_mode_enabled
+
+
 def _addr(t: torch.Tensor) -> int | None:
-    """The data address of an int64, contiguous CPU tensor (what the loops read); None for any
-    other tensor, which the numpy form takes instead."""
-    if t.dtype is INT64 and t.is_cpu and t.is_contiguous():
+    """The data address of an int64, contiguous CPU tensor of exactly type ``torch.Tensor``
+    (what the loops read: its dtype, contiguity and length are then torch's own answers), read
+    while no torch function mode is active (a mode could answer for the tensor); None for
+    anything else, which the numpy form takes instead. Read afresh for every loop call (no
+    address is kept across calls)."""
+    if (type(t) is torch.Tensor and t.dtype is INT64 and t.is_cpu and t.is_contiguous()
+            and not _mode_enabled()):
         address: int = t.data_ptr()
         return address
     return None
@@ -75,21 +82,6 @@ class NativeOps(NumpyOps):
         self.take_decode = partial(_native.decode_take, page_size)  # type: ignore[method-assign]
         self.release = partial(_native.release, page_size)  # type: ignore[method-assign]
         self.take_slots = partial(_native.slots_at, page_size)  # type: ignore[method-assign]
-        # the host lengths a count just read, with their addresses: the layout that follows in
-        # the same call reads them again when it gets these very tensors (used once, dropped)
-        self._read: tuple[torch.Tensor, int, torch.Tensor | None, int] | None = None
-
-    def _known(self, t: torch.Tensor, read: tuple[Any, ...] | None) -> int | None:
-        """The address of ``t``: from ``read`` when the count just read this very tensor at this
-        very address, else checked afresh (:func:`_addr`)."""
-        if read is not None:
-            if read[0] is t and t.data_ptr() == read[1]:
-                address: int = read[1]
-                return address
-            if read[2] is t and t.data_ptr() == read[3]:
-                address = read[3]
-                return address
-        return _addr(t)
 
     def write(self, view: Any, start: int, pages: Any) -> None:
         if isinstance(pages, torch.Tensor):
@@ -177,16 +169,13 @@ class NativeOps(NumpyOps):
         if pre is None or seq is None or prefix_lens_cpu.numel() != batch_size:
             return super().extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         self._lists_of = self._arrays_of = None  # nothing read here for a later numpy layout
-        self._read = (prefix_lens_cpu, pre, seq_lens_cpu, seq)
         count: int = _native.extend_count(pre, seq, batch_size, self.page_size)
         return count
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,
                      extend_num_tokens: int) -> torch.Tensor:
-        read, self._read = self._read, None
-        pre, seq = self._known(prefix_lens, read), self._known(seq_lens, read)
-        last = _addr(last_loc)
+        pre, seq, last = _addr(prefix_lens), _addr(seq_lens), _addr(last_loc)
         batch_size = seq_lens.numel()
         if (extend_num_tokens > 0 and pre is not None and seq is not None and last is not None
                 and prefix_lens.numel() == batch_size == last_loc.numel()):
@@ -203,14 +192,12 @@ class NativeOps(NumpyOps):
         if self.page_size == 1 or seq is None:
             return super().decode_new_pages(seq_lens_cpu)
         self._opening_of = None  # nothing read here for a later numpy layout
-        self._read = (seq_lens_cpu, seq, None, 0)
         count: int = _native.decode_count(seq, seq_lens_cpu.numel(), self.page_size)
         return count
 
     def decode_slots(self, seq_lens: torch.Tensor, last_loc: torch.Tensor,
                      new_pages: Any) -> torch.Tensor:
-        read, self._read = self._read, None
-        seq, last = self._known(seq_lens, read), _addr(last_loc)
+        seq, last = _addr(seq_lens), _addr(last_loc)
         batch_size = last_loc.numel()
         if seq is None or last is None or seq_lens.numel() != batch_size:
             return super().decode_slots(seq_lens, last_loc, new_pages)

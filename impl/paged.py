@@ -12,6 +12,7 @@ from kvpool.spec.layout import merge_bound
 from .base import AllocatorBase
 from .checked import host_list
 from .freelist import PageStack
+from .ownership import host_pages
 
 
 class PagedTokenToKVPoolAllocator(AllocatorBase):
@@ -122,7 +123,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             one_pass = self._ops.take_extend(stack.view, stack.top, staged.count,
                                              staged.base if self._free_sorted else -1,
                                              staged.runs, prefix_lens, prefix_lens_cpu, seq_lens,
-                                             seq_lens_cpu, last_loc, extend_num_tokens)
+                                             seq_lens_cpu, last_loc, extend_num_tokens,
+                                             self._owner_bits)
             # (slots, or None: short, or False: irregular, top, staged); False (merge first:
             # the list not known to ascend) and None go to the two steps, which merge
             if one_pass:
@@ -136,6 +138,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             if num_new_pages is not None and num_new_pages != sum(per_request):
                 raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
                                         f"Σ new pages {sum(per_request)}")
+        if self._owners is not None:  # the guard: a continued prefix's page is handed out
+            self._owners.check_last_loc(prefix_lens, last_loc, page_size=ps, clause="EXTEND-3")
         bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         # counted even when given: the CPU backend keeps the host lengths it reads for the
         # layout of this very call (never a stale one from an earlier call)
@@ -158,10 +162,14 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             stack, staged = self._free, self._staged
             one_pass = self._ops.take_decode(stack.view, stack.top, staged.count,
                                              staged.base if self._free_sorted else -1,
-                                             staged.runs, seq_lens, seq_lens_cpu, last_loc)
+                                             staged.runs, seq_lens, seq_lens_cpu, last_loc,
+                                             self._owner_bits)
             if one_pass:  # as alloc_extend's (a decode batch is never irregular)
                 out, stack.top, staged.count = one_pass
                 return out
+        if self._owners is not None:  # the guard: a request past its first token continues
+            self._owners.check_last_loc(host_pages(seq_lens) - 1, last_loc,
+                                        page_size=self.page_size, clause="DECODE-3")
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
                                     lambda pages: self._ops.decode_slots(seq_lens, last_loc, pages))
@@ -186,6 +194,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             return None
         pages = stack.front(num_new_pages)
         out = lay_out(pages)
+        if self._owners is not None:
+            self._owners.taken(pages)
         if self._table is not None:
             self._table.taken(host_list(pages))
         stack.advance(num_new_pages)

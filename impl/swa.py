@@ -52,6 +52,10 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
     raises ContractViolation before anything changes (host reads).
     """
 
+    # The classes of the two sides (an integration substitutes its subclasses of these).
+    token_allocator_class: type[TokenToKVPoolAllocator] = TokenToKVPoolAllocator
+    paged_allocator_class: type[PagedTokenToKVPoolAllocator] = PagedTokenToKVPoolAllocator
+
     def __init__(self, size: int, size_swa: int, page_size: int, dtype: torch.dtype,
                  device: Any, kvcache: Any, need_sort: bool, req_to_token_pool: Any = None,
                  *, checked: bool = False) -> None:
@@ -66,15 +70,16 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
         self.full_attn_allocator: TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator
         self.swa_attn_allocator: TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator
         if page_size == 1:
-            self.full_attn_allocator = TokenToKVPoolAllocator(
-                size, dtype, device, full_pool, need_sort, checked=checked)
-            self.swa_attn_allocator = TokenToKVPoolAllocator(size_swa, dtype, device, swa_pool,
-                                                             need_sort)
+            token = self.token_allocator_class
+            self.full_attn_allocator = token(size, dtype, device, full_pool, need_sort,
+                                             checked=checked)
+            self.swa_attn_allocator = token(size_swa, dtype, device, swa_pool, need_sort)
         else:
-            self.full_attn_allocator = PagedTokenToKVPoolAllocator(
-                size, page_size, dtype, device, full_pool, need_sort, checked=checked)
-            self.swa_attn_allocator = PagedTokenToKVPoolAllocator(
-                size_swa, page_size, dtype, device, swa_pool, need_sort)
+            paged = self.paged_allocator_class
+            self.full_attn_allocator = paged(size, page_size, dtype, device, full_pool,
+                                             need_sort, checked=checked)
+            self.swa_attn_allocator = paged(size_swa, page_size, dtype, device, swa_pool,
+                                            need_sort)
         self._pairs = PairTable(size, page_size, device)
         self.clear()
 

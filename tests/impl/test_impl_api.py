@@ -135,7 +135,10 @@ def test_census_reports_real_violations() -> None:
     out = alloc.alloc(8)
     assert out is not None and alloc.verify_byte_accounting() == []
     alloc.free(out[:4])
-    alloc.free(out[:4])  # unchecked double free: page listed twice
+    with pytest.raises(ContractViolation, match="FREE-3"):
+        alloc.free(out[:4])  # the unchecked path's guard refuses the double free
+    assert alloc.verify_byte_accounting() == []
+    alloc.free_pages[1] = alloc.free_pages[0]  # corrupt the buffer: page 1 listed twice
     assert any(v.startswith("INV-2") for v in alloc.verify_byte_accounting())
     alloc.clear()
     alloc.free_pages[0] = 0  # corrupt the buffer through the view: page 0 listed free

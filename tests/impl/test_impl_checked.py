@@ -129,18 +129,24 @@ def test_checked_host_copies_must_match() -> None:
 
 @pytest.mark.parametrize("need_sort", [False, True])
 @pytest.mark.parametrize("paged", [False, True])
-def test_unchecked_double_free_cannot_overrun_buffers(paged: bool, need_sort: bool) -> None:
-    """Unchecked mode trades validation for speed, not its own invariants: releasing more pages
-    than exist raises FREE-3 before any change."""
+def test_unchecked_double_free_is_refused_by_the_guard(paged: bool, need_sort: bool) -> None:
+    """Unchecked mode trades validation for speed, not its own invariants: the ownership guard
+    refuses a second free of a page (FREE-3) before any change, also inside a group at its
+    end."""
     ps = 2 if paged else 1
     alloc = make_impl(paged=paged, size=4 * ps, page_size=ps, need_sort=need_sort)
     first = call_impl(alloc, "alloc", (2 * ps,))[:ps]
     call_impl(alloc, "free", (first,))
-    call_impl(alloc, "free", (first,))  # undetected double free: 4 pages listed, in bounds
     before = _state(alloc)
     with pytest.raises(ContractViolation, match="FREE-3"):
         call_impl(alloc, "free", (first,))
     assert _state(alloc) == before
+    alloc.free_group_begin()
+    call_impl(alloc, "free", (first,))  # deferred: checked when the group releases it
+    with pytest.raises(ContractViolation, match="FREE-3"):
+        alloc.free_group_end()
+    assert alloc.free_group is not None  # the group stays open, nothing released
+    assert _state(alloc)[:3] == before[:3] and alloc.deferred_pages() == [1]
 
 
 def test_unchecked_nested_group_is_rejected() -> None:

@@ -93,18 +93,19 @@ def test_alloc_extend_small_batch_slots_EXTEND_5(backend: str,
 
 @BACKENDS
 def test_alloc_decode_openings_DECODE_5(backend: str, request: pytest.FixtureRequest) -> None:
-    """Requests 1 and 3 open a page ((seq - 1) % 4 == 0) and take pages 2 and 3 in order; the
-    others continue ``last_loc``; an int32 strided input gives the same slots."""
+    """Requests 1 and 3 open a page ((seq - 1) % 4 == 0) and take pages 12 and 13 in order;
+    the others continue ``last_loc`` (every ``last_loc`` on a page handed out: pages 1..11);
+    an int32 strided input gives the same slots."""
     _use(backend, request)
     alloc = _paged(64, 4)
-    assert alloc.alloc(4) is not None  # page 1
+    assert alloc.alloc(44) is not None  # pages 1..11: slots 4..47
     seq, last = [3, 5, 7, 9], [5, 7, 41, 43]
     out = alloc.alloc_decode(_t(seq), _t(seq), _t(last))
-    assert out is not None and out.tolist() == [6, 8, 42, 12]
+    assert out is not None and out.tolist() == [6, 48, 42, 52]
     wide = torch.tensor([v for v in seq for _ in (0, 1)], dtype=torch.int32)[::2]
     wide_last = torch.tensor([v for v in last for _ in (0, 1)], dtype=torch.int32)[::2]
     again = alloc.alloc_decode(wide, wide, wide_last)
-    assert again is not None and again.tolist() == [6, 16, 42, 20]
+    assert again is not None and again.tolist() == [6, 56, 42, 60]
     assert again.dtype == torch.int64
     alloc.check_invariants()
 

@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.impl import host_layout
 from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.spec.errors import ContractViolation
 from kvpool.spec.layout import extend_row, num_new_pages
 
 PAGE_SIZES = st.sampled_from([1, 2, 3, 4, 16])
@@ -69,8 +70,11 @@ def test_runs_equal_spec_extend_row_EXTEND_5(ps: int, data: Any) -> None:
 def test_irregular_batches_fall_back_to_torch_form(pre: list[int], seq: list[int],
                                                    extra_pages: int, extra_tokens: int,
                                                    ps: int) -> None:
-    """Unchecked misuse: None from the run form; NumpyOps then agrees with TorchOps, result
-    or exception type alike (nothing is read outside the pages handed in)."""
+    """Unchecked misuse: None from the run form. A batch whose extends are negative or do not
+    sum to ``extend_num_tokens`` is refused on the host (``EXTEND-2`` / ``EXTEND-1``: the torch
+    form would take the token count as its output size); for a page count that disagrees,
+    NumpyOps agrees with TorchOps, result or exception type alike (nothing is read outside the
+    pages handed in)."""
     last = [-1 if p == 0 else 40 * ps + (p - 1) % ps for p in pre]
     needed = sum(max(0, num_new_pages(p, s, ps)) for p, s in zip(pre, seq, strict=True)
                  if s >= p)
@@ -82,6 +86,12 @@ def test_irregular_batches_fall_back_to_torch_form(pre: list[int], seq: list[int
     assert host_layout.extend_slots_few(pre, seq, last, pages, ps, num_tokens,
                                         host_layout.Counting(), np.arange(ps)) is None
     tensors = [torch.tensor(v) for v in (pre, seq, last)]
+    extends = [s - p for p, s in zip(pre, seq, strict=True)]
+    if min(extends) < 0 or sum(extends) != num_tokens:
+        clause = "EXTEND-2" if min(extends) < 0 else "EXTEND-1"
+        with pytest.raises(ContractViolation, match=clause):
+            NumpyOps(ps, "cpu").extend_slots(*tensors, pages, num_tokens)
+        return
     outcomes = []
     for ops, given_pages in ((NumpyOps(ps, "cpu"), pages), (TorchOps(ps, "cpu"),
                                                             torch.from_numpy(pages))):

@@ -428,6 +428,13 @@ def _check_one_pass(one_pass: Any, buf: np.ndarray, want_buf: np.ndarray, top: i
         assert new_top == top
 
 
+
+def _all_owned(num_bytes: int = 1 << 16) -> np.ndarray:
+    """An ownership bitmap in which every page is handed out (the guard lets every call
+    through: these tests are about the layout; ``tests/impl/test_impl_ownership.py`` about the
+    guard)."""
+    return np.full(num_bytes, 0xFF, dtype=np.uint8)
+
 @needs_native
 @given(ps=st.sampled_from([1, 2, 4, 16]), data=st.data())
 def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
@@ -435,8 +442,8 @@ def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
     ``merge_bound`` exceeds the free list, the merge in place (the list ascends, ``base``
     given: SGLang's sorted union, whether the staged pages lie right below the list or not) or
     False with nothing moved; then the numpy backend's count, shortage and layout on the list
-    it left (long enough or not; token totals right or not, which the one pass hands back to
-    the two steps)."""
+    it left (long enough or not); None, nothing moved, when the token total is not the
+    lengths' (the two steps raise)."""
     native, host = _both(ps)
     bs = data.draw(st.integers(1, 8))
     pre = [data.draw(st.integers(0, 3 * ps)) for _ in range(bs)]
@@ -450,8 +457,8 @@ def test_one_pass_extend_matches_the_two_steps(ps: int, data: Any) -> None:
     pre_d, seq_d = (t.clone() if data.draw(st.booleans()) else t for t in (pre_t, seq_t))
     one_pass = native.take_extend(free, top, staged, base if in_place else -1,
                                   _runs(free, base, staged, data), pre_d, pre_t, seq_d, seq_t,
-                                  last_t, tokens)
-    if tokens < 1:  # handed back before anything is read or moved
+                                  last_t, tokens, _all_owned())
+    if tokens < 1 or tokens != sum(seq) - sum(pre):  # handed back before anything moves
         assert one_pass is None and free.tolist() == before.tolist()
         return
     merge = staged > 0 and merge_bound(tokens, bs, ps) > len(listed)
@@ -476,12 +483,13 @@ def test_one_pass_decode_matches_the_two_steps(ps: int, data: Any) -> None:
     bs = data.draw(st.integers(0, 10))
     seq = torch.tensor(data.draw(st.lists(st.integers(1, 6 * ps), min_size=bs, max_size=bs)),
                        dtype=torch.int64)
-    last = torch.tensor(data.draw(st.lists(st.integers(0, 10**6), min_size=bs, max_size=bs)),
+    last = torch.tensor(data.draw(st.lists(st.integers(0, 10**5), min_size=bs, max_size=bs)),
                         dtype=torch.int64)
     free, top, base, staged, listed, in_place = _stack_with_staging(data, bs + 2)
     before = free.copy()
     one_pass = native.take_decode(free, top, staged, base if in_place else -1,
-                                  _runs(free, base, staged, data), seq, seq.clone(), last)
+                                  _runs(free, base, staged, data), seq, seq.clone(), last,
+                                  _all_owned())
     if bs == 0:
         assert one_pass is None and free.tolist() == before.tolist()
         return
@@ -508,17 +516,17 @@ def test_one_pass_hands_other_inputs_to_the_two_steps() -> None:
                  (pre, pre, seq, seq, last, 0), (pre, pre.clone(), seq, seq[:1], last, 11),
                  (pre, pre, seq, seq, last.to("meta"), 11), (pre, pre, seq, seq, [-1, 30], 11),
                  (pre.to("meta"), pre, seq, seq, last, 11), (pre, pre, seq, seq.int(), last, 11)):
-        assert native.take_extend(free, 0, 0, -1, None, *args) is None
+        assert native.take_extend(free, 0, 0, -1, None, *args, _all_owned()) is None
     for args in ((seq.int(), seq, last), (seq, seq, last[:1]), (seq, seq[:1], last),
                  (seq, seq.to("meta"), last), (seq, seq, [-1, 30]), (seq, seq.clone()[:1], last),
                  (seq, seq, last.int())):
-        assert native.take_decode(free, 0, 0, -1, None, *args) is None
+        assert native.take_decode(free, 0, 0, -1, None, *args, _all_owned()) is None
     assert free.tolist() == before.tolist()
 
 
 class _Subclass(torch.Tensor):
-    """A tensor of a subclass: the loops read it through its attributes (torch's accessors are
-    called directly only for an exact ``torch.Tensor``)."""
+    """A tensor of a subclass: the loops never read it in place (only an exact
+    ``torch.Tensor``'s dtype, contiguity and length are torch's own answers)."""
 
 
 class _OneValue(torch.Tensor):
@@ -533,13 +541,14 @@ def _one_passes(native: NativeOps, make: Any, make_last: Any = None) -> list[Any
     free list, for the tensors of one batch as ``make`` gives them (``last_loc`` as
     ``make_last`` does, when given)."""
     pre, seq = make(torch.tensor([0, 4])), make(torch.tensor([6, 9]))
-    last = (make_last or make)(torch.tensor([-1, 30]))
+    last = (make_last or make)(torch.tensor([21, 30]))
     answers = []
     for call in (lambda free: native.take_extend(free, 0, 0, -1, None, pre, pre, seq, seq,
-                                                 last, 11),
-                 lambda free: native.take_decode(free, 0, 0, -1, None, seq, seq, last),
+                                                 last, 11, _all_owned()),
+                 lambda free: native.take_decode(free, 0, 0, -1, None, seq, seq, last,
+                                                 _all_owned()),
                  lambda free: native.release(make(torch.tensor([40, 9, 41])), True, free, 4,
-                                             False, 9)):
+                                             False, 9, _all_owned())):
         free = np.arange(1, 20, dtype=np.int64)
         answer = call(free)
         if isinstance(answer, tuple) and isinstance(answer[0], torch.Tensor):
@@ -548,31 +557,47 @@ def _one_passes(native: NativeOps, make: Any, make_last: Any = None) -> list[Any
     return answers
 
 
+def _through_allocator(make: Any) -> list[Any]:
+    """An extend, a decode and a free through a fresh allocator (ps 4) with the tensors as
+    ``make`` gives them: the slots handed out and the free list left."""
+    alloc = PagedTokenToKVPoolAllocator(64, 4, torch.float16, "cpu", None, False)
+    head = alloc.alloc(16)  # pages 1..4: request 1's prefix of 4 tokens on page 1
+    assert head is not None
+    pre, seq = make(torch.tensor([0, 4])), make(torch.tensor([6, 9]))
+    last = make(torch.cat((torch.tensor([-1]), head[3:4])))
+    out = alloc.alloc_extend(pre, pre, seq, seq, last, 11)
+    assert out is not None
+    alloc.free(make(out[:6]))
+    return [out.tolist(), alloc.free_pages.tolist()]
+
+
 @needs_native
-def test_tensor_subclasses_are_read_through_their_attributes() -> None:
-    """A subclass's tensors give the answers of plain ones. A subclass whose ``numel()`` says 1
-    is taken at its word, so its attributes, not torch's accessors, were read: as ``last_loc``
-    its length disagrees with the batch's (None, nothing taken: the two-step path decides);
-    as a release's source only its first page is released."""
+def test_tensor_subclasses_are_left_to_the_numpy_form() -> None:
+    """A subclass's tensors are never read in place, so one that lies about its length cannot
+    make the loops read past its storage: every one-pass call answers None, nothing moved (the
+    two-step numpy form reads their values instead); through an allocator the slots are those
+    of plain tensors."""
     native = NativeOps(4, "cpu")
     plain = _one_passes(native, lambda t: t)
     # extend: pages 1, 2 for the first request's 6 tokens, 3, 4 for the second's 5 (its prefix
-    # ends a page); decode: only the second request opens a page (8 % 4 == 0); release: pages
+    # ends a page); decode: only the second request opens a page ((9 - 1) % 4 == 0), the first
+    # continues its last_loc 21; release: pages
     # 40 // 4 and 9 // 4, sorted distinct, at 4
     fresh = list(range(1, 20))
     assert plain == [(([4, 5, 6, 7, 8, 9, 12, 13, 14, 15, 16], 4, 0), fresh),
-                     (([0, 4], 1, 0), fresh), (2, [*fresh[:4], 2, 10, *fresh[6:]])]
-    assert _one_passes(native, lambda t: t.as_subclass(_Subclass)) == plain
-    lying = _one_passes(native, lambda t: t.as_subclass(_OneValue) if t.numel() == 3 else t,
-                        lambda t: t.as_subclass(_OneValue))
-    assert lying == [(None, fresh), (None, fresh), (1, [*fresh[:4], 10, *fresh[5:]])]
+                     (([22, 4], 1, 0), fresh), (2, [*fresh[:4], 2, 10, *fresh[6:]])]
+    for subclass in (_Subclass, _OneValue):
+        assert _one_passes(native, lambda t, c=subclass: t.as_subclass(c)) == [
+            (None, fresh), (None, fresh), (None, fresh)]
+    want = _through_allocator(lambda t: t)
+    assert _through_allocator(lambda t: t.as_subclass(_Subclass)) == want
 
 
 @needs_native
-def test_torch_function_modes_see_the_one_pass_reads() -> None:
-    """Reading a plain tensor through torch's accessors directly still goes through torch's
-    dispatch: a ``TorchFunctionMode`` sees the five reads of each distinct tensor (dtype and
-    is_cpu getters, is_contiguous, numel, data_ptr), and the answer is the one without it."""
+def test_torch_function_modes_leave_the_reads_to_the_numpy_form() -> None:
+    """While a ``TorchFunctionMode`` is active (it could answer any read of a tensor), the
+    one-pass calls read nothing in place and answer None, nothing moved; through an allocator
+    the answers are the ones without the mode, and the mode sees the values being read."""
     seen: list[str] = []
 
     class Watch(TorchFunctionMode):
@@ -582,14 +607,16 @@ def test_torch_function_modes_see_the_one_pass_reads() -> None:
             return func(*args, **(kwargs or {}))
 
     native = NativeOps(4, "cpu")
-    plain = _one_passes(native, lambda t: t)
+    fresh = list(range(1, 20))
     with Watch():
         watched = _one_passes(native, lambda t: t)
-    assert watched == plain
-    # extend reads pre, seq, last; decode seq, last; release its source: 6 tensors (the mode
-    # also sees the batch's tensors being made and read back)
-    reads = [name for name in seen if name in ("__get__", "is_contiguous", "numel", "data_ptr")]
-    assert sorted(reads) == sorted(["__get__"] * 12 + ["is_contiguous", "numel", "data_ptr"] * 6)
+    assert watched == [(None, fresh), (None, fresh), (None, fresh)]
+    want = _through_allocator(lambda t: t)
+    seen.clear()
+    with Watch():
+        got = _through_allocator(lambda t: t)
+    assert got == want
+    assert seen  # the numpy form's reads went through torch's dispatch
 
 
 @needs_native
@@ -603,8 +630,9 @@ def test_one_pass_declines_to_merge_staged_pages_that_reach_the_list() -> None:
     pre, seq, last = torch.tensor([0, 0]), torch.tensor([8, 8]), torch.tensor([-1, -1])
     seq3, last3 = torch.tensor([5, 9, 1]), torch.tensor([3, 7, 0])  # 3 requests > 2 free
     for base in (3, 4, -1):  # reaching into the list at 4, or no base at all
-        assert native.take_extend(free, 4, 2, base, [], pre, pre, seq, seq, last, 16) is False
-        assert native.take_decode(free, 4, 2, base, [], seq3, seq3, last3) is False
+        assert native.take_extend(free, 4, 2, base, [], pre, pre, seq, seq, last, 16,
+                                  _all_owned()) is False
+        assert native.take_decode(free, 4, 2, base, [], seq3, seq3, last3, _all_owned()) is False
     assert free.tolist() == before
 
 

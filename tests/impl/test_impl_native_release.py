@@ -29,6 +29,12 @@ INT64 = torch.int64
 MERGE_SORT = 4096  # csrc/dedup.c: more distinct pages out of order than this go to numpy's sort
 
 
+def _all_owned(num_bytes: int = 1 << 16) -> np.ndarray:
+    """An ownership bitmap in which every page is handed out (the guard lets every release
+    through: these tests are about placement; ``test_impl_ownership.py`` about the guard)."""
+    return np.full(num_bytes, 0xFF, dtype=np.uint8)
+
+
 def _native() -> Any:
     from kvpool.impl import _native  # type: ignore[attr-defined]
 
@@ -47,15 +53,17 @@ def _written(buf_len: int, at: int, backwards: bool, pages: list[int]) -> dict[i
     return {(start + i) % buf_len: p for i, p in enumerate(pages)}
 
 
-@given(values=st.lists(st.integers(-(2**40), 2**40), max_size=80),
+@given(values=st.lists(st.integers(-(2**8), 2**15), max_size=80),
        ps=st.sampled_from([1, 3, 4, 16]), dedup=st.booleans(), backwards=st.booleans(),
        split=st.integers(0, 80), data=st.data())
 def test_release_writes_the_pages_where_asked(values: list[int], ps: int, dedup: bool,
                                               backwards: bool, split: int, data: Any) -> None:
     """From a tensor (divided by ps) or from bytearray parts (page ids as they are): the pages,
     sorted distinct when asked, at ``[at, at + k)`` or ``[at - k, at)`` modulo the length;
-    ``-1 - k`` with nothing written when ``k`` exceeds the room."""
+    ``-1 - k`` with nothing written when ``k`` exceeds the room; None, nothing written, when
+    the guard refuses a page (negative, or named twice without dedup)."""
     pages = _expected(values, ps, dedup)
+    refused = any(p < 0 for p in pages) or len(set(pages)) != len(pages)
     buf_len = data.draw(st.integers(max(1, len(pages)), len(pages) + 20))
     at = data.draw(st.integers(0, buf_len))
     room = data.draw(st.integers(0, len(pages) + 3))
@@ -65,9 +73,13 @@ def test_release_writes_the_pages_where_asked(values: list[int], ps: int, dedup:
     sources: list[tuple[Any, int]] = [(torch.tensor(values, dtype=INT64), ps), (parts, 7)]
     for source, given_ps in sources:  # a list's parts are page ids: its ps is not applied
         buf = np.full(buf_len, -5, dtype=np.int64)
-        got = _native().release(given_ps, source, dedup, buf, at, backwards, room)
+        got = _native().release(given_ps, source, dedup, buf, at, backwards, room, _all_owned())
         if len(pages) > room:
             assert got == -1 - len(pages)
+            assert buf.tolist() == [-5] * buf_len
+            continue
+        if refused:
+            assert got is None
             assert buf.tolist() == [-5] * buf_len
             continue
         assert got == len(pages)
@@ -84,7 +96,8 @@ def test_release_sorts_many_pages_out_of_order(num_pages: int) -> None:
     ids = rng.permutation(num_pages) + 1
     slots = torch.from_numpy(np.repeat(ids, 2) * 4 + 1)  # each page twice, shuffled
     buf = np.zeros(num_pages, dtype=np.int64)
-    assert _native().release(4, slots, True, buf, num_pages, True, num_pages) == num_pages
+    assert _native().release(4, slots, True, buf, num_pages, True, num_pages,
+                            _all_owned()) == num_pages
     assert buf.tolist() == list(range(1, num_pages + 1))
 
 
@@ -93,10 +106,11 @@ def test_release_leaves_too_many_pages_out_of_order_to_numpy() -> None:
     sorts them); in order, any number is taken."""
     buf = np.zeros(MERGE_SORT + 1, dtype=np.int64)
     shuffled = torch.arange(MERGE_SORT + 1, 0, -1)
-    assert _native().release(1, shuffled, True, buf, 0, False, 10**6) is None
+    assert _native().release(1, shuffled, True, buf, 0, False, 10**6, _all_owned()) is None
     assert not buf.any()
     ascending = torch.arange(1, MERGE_SORT + 2)
-    assert _native().release(1, ascending, True, buf, 0, False, 10**6) == MERGE_SORT + 1
+    assert _native().release(1, ascending, True, buf, 0, False, 10**6,
+                            _all_owned()) == MERGE_SORT + 1
     assert buf.tolist() == ascending.tolist()
 
 
@@ -115,7 +129,7 @@ def test_release_hands_other_inputs_back(form: str) -> None:
         "part_bytes": [bytes(8)],
     }
     buf = np.full(20, -5, dtype=np.int64)
-    assert _native().release(4, sources[form], True, buf, 10, True, 20) is None
+    assert _native().release(4, sources[form], True, buf, 10, True, 20, _all_owned()) is None
     assert buf.tolist() == [-5] * 20
 
 
@@ -125,17 +139,18 @@ def test_release_argument_checks() -> None:
     written."""
     buf = np.full(4, -5, dtype=np.int64)
     slots = torch.arange(3)
-    with pytest.raises(TypeError, match="takes 7 arguments"):
+    with pytest.raises(TypeError, match="takes 8 arguments"):
         _native().release(1, slots, True, buf, 0, False)
     with pytest.raises(ValueError, match="page size"):
-        _native().release(0, slots, True, buf, 0, False, 9)
+        _native().release(0, slots, True, buf, 0, False, 9, _all_owned())
     for at in (-1, 5):
         with pytest.raises(ValueError, match="do not fit"):
-            _native().release(1, slots, True, buf, at, False, 9)
+            _native().release(1, slots, True, buf, at, False, 9, _all_owned())
     with pytest.raises(ValueError, match="do not fit"):
-        _native().release(1, torch.arange(5), False, buf, 0, False, 9)
+        _native().release(1, torch.arange(5), False, buf, 0, False, 9, _all_owned())
     with pytest.raises(TypeError, match="int64 buffer"):
-        _native().release(1, slots, True, np.zeros(4, dtype=np.int32), 0, False, 9)
+        _native().release(1, slots, True, np.zeros(4, dtype=np.int32), 0, False, 9,
+                          _all_owned())
     assert buf.tolist() == [-5] * 4
 
 
@@ -218,7 +233,7 @@ def test_slots_at_lays_out_the_pages_from_a_position(pages: list[int], ps: int,
     start = data.draw(st.integers(0, len(pages) - 1))
     num_pages = data.draw(st.integers(0, len(pages)))
     view = np.array(pages, dtype=np.int64)
-    got = NativeOps(ps, "cpu").take_slots(view, start, num_pages)
+    got = NativeOps(ps, "cpu").take_slots(view, start, num_pages, _all_owned())
     assert got is not None and got.dtype == INT64
     taken = np.roll(view, -start)[:num_pages]
     assert got.tolist() == NumpyOps(ps, "cpu").slots_of_pages(taken).tolist()
@@ -229,8 +244,8 @@ def test_slots_at_argument_checks() -> None:
     view = np.arange(4, dtype=np.int64)
     for start, num_pages, ps in ((4, 1, 1), (-1, 1, 1), (0, 5, 1), (0, -1, 1), (0, 1, 0)):
         with pytest.raises(ValueError, match="slots_at"):
-            _native().slots_at(ps, view, start, num_pages)
-    empty = _native().slots_at(1, view, 9, 0)  # nothing to take: any start
+            _native().slots_at(ps, view, start, num_pages, _all_owned())
+    empty = _native().slots_at(1, view, 9, 0, _all_owned())  # nothing to take: any start
     assert empty.dtype == INT64 and empty.shape == (0,)
 
 
@@ -531,7 +546,8 @@ def test_one_pass_take_leaves_an_unsorted_list_to_the_full_merge(call: str) -> N
         want = [1, 2, 3, 4]
     else:  # 7 opening requests > 6 free pages: merge, take 7
         seq = torch.tensor([1, 5, 9, 1, 5, 9, 1])
-        outs = [alloc.alloc_decode(seq, seq, seq * 3) for alloc in pair]
+        last = torch.tensor([-1, 39, 43, -1, 39, 43, -1])  # on pages 9, 10: still handed out
+        outs = [alloc.alloc_decode(seq, seq, last) for alloc in pair]
         want = [1, 2, 3, 4, 5, 6, 7]
     assert outs[0] is not None and outs[1] is not None
     assert outs[0].tolist() == outs[1].tolist()
