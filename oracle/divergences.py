@@ -1,4 +1,4 @@
-"""The one registry of known divergences of real allocators from the seed contract.
+"""The one registry of known divergences of real allocators from the contract (SPEC.md).
 
 Each entry names the target it applies to, the clause it breaks, why, and where the behaviour
 comes from. A target's capability declaration switches off exactly the rules its entries name
@@ -15,7 +15,7 @@ from typing import Any
 
 @dataclass(frozen=True)
 class KnownDivergence:
-    """One recorded difference between a real allocator and the seed contract."""
+    """One recorded difference between a real allocator and the contract (SPEC.md)."""
 
     id: str
     # "sglang-token", "sglang-paged", "sglang-swa", "sglang" (all three), "vllm",
@@ -45,8 +45,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "alloc (floored), broken last_loc; asserts only under SGLANG_DEBUG_MEMORY_POOL, after "
         "the state changed. No ContractViolation exists in SGLang. Found by re-enabling the "
         "rule: paged alloc(-4) at page size 4 returns every free page but one (free_pages[:-1]).",
-        "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; SPEC.md §14 bugs B2, B7; "
-        "baseline-on-cpu.md 5.1 'Double free', 'Invalid ids'",
+        "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; SPEC.md §14 bugs B2, B7",
     ),
     KnownDivergence(
         "SGL-SEG-DISJOINT",
@@ -55,10 +54,10 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         ("segments", "disjoint"),
         "free_segment asserts a page-aligned start_pos and free_segments asserts that consecutive "
         "segments share no page (_page_disjoint), so touching segments with a shared boundary "
-        "page (legal under the seed) raise AssertionError.",
+        "page (legal under SEG-5) raise AssertionError.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 _page_disjoint; PR #37729; issue #38981 "
         "(SPEC.md §14 bug B17(c)). At page size 1 (the token class) segments never "
-        "share a page, so the token allocator keeps the seed rule.",
+        "share a page, so the token allocator keeps the SEG-5 rule.",
         ("SEG-2",),
     ),
     KnownDivergence(
@@ -84,7 +83,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "the free list. SGLang uses TokenToKVPoolAllocator for page size 1, so the paged "
         "target is run at page sizes > 1 only.",
         "sglang/srt/utils/common.py get_num_new_pages(decode=True)@0.5.23; "
-        "baseline-on-cpu.md 5.1 'Paged allocator with ps=1'",
+        "SPEC.md §14 (DECODE-4 row)",
         ("DECODE-4", "DECODE-5", "DECODE-7", "INV-1", "INV-2", "INV-4"),
     ),
     KnownDivergence(

@@ -2,7 +2,7 @@
 
 ``sglang/__init__.py`` imports the whole frontend (IPython, HF patches, ...), and the allocator
 modules import a handful of third-party packages at module level that the allocators never call.
-This module follows the recipe of ``reference/baseline-on-cpu.md`` (sections 3.1-3.2), in order:
+This module loads them anyway, in order:
 
 1. import the real ``torch`` (before any placeholder finder exists);
 2. append an allow-list meta-path finder that answers with a permissive placeholder module for
@@ -333,7 +333,7 @@ class _VllmPlaceholderFinder(importlib.abc.MetaPathFinder):
 
 
 def load_vllm_block_pool() -> Any:
-    """Return vLLM's ``BlockPool`` class (``reference/baseline-on-cpu.md`` section 3.3).
+    """Return vLLM's ``BlockPool`` class on a CPU-only machine, without vLLM's engine.
 
     A meta-path finder inserted first answers with placeholder modules for the vLLM-internal
     modules that drag in transformers / fastapi / openai (``VLLM_PLACEHOLDERS`` and everything
