@@ -60,7 +60,7 @@ class Capabilities:
         extend: ``alloc_extend`` / ``alloc_decode`` are implemented (paged only).
         decode_ps1: ``alloc_decode`` is correct at page size 1 (``DECODE-4``).
         groups: ``free_group_begin`` / ``free_group_end``.
-        segments: ``"shared"`` = seed semantics (any start, touching segments share a boundary
+        segments: ``"shared"`` = the spec's semantics (any start, touching segments share a boundary
             page, ``SEG-5``); ``"disjoint"`` = page-aligned starts and page-disjoint segments only
             (SGLang >= 0.5.2x); ``"none"`` = no segment frees.
         reference_order: follows SGLang's exact order (``*-5`` / ``*-7`` clauses); decides the
