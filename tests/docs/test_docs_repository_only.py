@@ -1,9 +1,8 @@
 """Project files cite only what the repository holds.
 
 No tracked text file points into a folder beside the repository (a parent-relative path to
-the shared material) or at a
-``reference/*.md`` page the site does not have (``docs/reference/`` plus the generated
-``reference/divergences.md``).
+the shared material) or at a ``reference/*.md`` page the site does not have
+(``docs/reference/`` plus the generated ``reference/divergences.md``).
 """
 
 from __future__ import annotations
