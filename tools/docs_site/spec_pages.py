@@ -8,6 +8,7 @@ in prose link to their clause; SPEC.md's own ``#section`` links point at the sec
 
 from __future__ import annotations
 
+import doctest
 import re
 
 from tools.docs_site.clause_tests import TestFile
@@ -95,17 +96,38 @@ def render_clause(spec: Spec, section: Section, clause: Clause, files: list[Test
         block += [f'{fence}python linenums="{first}" title="{title}"', code.rstrip(), fence]
     block.append("")
     if section.examples():
-        block += ["**Worked example:** [this section's example](#example-1), run as a doctest "
-                  "when the site is built.", ""]
+        link = "[this section's example](#example-1), run as a doctest when the site is built"
+        calls = example_lines(section, clause)
+        if calls:
+            block += [f"**Worked example:** the lines of {link}, that call it:", "",
+                      "```python", *calls, "```", ""]
+        else:
+            block += [f"**Worked example:** {link}.", ""]
     block += ["**Tests that name it:**", ""]
     for test_file in files:
         names = test_file.functions.get(clause.id, [])
-        shown = ", ".join(f"`{n}`" for n in names[:6]) + (" ..." if len(names) > 6 else "")
-        link = f"[`{test_file.path}`]({_rel(source_page(test_file.path))})"
-        block.append(f"- {link}" + (f": {shown}" if shown else ""))
+        named = ", ".join(f"`{n}`" for n in names[:6]) + (" ..." if len(names) > 6 else "")
+        path = f"[`{test_file.path}`]({_rel(source_page(test_file.path))})"
+        block.append(f"- {path}" + (f": {named}" if named else ""))
     if not files:
         block.append("- none")
     return "\n".join(block) + "\n"
+
+
+def example_lines(section: Section, clause: Clause) -> list[str]:
+    """The ``>>>`` lines (with their results) of the section's examples that call the clause's
+    function: ``name(`` for a function or method, ``Class(`` for a class or its ``__init__``."""
+    parts = clause.function.split(".")
+    name = parts[-2] if parts[-1] == "__init__" and len(parts) > 2 else parts[-1]
+    call = re.compile(rf"(?<![\w]){re.escape(name)}\(")
+    shown = []
+    for block in section.examples():
+        for example in doctest.DocTestParser().get_examples(block):
+            if call.search(example.source):
+                source = example.source.rstrip("\n").split("\n")
+                shown += [">>> " + source[0], *("... " + more for more in source[1:])]
+                shown += example.want.rstrip("\n").split("\n") if example.want else []
+    return shown
 
 
 def _is_example(lines: list[str], i: int) -> bool:
