@@ -8,8 +8,11 @@ installed SGLang's base class -- the scheduler-facing hooks such as ``create_pre
 ``evict_to_free_tokens``, ``check_decode_capacity``, ``prealloc_fits`` -- is SGLang's own, so a
 hook that a new SGLang release adds is inherited, not copied.
 
-Debug mode: with ``SGLANG_DEBUG_MEMORY_POOL`` true (SGLang's own reading of the variable) the
-allocators run checked (``checked=True``), and every caller error is a
+Debug mode: SGLang's switches mean SGLang's checks (:mod:`kvpool.integrations.sglang_debug`):
+``SGLANG_DEBUG_MEMORY_POOL`` (SGLang's own reading of the variable) sets each allocator's
+assignable ``debug_mode``, which runs SGLang 0.5.23's debug asserts at the same calls, and
+``SGLANG_INVARIANT_CHECK`` runs the hybrid allocator's invariant checks. kvpool's own
+``checked=True`` (off unless asked for) is the stricter mode. Every caller error is a
 :class:`ContractAssertionError`: a ``ContractViolation`` naming its clause that is also an
 ``AssertionError``, so SGLang code written for its debug asserts catches it.
 
@@ -35,10 +38,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kvpool import impl
+from kvpool.impl import PagedTokenToKVPoolAllocator as _ImplPaged
 from kvpool.spec.errors import ContractViolation
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
 from sglang.srt.utils import get_bool_env_var
+
+from .sglang_debug import PAGED_DEBUG_CHECKS, ContractAssertionError, DebugSwitch
 
 __all__ = [
     "KVPOOL_OWNS",
@@ -71,10 +77,6 @@ KVPOOL_OWNS: frozenset[str] = frozenset({
 
 class UnsupportedSGLangVersion(ImportError):
     """The installed SGLang is untested and its allocator base class changed incompatibly."""
-
-
-class ContractAssertionError(ContractViolation, AssertionError):  # type: ignore[misc]
-    """A caller error (clause in ``.clause``) raised where SGLang's debug mode asserts."""
 
 
 def incompatibilities(base: type) -> list[str]:
@@ -165,31 +167,34 @@ _check_sglang(_installed_version(), BaseTokenToKVPoolAllocator)
 
 
 @_follow_sglang
-class TokenToKVPoolAllocator(impl.TokenToKVPoolAllocator, _Base):  # type: ignore[misc]
+class TokenToKVPoolAllocator(DebugSwitch, impl.TokenToKVPoolAllocator, _Base):  # type: ignore[misc]
     """SGLang's ``TokenToKVPoolAllocator`` on kvpool's FIFO slot list (same signature).
 
-    ``checked=None`` (default) follows ``SGLANG_DEBUG_MEMORY_POOL``; ``debug_mode`` says which.
+    ``debug_mode`` follows ``SGLANG_DEBUG_MEMORY_POOL`` (SGLang 0.5.23's token allocator has no
+    debug checks, so it adds none); ``checked=True`` is kvpool's checked mode.
     """
 
     def __init__(self, size: int, dtype: Any, device: Any, kvcache: Any, need_sort: bool,
-                 *, checked: bool | None = None) -> None:
-        checked = get_bool_env_var(DEBUG_ENV) if checked is None else checked
+                 *, checked: bool = False) -> None:
         super().__init__(size, dtype, device, kvcache, need_sort, checked=checked)
-        self.debug_mode = checked
+        self.debug_mode = get_bool_env_var(DEBUG_ENV)
 
 
 @_follow_sglang
-class PagedTokenToKVPoolAllocator(impl.PagedTokenToKVPoolAllocator, _Base):  # type: ignore[misc]
+class PagedTokenToKVPoolAllocator(DebugSwitch, _ImplPaged, _Base):  # type: ignore[misc]
     """SGLang's ``PagedTokenToKVPoolAllocator`` on kvpool's LIFO page stack (same signature).
 
-    ``checked=None`` (default) follows ``SGLANG_DEBUG_MEMORY_POOL``; ``debug_mode`` says which.
+    ``debug_mode`` follows ``SGLANG_DEBUG_MEMORY_POOL`` and runs SGLang's paged debug checks
+    (:data:`~kvpool.integrations.sglang_debug.PAGED_DEBUG_CHECKS`); ``checked=True`` is
+    kvpool's checked mode.
     """
 
+    DEBUG_CHECKS = PAGED_DEBUG_CHECKS
+
     def __init__(self, size: int, page_size: int, dtype: Any, device: Any, kvcache: Any,
-                 need_sort: bool, *, checked: bool | None = None) -> None:
-        checked = get_bool_env_var(DEBUG_ENV) if checked is None else checked
+                 need_sort: bool, *, checked: bool = False) -> None:
         super().__init__(size, page_size, dtype, device, kvcache, need_sort, checked=checked)
-        self.debug_mode = checked
+        self.debug_mode = get_bool_env_var(DEBUG_ENV)
 
 
 _saved: dict[str, Any] = {}

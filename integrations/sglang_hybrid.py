@@ -18,18 +18,20 @@ from __future__ import annotations
 from typing import Any
 
 from kvpool import impl
+from kvpool.impl import SWATokenToKVPoolAllocator as _ImplSWA
 from kvpool.impl.swa_census import HybridDiagnostics
 from kvpool.impl.swa_tail import SwaTailAllocation
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as _SglangSWA
-from sglang.srt.utils import get_bool_env_var
 
-from .sglang import DEBUG_ENV, follow_sglang
+from .sglang import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, follow_sglang
+from .sglang_debug import HybridDebugChecks
 
 __all__ = ["HYBRID_KVPOOL_OWNS", "SGLANG_SWA_INTERNAL", "SWATokenToKVPoolAllocator"]
 
 HYBRID_KVPOOL_OWNS: frozenset[str] = frozenset(
-    name for source in (impl.SWATokenToKVPoolAllocator, HybridDiagnostics, SwaTailAllocation)
+    name for source in (impl.SWATokenToKVPoolAllocator, HybridDiagnostics, SwaTailAllocation,
+                        HybridDebugChecks)
     for name in vars(source)
     if name == "__init__" or not (name.startswith("__") and name.endswith("__")))
 
@@ -41,13 +43,18 @@ SGLANG_SWA_INTERNAL: frozenset[str] = frozenset({
 
 
 @follow_sglang(HYBRID_KVPOOL_OWNS, _SglangSWA, _Base, skip=SGLANG_SWA_INTERNAL)
-class SWATokenToKVPoolAllocator(impl.SWATokenToKVPoolAllocator, _Base):  # type: ignore[misc]
+class SWATokenToKVPoolAllocator(HybridDebugChecks, _ImplSWA, _Base):  # type: ignore[misc]
     """SGLang's ``SWATokenToKVPoolAllocator`` on kvpool's two sides (same signature).
 
-    ``debug_mode`` follows ``SGLANG_DEBUG_MEMORY_POOL``; ``checked`` (kvpool's own, stricter
-    mode) is off unless asked for.
+    The sides are kvpool's SGLang classes, so each has SGLang's ``debug_mode`` (from
+    ``SGLANG_DEBUG_MEMORY_POOL``; the SWA side's also switches the hybrid's ``SWA-3`` check), and
+    ``SGLANG_INVARIANT_CHECK`` runs SGLang's peer checks
+    (:class:`~kvpool.integrations.sglang_debug.HybridDebugChecks`). ``checked`` (kvpool's own,
+    stricter mode) is off unless asked for.
     """
 
+    token_allocator_class = TokenToKVPoolAllocator
+    paged_allocator_class = PagedTokenToKVPoolAllocator
     free_pages = None  # SGLang's composite has no free list of its own (each side has one)
     release_pages = None
 
@@ -56,4 +63,3 @@ class SWATokenToKVPoolAllocator(impl.SWATokenToKVPoolAllocator, _Base):  # type:
                  checked: bool = False) -> None:
         super().__init__(size, size_swa, page_size, dtype, device, kvcache, need_sort,
                          req_to_token_pool, checked=checked)
-        self.debug_mode = get_bool_env_var(DEBUG_ENV)

@@ -73,9 +73,8 @@ def test_hooks_are_sglangs_and_the_pools_are_kvpools(kh: Any, swa_kvcache: Any) 
     for name in ("request_slot_reserve", "prealloc_fits", "set_hicache_transfer_done_event"):
         assert getattr(cls, name) is vars(Base)[name], name
     for name in ("free_swa", "free_swa_segment", "alloc_extend", "translate_loc_from_full_to_swa",
-                 "evict_to_free_tokens"):
-        assert getattr(cls, name).__wrapped__ is getattr(kh.hybrid.impl.SWATokenToKVPoolAllocator,
-                                                        name), name
+                 "evict_to_free_tokens", "alloc_extend_swa_tail"):  # kvpool's, errors wrapped
+        assert getattr(cls, name).__wrapped__.__module__.startswith("kvpool."), name
     kv = swa_kvcache(64, 32, 4)
     alloc = cls(64, 32, 4, torch.bfloat16, "cpu", kv, False, checked=True)
     assert kv.full_to_swa_index_mapping is alloc.full_to_swa_index_mapping

@@ -51,12 +51,12 @@ def test_install_switches_sglangs_construction_site(ks: Any) -> None:
 
 @pytest.mark.parametrize("paged", [False, True])
 def test_debug_mode_parity(ks: Any, monkeypatch: pytest.MonkeyPatch, paged: bool) -> None:
-    """SGLANG_DEBUG_MEMORY_POOL=1: checked mode, and caller errors are AssertionErrors that
-    stay ContractViolations with their clause."""
+    """SGLANG_DEBUG_MEMORY_POOL=1: SGLang's debug checks (not kvpool's checked mode), and caller
+    errors are AssertionErrors that stay ContractViolations with their clause."""
     monkeypatch.setenv("SGLANG_DEBUG_MEMORY_POOL", "1")
     alloc = (ks.PagedTokenToKVPoolAllocator(64, 4, torch.int64, "cpu", None, False) if paged
              else ks.TokenToKVPoolAllocator(64, torch.int64, "cpu", None, False))
-    assert alloc.checked and alloc.debug_mode
+    assert alloc.debug_mode and not alloc.checked
     if paged:
         with pytest.raises(AssertionError) as unaligned:  # SGLang asserts on alloc(3)
             alloc.alloc(3)
@@ -72,7 +72,7 @@ def test_debug_mode_parity(ks: Any, monkeypatch: pytest.MonkeyPatch, paged: bool
         pytest.fail("double free not rejected")
     assert alloc.available_size() == 64  # the rejected call changed nothing
     monkeypatch.setenv("SGLANG_DEBUG_MEMORY_POOL", "0")
-    assert not ks.TokenToKVPoolAllocator(8, torch.int64, "cpu", None, False).checked
+    assert not ks.TokenToKVPoolAllocator(8, torch.int64, "cpu", None, False).debug_mode
 
 
 def test_version_gate(ks: Any) -> None:
