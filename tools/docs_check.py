@@ -23,6 +23,7 @@ import tempfile
 import threading
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 CLAUSE, CLAUSE_PAGE = "SEG-5", "spec/segments/"
 # No network, no profile state, no background traffic: the site must stand alone.
@@ -76,18 +77,37 @@ def check(base: str, artifacts: Path, browser_path: str) -> None:
             page.screenshot(path=str(shot))
             print(f"ok  {CLAUSE_PAGE}#{CLAUSE} shows the clause (screenshot {shot})")
 
-            page.goto(base + "/")
-            page.locator("label.md-search__icon, .md-search__input").first.click()
-            box = page.locator("input.md-search__input")
-            box.fill(CLAUSE)
-            result = page.locator(f".md-search-result__item a[href*='#{CLAUSE}']").first
-            expect(result).to_be_attached()
+            page.goto(base + "/", wait_until="networkidle")
+            result = find_in_search(page, CLAUSE)
             href = result.get_attribute("href") or ""
             assert CLAUSE_PAGE.rstrip("/") in href, f"search's {CLAUSE} result links to {href}"
             print(f"ok  search for {CLAUSE} finds {href}")
             assert not errors, f"JavaScript errors: {errors}"
         finally:
             context.close()
+
+
+def find_in_search(page: Any, query: str, tries: int = 4) -> Any:
+    """Type ``query`` into the search box until a result links to ``#query``; the result.
+
+    The search index loads in a web worker after the page: a query typed before it is ready
+    can go unanswered, so the query is typed again (each try waits up to 5 s). Raises
+    AssertionError when no try shows such a result.
+    """
+    from playwright.sync_api import expect
+
+    box = page.locator("input.md-search__input")
+    result = page.locator(f".md-search-result__item a[href*='#{query}']").first
+    for _ in range(tries):
+        page.locator("label.md-search__icon, .md-search__input").first.click()
+        box.fill("")
+        box.press_sequentially(query, delay=50)
+        try:
+            expect(result).to_be_attached(timeout=5_000)
+            return result
+        except AssertionError:
+            page.keyboard.press("Escape")
+    raise AssertionError(f"the search box found no result linking to #{query} in {tries} tries")
 
 
 def main(argv: list[str] | None = None) -> int:
