@@ -23,6 +23,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from mkdocs.exceptions import PluginError  # noqa: E402
+from mkdocs.plugins import event_priority  # noqa: E402
 from mkdocs.structure.files import File, Files  # noqa: E402
 
 from tools.docs_site import clause_tests, reference_pages, spec_md, spec_pages  # noqa: E402
@@ -32,6 +33,7 @@ NAV_ENTRY = "Specification"
 PACKAGE_TREE = "build/docs-packages"
 
 
+@event_priority(100)  # before mkdocstrings' own on_config sets up its search paths
 def on_config(config: Any) -> Any:
     """Expand the ``Specification`` nav entry into the spec's index and section pages, and lay
     out the ``kvpool`` package for mkdocstrings (``reference_pages.package_tree``)."""
