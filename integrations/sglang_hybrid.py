@@ -10,7 +10,9 @@ then every remaining hook of SGLang's base class. SGLang's private helpers of it
 (:data:`SGLANG_SWA_INTERNAL`) are not taken: they work on SGLang's state.
 
 ``install()`` (:mod:`kvpool.integrations.sglang`) makes SGLang's configurator build this class for
-hybrid SWA models; the pure-SWA and unified composites keep SGLang's classes.
+hybrid SWA models; the pure-SWA and unified composites keep SGLang's classes. Importing this
+module registers the class as a virtual subclass of SGLang's ``SWATokenToKVPoolAllocator``, so
+SGLang's ``isinstance`` checks accept it (nothing is inherited from SGLang's class).
 """
 
 from __future__ import annotations
@@ -63,3 +65,9 @@ class SWATokenToKVPoolAllocator(HybridDebugChecks, _ImplSWA, _Base):  # type: ig
                  checked: bool = False) -> None:
         super().__init__(size, size_swa, page_size, dtype, device, kvcache, need_sort,
                          req_to_token_pool, checked=checked)
+
+
+# SGLang tests for its hybrid allocator by class (the SWA tree component of its
+# UnifiedRadixCache asserts it, the per-request-ring and draft-worker checks ask it): kvpool's
+# class is registered as a virtual subclass of SGLang's (an ABC), inheriting nothing from it.
+_SglangSWA.register(SWATokenToKVPoolAllocator)

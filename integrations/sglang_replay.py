@@ -36,6 +36,7 @@ from sglang.srt.mem_cache.cache_init_params import CacheInitParams
 from sglang.srt.mem_cache.common import checkpoint_kv_cache, release_kv_cache
 from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
 from sglang.srt.mem_cache.radix_cache import RadixCache
+from sglang.srt.model_executor.forward_batch_info import ForwardMode
 from sglang.srt.runtime_context import SpawnRanks, publish, reset_context
 from sglang.srt.sampling.sampling_params import SamplingParams
 from sglang.srt.server_args import ServerArgs
@@ -45,6 +46,7 @@ from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 # "finish", rid)
 Event = tuple[str, Any]
 AllocatorFactory = Callable[[int, int], Any]  # (pool_tokens, page_size) -> allocator
+CacheFactory = Callable[[Any, Any, int], Any]  # (req_to_token_pool, allocator, page_size) -> cache
 
 
 @dataclass(frozen=True)
@@ -115,29 +117,55 @@ def _token(rid: str, position: int) -> int:
     return 30000 + zlib.crc32(f"{rid}:{position}".encode()) % 4096
 
 
+def radix_cache(pool: Any, allocator: Any, page_size: int) -> Any:
+    """SGLang's ``RadixCache`` (the default tree cache of the replay)."""
+    return RadixCache(CacheInitParams(disable=False, req_to_token_pool=pool,
+                                      token_to_kv_pool_allocator=allocator, page_size=page_size))
+
+
+def free_pages_of(allocator: Any) -> list[int]:
+    """The free pages in reference order; a hybrid allocator's full side, ``-1``, then its SWA
+    side (its composite has no list of its own)."""
+    pages = allocator.get_all_free_pages()
+    if pages is not None:
+        return [int(p) for p in pages.tolist()]
+    return [*free_pages_of(allocator.full_attn_allocator), -1,
+            *free_pages_of(allocator.swa_attn_allocator)]
+
+
 class _Scheduler:
     """The loop: state of one replay. ``check`` runs after every step (e.g. invariants)."""
 
-    def __init__(self, trace: ServingTrace, allocator: Any, check: Callable[[], None]) -> None:
+    def __init__(self, trace: ServingTrace, allocator: Any, check: Callable[[], None],
+                 make_cache: CacheFactory = radix_cache) -> None:
         self.trace, self.allocator, self.check = trace, allocator, check
         self.pool = ReqToTokenPool(size=trace.max_running + 2, max_context_len=512,
                                    device="cpu", enable_memory_saver=False)
-        self.cache = RadixCache(CacheInitParams(
-            disable=False, req_to_token_pool=self.pool, token_to_kv_pool_allocator=allocator,
-            page_size=trace.page_size))
+        self.cache = make_cache(self.pool, allocator, trace.page_size)
         self.result = ReplayResult()
-        evict = self.cache.evict
-
-        def recording_evict(params: Any) -> Any:
-            out = evict(params)
-            self.result.events.append(("evict", (params.num_tokens, out.num_tokens_evicted)))
-            return out
-
-        self.cache.evict = recording_evict
+        self._record_evictions()
         self.waiting: list[Req] = []
         self.running: list[Req] = []
         self.chunked: Req | None = None
         self.meta = {r.rid: r for r in trace.requests}
+
+    def _record_evictions(self) -> None:
+        """Record each eviction the allocator asks for: ``(asked, evicted)``; with an SWA tree
+        cache (whose ``evict_for_alloc`` does not go through ``evict``) ``(asked, evicted,
+        swa_asked, swa_evicted)``."""
+        cache, events = self.cache, self.result.events
+        name = "evict_for_alloc" if cache.supports_swa() else "evict"
+        evict = getattr(cache, name)
+
+        def recording_evict(params: Any, **kwargs: Any) -> Any:
+            out = evict(params, **kwargs)
+            record: tuple[int, ...] = (params.num_tokens, out.num_tokens_evicted)
+            if name == "evict_for_alloc":
+                record += (params.swa_num_tokens, out.swa_num_tokens_evicted)
+            events.append(("evict", record))
+            return out
+
+        setattr(cache, name, recording_evict)
 
     def batch(self, reqs: list[Req]) -> Any:
         return ScheduleBatch(reqs=reqs, req_to_token_pool=self.pool,
@@ -162,10 +190,14 @@ class _Scheduler:
         self.waiting = [r for r in self.waiting if self.meta[r.rid].abort_step != step]
 
     def headroom(self, num_new_reqs: int) -> int:
-        """Tokens an extend may take now: free + evictable, less one page per running request
-        (its next decode) and two pages per request in the extend (unaligned ends)."""
-        ps = self.trace.page_size
-        spare = self.allocator.available_size() + self.cache.evictable_size()
+        """Tokens an extend may take now: free + evictable (the scarcer side of a hybrid
+        allocator), less one page per running request (its next decode) and two pages per
+        request in the extend (unaligned ends)."""
+        ps, alloc, cache = self.trace.page_size, self.allocator, self.cache
+        spare = alloc.available_size() + cache.evictable_size()
+        if cache.supports_swa():  # each side with what the tree can give back on that side
+            spare = min(alloc.full_available_size() + cache.full_evictable_size(),
+                        alloc.swa_available_size() + cache.swa_evictable_size())
         return int(spare) - ps * (len(self.running) + 2 * num_new_reqs)
 
     def prefill(self) -> None:
@@ -207,6 +239,7 @@ class _Scheduler:
         batch.seq_lens = torch.tensor([r.extend_end for r in reqs], dtype=torch.int64)
         batch.seq_lens_cpu = batch.seq_lens.clone()
         batch.extend_num_tokens = sum(batch.extend_lens)
+        batch.forward_mode = ForwardMode.EXTEND
         out, _, _ = alloc_for_extend(batch)
         self.result.events.append(("extend", out.tolist()))
         for req in reqs:
@@ -235,7 +268,10 @@ class _Scheduler:
         batch.req_pool_indices_cpu = batch.req_pool_indices.clone()
         batch.seq_lens = torch.tensor([r.kv.kv_committed_len for r in batch.reqs])
         batch.seq_lens_cpu = batch.seq_lens.clone()
+        batch.forward_mode = ForwardMode.DECODE  # an SWA cache slides windows in decode only
         out = alloc_for_decode(batch, 1)
+        for req in batch.reqs:
+            req.decode_batch_idx += 1  # as ScheduleBatch.prepare_for_decode does
         self.result.events.append(("decode", out.tolist()))
         for req in list(self.running):
             req.output_ids.append(_token(req.rid, len(req.output_ids)))
@@ -263,32 +299,38 @@ class _Scheduler:
             yield elapsed
         result = self.result
         result.steps = step
-        result.free_pages_end = [int(p) for p in self.allocator.get_all_free_pages().tolist()]
+        result.free_pages_end = free_pages_of(self.allocator)
         result.available_end = self.allocator.available_size()
         result.evictable_end = self.cache.evictable_size()
         return result
 
 
 def replay_steps(trace: ServingTrace, make_allocator: AllocatorFactory, *,
-                 check: Callable[[Any], None] | None = None,
-                 max_steps: int = 2000) -> Generator[float, None, ReplayResult]:
+                 check: Callable[[Any], None] | None = None, max_steps: int = 2000,
+                 make_cache: CacheFactory = radix_cache) -> Generator[float, None, ReplayResult]:
     """:func:`replay` one scheduler step at a time: yields each step's seconds (``check``
     excluded), returns the :class:`ReplayResult`."""
     publish_cpu_runtime(trace.page_size)
     allocator = make_allocator(trace.pool_tokens, trace.page_size)
-    scheduler = _Scheduler(trace, allocator, lambda: check(allocator) if check else None)
+    scheduler = _Scheduler(trace, allocator, lambda: check(allocator) if check else None,
+                           make_cache)
     return (yield from scheduler.steps(max_steps))
 
 
 def replay(trace: ServingTrace, make_allocator: AllocatorFactory, *,
-           check: Callable[[Any], None] | None = None, max_steps: int = 2000) -> ReplayResult:
-    """Run ``trace`` through SGLang's components with ``make_allocator(pool_tokens, page_size)``.
+           check: Callable[[Any], None] | None = None, max_steps: int = 2000,
+           make_cache: CacheFactory = radix_cache) -> ReplayResult:
+    """Run ``trace`` through SGLang's components with ``make_allocator(pool_tokens, page_size)``
+    and the tree cache ``make_cache(req_to_token_pool, allocator, page_size)`` (SGLang's
+    ``RadixCache`` by default; :mod:`kvpool.integrations.sglang_replay_hybrid` has the hybrid
+    SWA configuration).
 
     ``check(allocator)`` runs after every step. Publishes SGLang's runtime config for the
     trace's page size. Raises RuntimeError when SGLang's helpers run out of memory or the
     trace does not drain in ``max_steps``.
     """
-    steps = replay_steps(trace, make_allocator, check=check, max_steps=max_steps)
+    steps = replay_steps(trace, make_allocator, check=check, max_steps=max_steps,
+                         make_cache=make_cache)
     while True:
         try:
             next(steps)

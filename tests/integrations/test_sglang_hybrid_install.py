@@ -77,6 +77,9 @@ def test_hooks_are_sglangs_and_the_pools_are_kvpools(kh: Any, swa_kvcache: Any) 
         assert getattr(cls, name).__wrapped__.__module__.startswith("kvpool."), name
     kv = swa_kvcache(64, 32, 4)
     alloc = cls(64, 32, 4, torch.bfloat16, "cpu", kv, False, checked=True)
+    # SGLang's isinstance checks (its SWA tree component asserts one) accept kvpool's class
+    assert isinstance(alloc, SglangSWA) and not issubclass(SglangSWA, cls)
+    assert not any(vars(SglangSWA)[name] is getattr(cls, name) for name in ("alloc", "free_swa"))
     assert kv.full_to_swa_index_mapping is alloc.full_to_swa_index_mapping
     budget = alloc.create_prefill_budget(None)
     assert type(budget).__name__ == "SWAPrefillBudget"
