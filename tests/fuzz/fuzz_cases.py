@@ -111,9 +111,11 @@ def _dress(w: World, values: list[int], honest: bool) -> dict[str, Any]:
     """A tensor spec for ``values``: int64 contiguous, or (when not ``honest``) any layout,
     dtype or lie."""
     rng = w.rng
-    if honest:
+    if honest:  # int32 only where it holds the values (a wrapped id is another id)
         layout = rng.choice(["contig", "contig", "strided", "offset", "row2d"])
-        return tensor(values, rng.choice(["int64", "int64", "int32"]), layout)
+        fits = all(-(2**31) <= v < 2**31 for v in values)
+        return tensor(values, rng.choice(["int64", "int64", "int32"] if fits else ["int64"]),
+                      layout)
     roll = rng.random()
     if roll < 0.35:
         return tensor(values, rng.choice(ODD_DTYPES), rng.choice(LAYOUTS))
@@ -204,9 +206,9 @@ def free_segments(w: World) -> dict[str, Any]:
     start = rng.choice([0, 0, -1, -ps, 1, len(row), len(row) + 1, 2**61, INT64_MAX,
                         INT64_MIN, rng.randrange(max(1, len(row)))])
     clause = None
-    if rng.random() < 0.3 and start == 0:
+    if rng.random() < 0.3 and start == 0:  # on a slot the stride reads (SEG-2)
         bad, clause = w.bad_slot(rng.choice(["neg", "page0", "oob", "free"]))
-        row[rng.randrange(len(row))] = bad
+        row[rng.randrange(len(pages)) * ps] = bad
     honest = rng.random() < 0.6
     if rng.random() < 0.5:
         call = {"method": "free_segment", "args": [_dress(w, row, honest)],

@@ -22,19 +22,22 @@ from kvpool.impl.native_ops import native_available
 SAMPLE_CASES = 150
 FULL_CASES = int(os.environ.get("KVPOOL_FUZZ_CASES", "3000"))
 TARGETS = ("numpy", "native") if native_available() else ("numpy",)
+# SGLang beside kvpool, for the failure reports (KVPOOL_FUZZ_SGLANG=0 leaves it out: the
+# sanitizer run, where it adds only time)
+PEERS = ("sglang",) if os.environ.get("KVPOOL_FUZZ_SGLANG", "1") != "0" else ()
 
 
 def check_seed(server: ForkServer, seed: int) -> None:
     """Runs the case of ``seed`` on every target and fails with a replayable report."""
     case = case_for(seed)
-    answers: dict[str, Any] = {t: server.run(case, t) for t in (*TARGETS, "sglang")}
+    answers: dict[str, Any] = {t: server.run(case, t) for t in (*TARGETS, *PEERS)}
     found = problems(case, answers)
     if "native" in TARGETS and answers["native"]["status"] == "ok":
         assert answers["native"]["verdict"].get("backend") in ("NativeOps", "NoneType"), \
             "the native child did not run the compiled backend"
     assert not found, (
         f"seed {seed} ({case['scenario']}, {case['alloc']}): " + "\n".join(found)
-        + f"\nSGLang 0.5.23: {sglang_summary(answers['sglang'])}"
+        + f"\nSGLang 0.5.23: {sglang_summary(answers.get('sglang'))}"
         + f"\ncase: {json.dumps(case)}\nreplay: {repro(case, 'native')}")
 
 
