@@ -31,7 +31,7 @@ from kvpool.impl.native_ops import native_available
 
 from benchmarks.adapters import make_allocator
 from benchmarks.timing import Settings, Step, measure_interleaved, probe_args
-from benchmarks.trace import make_trace, replay, summary
+from benchmarks.trace import make_trace, replay, replay_in_turn, summary
 from benchmarks.workloads import output_floor, w3_step
 
 FULL = Settings()
@@ -81,15 +81,7 @@ def w5_cell(ps: int, need_sort: bool, num_steps: int) -> dict[str, Any]:
             alloc = make_allocator(kvpool_impl, kind, POOL_PAGES, ps, need_sort)
         held.append(alloc.alloc((POOL_PAGES // 2) * ps))
         gens[name] = replay(alloc, trace, ps)
-    times: dict[str, list[float]] = {name: [] for name in BACKENDS}
-    digests: dict[str, int] = {}
-    for turn in range(num_steps + 1):
-        order = BACKENDS if turn % 2 == 0 else BACKENDS[::-1]
-        for name in order:
-            try:
-                times[name].append(next(gens[name]))
-            except StopIteration as stop:
-                digests[name] = int(stop.value or 0)
+    times, digests = replay_in_turn(gens, num_steps)
     return {"workload": "w5_trace", "page_size": ps, "need_sort": need_sort,
             **{name: summary(times[name])["median_us"] for name in BACKENDS},
             "same_slots": len(set(digests.values())) == 1 and len(digests) == len(BACKENDS)}

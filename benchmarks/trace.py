@@ -296,3 +296,21 @@ def w5_trace(cfg: Any) -> Any:
                     return replay_vllm(cfg.vllm.get(n), trace, ps), None
                 yield Case("w5_trace", variant, kind, ps, None, num_pages, "vllm", vmake,
                            lockstep=True)
+
+
+def replay_in_turn(gens: dict[str, Generator[float, None, int]],
+                   num_steps: int) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Advance :func:`replay` generators one step each in turn (the order flipped every step,
+    so that drift in the machine's load falls on all of them alike) until each has returned:
+    the seconds of every step per name, and each one's digest."""
+    names = list(gens)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    digests: dict[str, int] = {}
+    for turn in range(num_steps + 1):
+        for name in (names if turn % 2 == 0 else names[::-1]):
+            try:
+                times[name].append(next(gens[name]))
+            except StopIteration as stop:
+                digests[name] = int(stop.value or 0)
+    return times, digests
+

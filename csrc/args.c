@@ -22,8 +22,14 @@ int arg_buf(PyObject *o, Py_buffer *b, int writable) {
     return 0;
 }
 /* the ownership bitmap: a writable C-contiguous buffer of bytes (a numpy uint8 array) as
- * Owners; released by the caller */
+ * Owners, or None for no guard; released by the caller */
 int arg_owners(PyObject *o, Py_buffer *b, Owners *out) {
+    if (o == Py_None) { /* the guard off: PyBuffer_Release of b does nothing */
+        b->obj = NULL;
+        out->bits = NULL;
+        out->num_bits = 0;
+        return 0;
+    }
     if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE) < 0) return -1;
     if (b->itemsize != 1 || b->len > INT64_MAX / 8) {
         PyBuffer_Release(b);
@@ -35,17 +41,57 @@ int arg_owners(PyObject *o, Py_buffer *b, Owners *out) {
     return 0;
 }
 
+/* 1 when p[0, 8) are the consecutive pages p[0], p[0] + 1, ..., all inside the bitmap: their
+ * bits are then bit (p[0] & 7) on of byte p[0] >> 3 and the bits below it of the next byte */
+static inline int run_of_8(const Owners *o, const i64 *p) {
+    int run = p[0] >= 0 && p[0] < o->num_bits - 7;
+    for (int k = 1; k < 8; k++) run &= (u64)p[k] == (u64)p[0] + (u64)k;
+    return run;
+}
+
+/* The take side of the guard: set the bits of pages[0, count) (pages from a free list; eight
+ * consecutive ones, the common case, by two byte writes) */
+void mark_taken(Owners *o, const i64 *pages, i64 count) {
+    if (o->bits == NULL) return;
+    i64 i = 0;
+    for (; i + 8 <= count; i += 8) {
+        if (run_of_8(o, pages + i)) {
+            const i64 at = pages[i] >> 3;
+            const unsigned shift = (unsigned)(pages[i] & 7);
+            o->bits[at] |= (unsigned char)(0xFFu << shift);
+            if (shift) o->bits[at + 1] |= (unsigned char)(0xFFu >> (8 - shift));
+        } else {
+            for (int k = 0; k < 8; k++) set_owned(o, pages[i + k]);
+        }
+    }
+    for (; i < count; i++) set_owned(o, pages[i]);
+}
+
 /* The release side of the guard: clear the bits of pages[0, count), each of which must be set
  * (a page handed out, named once here): 0; -1 when one is not, every bit as it was before. */
 int claim_pages(Owners *o, const i64 *pages, i64 count) {
-    for (i64 i = 0; i < count; i++) {
-        if (!is_owned(o, pages[i])) {
-            for (i64 j = 0; j < i; j++) set_owned(o, pages[j]);
-            return -1;
+    if (o->bits == NULL) return 0;
+    i64 i = 0;
+    while (i < count) {
+        if (i + 8 <= count && run_of_8(o, pages + i)) {
+            const i64 at = pages[i] >> 3;
+            const unsigned shift = (unsigned)(pages[i] & 7);
+            const unsigned char low = (unsigned char)(0xFFu << shift);
+            const unsigned char high = shift ? (unsigned char)(0xFFu >> (8 - shift)) : 0;
+            /* byte at + 1 is inside the bitmap only when shift > 0 (page + 7 lies in it) */
+            if ((o->bits[at] & low) != low || (shift && (o->bits[at + 1] & high) != high)) break;
+            o->bits[at] &= (unsigned char)~low;
+            if (shift) o->bits[at + 1] &= (unsigned char)~high;
+            i += 8;
+        } else {
+            if (!is_owned(o, pages[i])) break;
+            clear_owned(o, pages[i]);
+            i++;
         }
-        clear_owned(o, pages[i]);
     }
-    return 0;
+    if (i == count) return 0;
+    for (i64 j = 0; j < i; j++) set_owned(o, pages[j]); /* exactly the bits cleared here */
+    return -1;
 }
 
 /* an int64 buffer to read and one to write, both or neither (release both with release2) */

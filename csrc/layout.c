@@ -171,7 +171,7 @@ static PyObject *take(PyObject *const *args, PyObject *owners, i64 top, i64 stag
             Py_DECREF(result);
             result = untaken(Py_False, top, staged);
         } else {
-            for (i64 i = top; i < top + b->count; i++) set_owned(&own, free_pages[i]);
+            mark_taken(&own, free_pages + top, b->count);
             result = taken(result, top + b->count, staged);
         }
     }
@@ -272,6 +272,10 @@ PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     if (ps < 1 || may_read_tensors() <= 0 || tensor_data(args[7], &bs, &scp) <= 0 || bs == 0 ||
         tensor_or_same(args[6], args[7], scp, &bs, &sp) <= 0 || tensor_data(args[8], &bs, &lp) <= 0)
         return not_taken();
-    const Batch b = {NULL, sp, lp, bs, ps, ps == 1 ? bs : count_decode(scp, bs, ps), bs};
+    const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
+    /* the layout opens pages from seq, the count from seq_cpu: they must agree, or the
+     * layout would hand a page out twice (the two-step form refuses such a batch) */
+    if (sp != scp && ps > 1 && count_decode(sp, bs, ps) != count) Py_RETURN_NONE;
+    const Batch b = {NULL, sp, lp, bs, ps, count, bs};
     return take(args, args[9], top, staged, base, bs, &b);
 }

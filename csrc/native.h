@@ -66,12 +66,14 @@ static inline void fill_run(i64 *restrict dst, i64 first, i64 n) {
 #define PREFETCH(address, write) ((void)(address))
 #endif
 
-/* The ownership bitmap: bit p of bits[0, num_bits / 8) is page p's (page 0's is never set). */
+/* The ownership bitmap: bit p of bits[0, num_bits / 8) is page p's (page 0's is never set);
+ * bits NULL: no guard (every page passes, nothing is marked). */
 typedef struct {
     unsigned char *bits;
     i64 num_bits;
 } Owners;
 static inline int is_owned(const Owners *o, i64 page) {
+    if (o->bits == NULL) return 1; /* no guard (owners None) */
     return page >= 0 && page < o->num_bits && ((o->bits[page >> 3] >> (page & 7)) & 1);
 }
 /* (a page outside the bitmap, which no free list holds, is never marked: memory stays safe) */
@@ -94,6 +96,7 @@ int arg_i64(PyObject *o, i64 *out);
 int arg_buf(PyObject *o, Py_buffer *b, int writable);
 int arg_owners(PyObject *o, Py_buffer *b, Owners *out);
 int claim_pages(Owners *o, const i64 *pages, i64 count);
+void mark_taken(Owners *o, const i64 *pages, i64 count);
 int arg_bufs(PyObject *in, Py_buffer *in_buf, PyObject *out, Py_buffer *out_buf);
 void release2(Py_buffer *a, Py_buffer *b);
 int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name);

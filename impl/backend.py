@@ -37,7 +37,7 @@ Each method's contract:
   the backend has one (:class:`~kvpool.impl.native_ops.NativeOps`): the pages of ``source`` (a
   ``free()`` input tensor, or a group's deferred parts), sorted distinct when ``dedup``, written
   to ``view[at, at + k)`` (``backwards``: ``[at - k, at)``) modulo its length, their bits in
-  ``owners`` (:attr:`kvpool.impl.ownership.Ownership.bits`) cleared; ``k``, or ``-1 - k`` with
+  ``owners`` (:attr:`kvpool.impl.ownership.Ownership.raw`) cleared; ``k``, or ``-1 - k`` with
   nothing written when ``k > room``; None (nothing written, no bit changed) for the caller's
   two-step path, also when a page is not handed out or named twice (the two-step path's guard
   raises). Here: always None.
@@ -230,6 +230,28 @@ def _host(t: torch.Tensor) -> np.ndarray:
     return host if host.ndim == 1 else host.reshape(-1)
 
 
+def check_host_batch(prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor | None,
+                     seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                     last_loc: torch.Tensor, extend_num_tokens: int | None) -> None:
+    """Before anything moves on the host backends' two-step path: the ``*_cpu`` lengths hold
+    the values of the others (``EXTEND-1`` / ``DECODE-1``: the counts come from them, the layout
+    from the others), and an extend batch is regular (:func:`_check_regular`; a decode,
+    ``extend_num_tokens`` None: ``seq_lens`` and ``last_loc`` of one length). Raises
+    ContractViolation; reads host tensors only."""
+    clause = "DECODE-1" if extend_num_tokens is None else "EXTEND-1"
+    pairs = [(seq_lens, seq_lens_cpu, "seq_lens")]
+    if prefix_lens_cpu is not None:
+        pairs.append((prefix_lens, prefix_lens_cpu, "prefix_lens"))
+    for given, host, name in pairs:
+        if given is not host and not np.array_equal(_host(given), _host(host)):
+            raise ContractViolation(clause, f"{name}_cpu does not hold the values of {name}")
+    if extend_num_tokens is not None:
+        _check_regular(prefix_lens, seq_lens, last_loc, extend_num_tokens)
+    elif seq_lens.numel() != last_loc.numel():
+        raise ContractViolation(clause, f"seq_lens has {seq_lens.numel()} values, last_loc "
+                                f"{last_loc.numel()}")
+
+
 def _check_regular(prefix_lens: torch.Tensor, seq_lens: torch.Tensor, last_loc: torch.Tensor,
                    extend_num_tokens: int) -> None:
     """Refuse, before any layout, a batch whose slots no layout can give: lengths of different
@@ -341,7 +363,7 @@ class NumpyOps(TorchOps):
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
         ps = self.page_size
         if seq_lens_cpu.numel() <= self._few_requests:  # host ints beat numpy calls
-            pre_list, seq_list = prefix_lens_cpu.tolist(), seq_lens_cpu.tolist()
+            pre_list, seq_list = _host(prefix_lens_cpu).tolist(), _host(seq_lens_cpu).tolist()
             # kept for the extend_slots call that follows when it gets these very tensors
             self._lists_of = (prefix_lens_cpu, seq_lens_cpu, pre_list, seq_list)
             return sum(-(-s // ps) + p // -ps for p, s in zip(pre_list, seq_list))
@@ -383,9 +405,9 @@ class NumpyOps(TorchOps):
             if known is not None and known[0] is prefix_lens and known[1] is seq_lens:
                 pre, seq = known[2], known[3]
             else:  # other tensors than the count read: their own values
-                pre, seq = prefix_lens.tolist(), seq_lens.tolist()
+                pre, seq = _host(prefix_lens).tolist(), _host(seq_lens).tolist()
             out = host_layout.extend_slots_few(
-                pre, seq, last_loc.tolist(), new_pages, self.page_size, extend_num_tokens,
+                pre, seq, _host(last_loc).tolist(), new_pages, self.page_size, extend_num_tokens,
                 self._counting, self._host_offsets)
         else:
             counted, self._arrays_of = self._arrays_of, None

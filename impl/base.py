@@ -36,7 +36,8 @@ class AllocatorBase(SglangSurface):
     paged: ClassVar[bool]
 
     def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: Any,
-                 kvcache: Any, need_sort: bool, *, checked: bool = False) -> None:
+                 kvcache: Any, need_sort: bool, *, checked: bool = False,
+                 guard: bool = True) -> None:
         if page_size < 1:
             raise ValueError(f"page_size must be >= 1, got {page_size}")
         if checked:
@@ -48,6 +49,7 @@ class AllocatorBase(SglangSurface):
         self._kvcache = kvcache
         self.need_sort = need_sort
         self.checked = checked
+        self.guard = guard  # the ownership guard (kvpool.impl.ownership), host backends only
         self._ops: TorchOps = ops_for(page_size, device)  # one of the four backends
         self._free: PageStack | PageRing = self._new_free_list(0)
         self._staged = Staging(self._free, self._ops)
@@ -87,8 +89,9 @@ class AllocatorBase(SglangSurface):
         self._table = PageStatusTable(self.num_pages) if self.checked else None
         # the ownership guard (kvpool.impl.ownership) on the host backends; its bitmap is
         # passed to the compiled one-pass calls
-        self._owners = Ownership(self.num_pages) if isinstance(self._ops, NumpyOps) else None
-        self._owner_bits = None if self._owners is None else self._owners.bits
+        host = isinstance(self._ops, NumpyOps)
+        self._owners = Ownership(self.num_pages) if self.guard and host else None
+        self._owner_bits = None if self._owners is None else self._owners.raw
 
     def resize(self, config: ResizeConfig) -> None:
         """``size = config.max_total_num_tokens`` (non-negative), then ``clear()`` (``LIFE-2``)."""
@@ -294,6 +297,24 @@ class AllocatorBase(SglangSurface):
             self._free.pushed(num_pages)
             self._free_sorted = False
         return True
+
+    def check_release_of(self, free_index: torch.Tensor) -> None:
+        """The ownership guard's check of ``free(free_index)`` without releasing anything
+        (``FREE-1..3``; a composite checks every side before it changes any). No-op on device
+        backends and for an empty input."""
+        if self._owners is not None and free_index.numel():
+            self._owners.check_release(self._pages_of_free(free_index), page_size=self.page_size)
+
+    def check_group_end(self) -> None:
+        """The ownership guard's check of what :meth:`free_group_end` would release, without
+        releasing anything (``FREE-1..3``, ``GROUP-6``). No-op without an open group."""
+        if self._owners is None or self.free_group is None:
+            return
+        parts = [self._pages_of_group(self.free_group)] if self.free_group else []
+        parts += self._group_segments or []
+        if parts:
+            self._owners.check_release(np.concatenate([host_pages(p) for p in parts]),
+                                       page_size=self.page_size)
 
     def _guard_release(self, parts: list[Any]) -> None:
         """Before a release of the pages of ``parts`` (1-D tensors or backend-form pages) end to

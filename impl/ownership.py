@@ -14,7 +14,7 @@ release and every ``last_loc`` be checked in the passes that already touch those
 
 Each refusal raises :class:`~kvpool.spec.errors.ContractViolation` before anything changes
 (``ERR-1``). The compiled backend (``kvpool.impl._native``) reads and writes the same bitmap
-(:attr:`Ownership.bits`) in its one-pass calls and declines (nothing moved) where this class
+(:attr:`Ownership.raw`) in its one-pass calls and declines (nothing moved) where this class
 then raises; this class is the numpy form of those passes and the one that reports. Device
 backends (CUDA) keep no bitmap: a host check there would cost a device sync per call.
 
@@ -43,15 +43,19 @@ def host_pages(pages: Any) -> np.ndarray:
 class Ownership:
     """One bit per page of a pool of ``num_pages`` pages: set while the page is handed out.
 
-    Representation: ``bits``, a uint8 array of ``num_pages // 8 + 1`` bytes; page ``p`` is bit
-    ``p & 7`` of byte ``p >> 3``. Every page starts free (all bits clear, :meth:`reset`).
+    Representation: ``raw``, a bytearray of ``num_pages // 8 + 1`` bytes (``bits``: a numpy
+    view of it); page ``p`` is bit ``p & 7`` of byte ``p >> 3``. Every page starts free (all
+    bits clear, :meth:`reset`).
     Invariant (:meth:`disagreements`): the set bits are exactly the pages that are neither free
     nor staged.
     """
 
     def __init__(self, num_pages: int) -> None:
         self.num_pages = num_pages
-        self.bits = np.zeros(num_pages // 8 + 1, dtype=np.uint8)
+        # a bytearray (the compiled calls take its buffer, much cheaper to export than a numpy
+        # array's) seen as a writable numpy array here
+        self.raw = bytearray(num_pages // 8 + 1)
+        self.bits = np.frombuffer(self.raw, dtype=np.uint8)
 
     def reset(self) -> None:
         """Every page free (``clear``)."""

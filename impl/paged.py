@@ -9,6 +9,7 @@ import torch
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.layout import merge_bound
 
+from .backend import check_host_batch
 from .base import AllocatorBase
 from .checked import host_list
 from .freelist import PageStack
@@ -60,17 +61,29 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
     results, same costs in O terms.
 
     A shortage is decided on the host before any tensor is read: the call returns None and
-    nothing changes (``EXTEND-6``). With ``checked=True`` every caller error raises
-    ContractViolation naming its clause before any change (``ERR-1``); checked calls read their
-    arguments on the host (a sync).
+    nothing changes (``EXTEND-6``).
+
+    The unchecked path (``checked=False``, the default) is memory-safe for any input: only an
+    exact int64 contiguous CPU ``torch.Tensor`` is read in place, every size is checked before
+    a write, and no result holds a value it did not compute. On the CPU its ownership guard (one
+    bit per page, :mod:`kvpool.impl.ownership`; ``guard=False`` turns it off) refuses, with
+    ContractViolation and nothing changed: ids outside the pool or negative (``FREE-1``), page 0
+    (``FREE-2``), a page not handed out or named twice (``FREE-3``, also when a group ends), a
+    ``last_loc`` of a continued request not on a page handed out (``EXTEND-3`` / ``DECODE-3``),
+    ``*_cpu`` lengths that disagree or an irregular batch (``EXTEND-1/2``, ``DECODE-1``). On CUDA
+    ids are not checked (a host check would sync). With ``checked=True`` every caller rule is
+    checked, layouts and ``last_loc`` arithmetic included, before any change (``ERR-1``);
+    checked calls read their arguments on the host (a sync). ``docs/fast-path-safety.md`` has
+    the full table.
     """
 
     paged = True
     _free: PageStack
 
     def __init__(self, size: int, page_size: int, dtype: torch.dtype, device: Any, kvcache: Any,
-                 need_sort: bool, *, checked: bool = False) -> None:
-        super().__init__(size, page_size, dtype, device, kvcache, need_sort, checked=checked)
+                 need_sort: bool, *, checked: bool = False, guard: bool = True) -> None:
+        super().__init__(size, page_size, dtype, device, kvcache, need_sort, checked=checked,
+                         guard=guard)
 
     def _new_free_list(self, capacity: int) -> PageStack:
         return PageStack(capacity, self.device, self._ops)
@@ -138,7 +151,9 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
             if num_new_pages is not None and num_new_pages != sum(per_request):
                 raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
                                         f"Σ new pages {sum(per_request)}")
-        if self._owners is not None:  # the guard: a continued prefix's page is handed out
+        if self._owners is not None:  # the guard: a regular batch, a continued prefix's page
+            check_host_batch(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
+                             extend_num_tokens)  # handed out; before anything moves
             self._owners.check_last_loc(prefix_lens, last_loc, page_size=ps, clause="EXTEND-3")
         bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         # counted even when given: the CPU backend keeps the host lengths it reads for the
@@ -168,6 +183,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                 out, stack.top, staged.count = one_pass
                 return out
         if self._owners is not None:  # the guard: a request past its first token continues
+            check_host_batch(seq_lens, None, seq_lens, seq_lens_cpu, last_loc, None)
             self._owners.check_last_loc(host_pages(seq_lens) - 1, last_loc,
                                         page_size=self.page_size, clause="DECODE-3")
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)

@@ -259,6 +259,8 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             return
         if self.checked:
             self._check_swa_release(free_index, "free_swa")
+        else:  # the guard: live full pages, before the pairs or either side change
+            self.full_attn_allocator.check_release_of(free_index)
         self._free_swa(free_index)
 
     def _free_swa(self, free_index: torch.Tensor) -> None:
@@ -284,7 +286,7 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             slots = host_list(free_index)
             hr.check_slots(slots, self.page_size, self.full_attn_allocator.num_pages)
             hr.check_peers_released(slots, self._peers(free_index), "free_full")
-        self.full_attn_allocator.free(free_index)
+        self.full_attn_allocator.free(free_index)  # guarded there, before any change
 
     def free(self, free_index: torch.Tensor) -> None:
         """``free_swa`` then ``free_full``, validated as one call (``SWA-13``)."""
@@ -296,6 +298,8 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             assert table is not None
             table.check_free(free_index, paged=self.page_size > 1, page_size=self.page_size,
                              group_open=self.free_group is not None)
+        elif self.free_group is None:  # the guard: the full side first, before any change
+            self.full_attn_allocator.check_release_of(free_index)
         self._free_swa(free_index)
         self.full_attn_allocator.free(free_index)
 
@@ -391,6 +395,7 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
         """SWA page ids, then SWA ``free()`` pages, then the full side (``SWA-15``)."""
         if self.free_group is None:
             return
+        self.full_attn_allocator.check_group_end()  # the guard: before either side changes
         page_ids, freed = self.swa_page_ids_group, self.swa_free_group
         self.free_group, self.swa_free_group, self.swa_page_ids_group = None, [], []
         if page_ids:

@@ -47,8 +47,9 @@ class TokenToKVPoolAllocator(AllocatorBase):
     paged = False
 
     def __init__(self, size: int, dtype: torch.dtype, device: Any, kvcache: Any,
-                 need_sort: bool, *, checked: bool = False) -> None:
-        super().__init__(size, 1, dtype, device, kvcache, need_sort, checked=checked)
+                 need_sort: bool, *, checked: bool = False, guard: bool = True) -> None:
+        super().__init__(size, 1, dtype, device, kvcache, need_sort, checked=checked,
+                         guard=guard)
 
     def _new_free_list(self, capacity: int) -> PageRing:
         return PageRing(capacity, self.device, self._ops)

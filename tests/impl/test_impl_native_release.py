@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, base
 from kvpool.impl.backend import NumpyOps
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.spec.errors import ContractViolation
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="extension not built")
 
@@ -556,11 +557,10 @@ def test_one_pass_take_leaves_an_unsorted_list_to_the_full_merge(call: str) -> N
 
 
 @pytest.mark.parametrize("extra", [1, -1])
-def test_irregular_extend_batch_after_an_in_place_merge(extra: int) -> None:
+def test_irregular_extend_batch_is_refused_before_any_merge(extra: int) -> None:
     """A batch whose ``extend_num_tokens`` disagrees with its lengths (unchecked): the one pass
-    merges in place when the bound exceeds the list, then hands the batch to the two-step form,
-    which gives the numpy backend's answer (its result or its error) on the same merged
-    state."""
+    hands it to the two-step form before anything moves, and both backends refuse it
+    (``EXTEND-1``) with the staged pages still staged, although the bound exceeds the list."""
     ps = 4
     pair = _paged_pair(10, ps)
     for alloc in pair:
@@ -568,15 +568,11 @@ def test_irregular_extend_batch_after_an_in_place_merge(extra: int) -> None:
         assert got is not None
         alloc.free(got[4 * ps :])  # staged right below the front; 2 pages free
     pre, seq = torch.tensor([0, 0]), torch.tensor([5, 3])  # 3 new pages, bound 2 + 2 + 1 > 2
-    answers = []
     for alloc in pair:
-        try:
-            answers.append(alloc.alloc_extend(pre, pre, seq, seq, torch.tensor([-1, -1]),
-                                              8 + extra).tolist())
-        except Exception as error:  # compared between the backends
-            answers.append(type(error))
-    assert answers[0] == answers[1]
-    assert len(pair[0]._staged) == 0  # merged before the layout was found irregular
+        staged = len(alloc._staged)
+        with pytest.raises(ContractViolation, match="EXTEND-1"):
+            alloc.alloc_extend(pre, pre, seq, seq, torch.tensor([-1, -1]), 8 + extra)
+        assert len(alloc._staged) == staged == 4  # nothing merged
     _same_state(pair)
 
 
