@@ -15,8 +15,9 @@ Two switches, read as SGLang reads them (the table is ``docs/sglang-debug-checks
   ``SGLANG_ENABLE_ASYNC_ASSERT`` as STRICT): the hybrid allocator's ``expect`` checks -- a slot
   given to an SWA release whose peer is already gone (``SWA-11``; SGLang's ``swa.peer_mapped``,
   fatal from WARN) and one given to ``free_full`` whose peer is still mapped (``SWA-12``;
-  ``swa.peer_released``, fatal at STRICT, a warning at WARN). Off (neither variable set), the
-  cost is two ``os.environ`` lookups per release call.
+  ``swa.peer_released``, fatal at STRICT, a warning at WARN). Off (neither variable set, the
+  SWA side's ``debug_mode`` off), a hybrid release call costs one more Python frame, two
+  ``os.environ`` lookups and (segments) an attribute read.
 
 Every failure is a :class:`ContractAssertionError` (an ``AssertionError`` carrying the clause),
 raised before anything changes -- SGLang's own paged asserts run after the free list changed.
@@ -175,11 +176,16 @@ class DebugSwitch:
 
 
 # -- SGLANG_INVARIANT_CHECK: the hybrid allocator's expect() checks ---------------------------
+def _invariants_set() -> bool:
+    """Whether either of SGLang's invariant-check variables is set (two dict lookups)."""
+    environ = os.environ
+    return INVARIANT_ENV in environ or LEGACY_ASSERT_ENV in environ
+
+
 def invariant_level() -> int:
     """SGLang's ``resolve_level()``: OFF (0) unless ``SGLANG_INVARIANT_CHECK`` is set (then its
     value) or ``SGLANG_ENABLE_ASYNC_ASSERT`` is true (STRICT). Two dict lookups when unset."""
-    environ = os.environ
-    if INVARIANT_ENV not in environ and LEGACY_ASSERT_ENV not in environ:
+    if not _invariants_set():
         return OFF
     from sglang.srt.utils.invariants import resolve_level
 
@@ -195,6 +201,7 @@ class HybridDebugChecks:
     full_to_swa_index_mapping: torch.Tensor
 
     def _expect_peers(self, slots: torch.Tensor, *, mapped: bool, call: str) -> None:
+        """SGLang's ``expect`` on the mapped peers of ``slots`` at the current level."""
         level = invariant_level()
         if level == OFF or slots.numel() == 0:
             return
@@ -215,12 +222,13 @@ class HybridDebugChecks:
     def _check_segment_swa(self, free_index: torch.Tensor, start_pos: int) -> None:
         """SGLang's SWA-side segment checks: every representative mapped (invariant check), and
         in the SWA side's debug mode its SWA pages exactly the mapped pages (``SWA-3``)."""
-        if free_index.numel() == 0:
-            return
         ps = self.page_size
+        debug = ps > 1 and self.swa_attn_allocator.debug_mode
+        if not (debug or _invariants_set()) or free_index.numel() == 0:
+            return  # both switches off: two dict lookups and an attribute read
         reps = _segment_reps(free_index, start_pos, ps)
         self._expect_peers(reps, mapped=True, call="free_swa_segment")
-        if ps == 1 or not self.swa_attn_allocator.debug_mode:
+        if not debug:
             return
         mapping = self.full_to_swa_index_mapping
         swa_pages = (mapping[reps.to(torch.int64)] // ps).cpu()
@@ -232,12 +240,12 @@ class HybridDebugChecks:
                            "to")
 
     def free_swa(self, free_index: torch.Tensor) -> None:
-        if self.page_size == 1:
+        if self.page_size == 1 and _invariants_set():
             self._expect_peers(free_index, mapped=True, call="free_swa")
         super().free_swa(free_index)  # type: ignore[misc]
 
     def free(self, free_index: torch.Tensor) -> None:
-        if self.page_size == 1:
+        if self.page_size == 1 and _invariants_set():
             self._expect_peers(free_index, mapped=True, call="free")
         super().free(free_index)  # type: ignore[misc]
 
@@ -246,17 +254,20 @@ class HybridDebugChecks:
         super().free_swa_segment(free_index, start_pos=start_pos)  # type: ignore[misc]
 
     def free_segments(self, segments: Any) -> None:
-        segments = list(segments)
-        for free_index, start_pos in segments:
-            self._check_segment_swa(free_index, start_pos)
+        if _invariants_set() or (self.page_size > 1 and self.swa_attn_allocator.debug_mode):
+            segments = list(segments)
+            for free_index, start_pos in segments:
+                self._check_segment_swa(free_index, start_pos)
         super().free_segments(segments)  # type: ignore[misc]
 
     def free_full(self, free_index: torch.Tensor) -> None:
-        self._expect_peers(free_index, mapped=False, call="free_full")
+        if _invariants_set():
+            self._expect_peers(free_index, mapped=False, call="free_full")
         super().free_full(free_index)  # type: ignore[misc]
 
     def free_full_segments(self, segments: Any) -> None:
-        segments = list(segments)
-        for free_index, _ in segments:
-            self._expect_peers(free_index, mapped=False, call="free_full_segment")
+        if _invariants_set():
+            segments = list(segments)
+            for free_index, _ in segments:
+                self._expect_peers(free_index, mapped=False, call="free_full_segment")
         super().free_full_segments(segments)  # type: ignore[misc]
