@@ -42,7 +42,7 @@ class Call:
     name: str
     kind: str
     params: tuple[str, ...]
-    spec: Callable[[AllocatorModel, Args], Any]
+    spec: Callable[[Any, Args], Any]  # the family's spec model (AllocatorModel, HybridModel)
     target: Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]
     source: Callable[[Args, str], list[str]]
     raise_clause: str

@@ -20,7 +20,7 @@ import builtins
 import dataclasses
 import importlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 SEGMENT_MODES = ("shared", "disjoint", "none")
 ERROR_FIELDS = ("checked", "shortage_raises")  # fields holding exception types
@@ -113,6 +113,8 @@ class Capabilities:
     ownership: bool = True
     divergences: tuple[str, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    # fields a family's targets do not use: not printed (HybridCapabilities names some)
+    UNUSED: ClassVar[tuple[str, ...]] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "checked", error_types(self.checked))
@@ -162,7 +164,9 @@ class Capabilities:
         mode = order or ("exact" if self.reference_order else "contract")
         src = order_source or ("option" if order else self.source_of("reference_order"))
         fields = [
-            f.name for f in dataclasses.fields(self) if f.name not in ("sources", "divergences")
+            f.name
+            for f in dataclasses.fields(self)
+            if f.name not in ("sources", "divergences", *self.UNUSED)
         ]
         items = [f"{n}={self.value_text(n)} ({self.source_of(n)})" for n in fields]
         if self.divergences:

@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from .capabilities import Capabilities
+from .clausemap import ClauseMap
 from .coverage import EVENTS
 from .unexercised import NOT_EXERCISED
 
-__all__ = ["NOT_EXERCISED", "TargetClauses", "exercised", "expected", "per_target", "report"]
-
-REJECTED = "rejected:"  # event-name prefix of a bad call's clause (counted by the executor)
+__all__ = [
+    "NOT_EXERCISED", "SINGLE", "ClauseMap", "TargetClauses", "exercised", "expected", "per_target",
+    "report",
+]
 
 # clause -> events whose occurrence is a case that could violate it
 CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
@@ -112,34 +114,24 @@ ORDER_CLAUSES = frozenset(
 )
 
 
-def mapped() -> set[str]:
-    """Every clause some run can exercise: by a valid call's event, a rejection, or ERR-1."""
-    return {*CLAUSE_EVENTS, *BAD_CLAUSES.values(), "ERR-1"}
+SINGLE = ClauseMap(EVENTS, CLAUSE_EVENTS, BAD_CLAUSES, ORDER_CLAUSES)
 
 
-def exercised(counts: Mapping[str, int], order: str) -> Counter[str]:
+def mapped(cmap: ClauseMap = SINGLE) -> set[str]:
+    """Every clause a run of the family can exercise: by an event, a rejection, or ERR-1."""
+    return cmap.mapped()
+
+
+def exercised(counts: Mapping[str, int], order: str, cmap: ClauseMap = SINGLE) -> Counter[str]:
     """Clause -> how often one configuration's checks ran on a case that could violate it."""
-    out: Counter[str] = Counter()
-    for clause, events in CLAUSE_EVENTS.items():
-        if order == "exact" or clause not in ORDER_CLAUSES:
-            out[clause] += sum(counts.get(e, 0) for e in events)
-    for name, n in counts.items():
-        if name.startswith(REJECTED):
-            out[name.removeprefix(REJECTED)] += n
-            out["ERR-1"] += n
-    return +out
+    return cmap.exercised(counts, order)
 
 
-def expected(caps: Capabilities, page_size: int, need_sort: bool, order: str) -> set[str]:
+def expected(
+    caps: Capabilities, page_size: int, need_sort: bool, order: str, cmap: ClauseMap = SINGLE
+) -> set[str]:
     """The clauses one configuration can exercise (an event of each is reachable there)."""
-    reach = {name for name, e in EVENTS.items() if e.needs(caps, page_size, need_sort)}
-    out = {
-        clause
-        for clause, events in CLAUSE_EVENTS.items()
-        if reach.intersection(events) and (order == "exact" or clause not in ORDER_CLAUSES)
-    }
-    bad = {clause for kind, clause in BAD_CLAUSES.items() if f"bad.{kind}" in reach}
-    return out | bad | ({"ERR-1"} if bad else set())
+    return cmap.expected(caps, page_size, need_sort, order)
 
 
 def summary(found: Counter[str], wanted: set[str]) -> str:
@@ -181,14 +173,16 @@ class TargetClauses:
         return sorted((c for c in self.wanted if not self.found[c]), key=clause_key)
 
 
-def per_target(results: Sequence[Any], targets: Sequence[Any]) -> list[TargetClauses]:
+def per_target(
+    results: Sequence[Any], targets: Sequence[Any], cmap: ClauseMap = SINGLE
+) -> list[TargetClauses]:
     """One :class:`TargetClauses` per target of a run (``results[i]`` ran ``targets[i]``)."""
     out: dict[str, TargetClauses] = {}
     for r, t in zip(results, targets):
         cfg = r.config
         tc = out.setdefault(r.target, TargetClauses(r.target, Counter(), set()))
-        tc.found.update(exercised(r.coverage, cfg.order))
-        tc.wanted |= expected(t.caps, cfg.page_size, cfg.need_sort, cfg.order)
+        tc.found.update(cmap.exercised(r.coverage, cfg.order))
+        tc.wanted |= cmap.expected(t.caps, cfg.page_size, cfg.need_sort, cfg.order)
     return list(out.values())
 
 

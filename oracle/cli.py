@@ -1,5 +1,7 @@
-"""``python -m kvpool.oracle``: run the conformance matrix, replay a JSON trace, or run the
-hybrid sliding-window oracle (``hybrid``, :mod:`kvpool.oracle.hybrid_cli`).
+"""``python -m kvpool.oracle``: run the conformance matrix of an allocator family, or replay a
+JSON trace. ``--family hybrid`` (or the older form ``python -m kvpool.oracle hybrid TARGET ...``)
+runs the sliding-window family (:mod:`kvpool.oracle.families`) through the same run, report,
+coverage and clause gate.
 
 Every run starts with the capabilities in force per target (``Capabilities.in_force``) and the
 inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from . import clauses, coverage
+from .clausemap import ClauseMap
 from .runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Result, run_config, run_for
 from .targets import Config, Target
 
@@ -81,7 +84,13 @@ def _run_parser() -> argparse.ArgumentParser:
         + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("target", nargs="?", default=None)
+    p.add_argument("target", nargs="*", default=None, help="one or more targets (or a comma list)")
+    p.add_argument(
+        "--family",
+        default="single",
+        help="allocator family: single (default) or hybrid (sliding-window allocators; "
+        "targets kvpool-swa, kvpool-swa-unchecked, sglang-swa or module:factory)",
+    )
     p.add_argument(
         "--order",
         choices=("exact", "contract"),
@@ -120,8 +129,8 @@ def _run_parser() -> argparse.ArgumentParser:
     budget.add_argument(
         "--examples",
         type=_positive(int),
-        default=DEFAULT_EXAMPLES,
-        help=f"examples per configuration (default {DEFAULT_EXAMPLES})",
+        default=None,
+        help=f"examples per configuration (default {DEFAULT_EXAMPLES}; hybrid: 60)",
     )
     budget.add_argument(
         "--minutes",
@@ -131,7 +140,12 @@ def _run_parser() -> argparse.ArgumentParser:
         f"KVPOOL_PROFILE=soak sets {SOAK_MINUTES} (a soak: about 10^6 calls in the kvpool matrix)",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
-    p.add_argument("--steps", type=_positive(int), default=DEFAULT_STEPS, help="calls per example")
+    p.add_argument(
+        "--steps",
+        type=_positive(int),
+        default=None,
+        help=f"calls per example (default {DEFAULT_STEPS}; hybrid: 30)",
+    )
     p.add_argument(
         "--require-coverage",
         action="store_true",
@@ -161,16 +175,24 @@ def run_main(argv: list[str]) -> int:
     soak = os.environ.get("KVPOOL_PROFILE") == "soak" and "--examples" not in argv
     if args.minutes is None and soak:
         args.minutes = SOAK_MINUTES
+    from .families import FAMILY_MODULES, family
     from .plan import UsageError, plan
 
+    if args.family not in FAMILY_MODULES:
+        known = ", ".join(FAMILY_MODULES)
+        return _fail_usage(f"unknown family {args.family!r} (known: {known})")
+    fam = family(args.family)
+    args.examples = args.examples or fam.default_examples
+    args.steps = args.steps or fam.default_steps
     try:
         planned = plan(
-            args.target,
+            ",".join(args.target) or None,
             order=args.order,
             page_sizes=_flat(args.page_sizes),
             need_sort=_flat(args.need_sort),
             declare=args.declare,
             device=args.device,
+            family=args.family,
         )
     except UsageError as err:
         return _fail_usage(str(err), err.trace)
@@ -185,24 +207,26 @@ def run_main(argv: list[str]) -> int:
             results.append(_run_one(p.target, config, args))
     _summary(results, time.perf_counter() - start)
     targets = [p.target for p in planned for _ in p.configs]
-    found = _coverage(results, targets, args)
-    per_clause = clauses.per_target(results, targets)
+    found = _coverage(results, targets, args, fam.clauses)
+    per_clause = clauses.per_target(results, targets, fam.clauses)
     print(clauses.report(per_clause, args.require_coverage))
     if args.json:
-        write_report(Path(args.json), results, targets, found, per_clause)
+        write_report(Path(args.json), results, targets, found, per_clause, fam.clauses)
     gaps = any(tc.missing() for tc in found) or any(tc.missing() for tc in per_clause)
     failed = not all(r.ok for r in results) or (args.require_coverage and gaps)
     return 1 if failed or not results else 0
 
 
 def _coverage(
-    results: list[Result], targets: list[Target], args: argparse.Namespace
+    results: list[Result], targets: list[Target], args: argparse.Namespace, cmap: ClauseMap
 ) -> list[coverage.TargetCoverage]:
     """Print the coverage table and the gate's verdict; return the coverage per target."""
     per_target: dict[str, coverage.TargetCoverage] = {}
     for r, t in zip(results, targets):
-        needed = coverage.required(t.caps, r.config.page_size, r.config.need_sort)
-        tc = per_target.setdefault(r.target, coverage.TargetCoverage(r.target, []))
+        needed = cmap.required(t.caps, r.config.page_size, r.config.need_sort)
+        tc = per_target.setdefault(
+            r.target, coverage.TargetCoverage(r.target, [], events=cmap.events)
+        )
         tc.columns.append((_short(r), r.coverage, needed))
     found = list(per_target.values())
     print("\ncoverage (events reached; - = cannot be reached, 0! = the gate's misses)")
@@ -218,7 +242,7 @@ def _coverage(
 
 
 def _short(r: Result) -> str:
-    kind = "tok" if r.target.endswith("token") else "pg"
+    kind = "tok" if r.target.endswith("token") else "swa" if "swa" in r.target else "pg"
     return f"{kind}{r.config.page_size}{'s' if r.config.need_sort else ''}"
 
 
@@ -228,6 +252,7 @@ def write_report(
     targets: list[Target],
     found: list[coverage.TargetCoverage],
     per_clause: list[clauses.TargetClauses],
+    cmap: ClauseMap = clauses.SINGLE,
 ) -> None:
     """The run as JSON: per configuration its result, counts, coverage and clauses exercised;
     per target the events and the expected clauses the gate found missing, and the clauses
@@ -243,10 +268,11 @@ def write_report(
             "examples": r.examples,
             "calls": r.calls,
             "seconds": round(r.seconds, 3),
+            "step_hash": r.step_hash,
             "clause": r.failure.clause if r.failure else None,
             "error": r.error,
             "coverage": dict(sorted(r.coverage.items())),
-            "clauses": dict(sorted(clauses.exercised(r.coverage, r.config.order).items())),
+            "clauses": dict(sorted(cmap.exercised(r.coverage, r.config.order).items())),
         }
         for r, t in zip(results, targets)
     ]
@@ -338,7 +364,8 @@ def replay_main(argv: list[str]) -> int:
     except (OSError, ValueError, TypeError, KeyError) as err:
         return _fail_usage(f"cannot read trace {args.trace}: {err}")
     try:
-        targets = [p.target for p in plan(args.target or trace.target, device=trace.device)]
+        planned = plan(args.target or trace.target, device=trace.device, family=trace.family)
+        targets = [p.target for p in planned]
     except UsageError as err:
         return _fail_usage(str(err), err.trace)
     if len(targets) != 1:
@@ -357,8 +384,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
         return replay_main(argv[1:])
-    if argv and argv[0] == "hybrid":
-        from .hybrid_cli import hybrid_main
-
-        return hybrid_main(argv[1:])
+    if argv and argv[0] == "hybrid":  # the older form of --family hybrid
+        return run_main(["--family", "hybrid", *argv[1:]])
     return run_main(argv)

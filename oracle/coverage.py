@@ -11,8 +11,8 @@ fails a configuration in which an event its capabilities allow stayed at zero.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvpool.spec import AllocatorModel
@@ -37,7 +37,7 @@ class Event:
     doc: str
 
 
-def _always(c: Capabilities, ps: int, ns: bool) -> bool:
+def always(c: Capabilities, ps: int, ns: bool) -> bool:
     return True
 
 
@@ -61,21 +61,21 @@ def _both(*preds: Needs) -> Needs:
     return lambda c, ps, ns: all(p(c, ps, ns) for p in preds)
 
 
-def _cap(name: str) -> Needs:
+def cap(name: str) -> Needs:
     return lambda c, ps, ns: bool(getattr(c, name))
 
 
-_groups, _segs = _cap("groups"), (lambda c, ps, ns: c.segments != "none")
+_groups, _segs = cap("groups"), (lambda c, ps, ns: c.segments != "none")
 _shared = lambda c, ps, ns: c.segments == "shared" and ps > 1  # noqa: E731
-_checked = _cap("checked")
+_checked = cap("checked")
 
 
 def _table() -> dict[str, Event]:
     rows: list[tuple[str, str, Needs, str]] = [
-        ("alloc.ok", "ALLOC-4", _always, "alloc handed out whole pages"),
-        ("alloc.zero", "ALLOC-2", _always, "alloc(0) returned []"),
-        ("alloc.short_empty", "ALLOC-3", _always, "alloc short with no page free or staged"),
-        ("alloc.short_partial", "ALLOC-3", _always, "alloc short while some pages are free"),
+        ("alloc.ok", "ALLOC-4", always, "alloc handed out whole pages"),
+        ("alloc.zero", "ALLOC-2", always, "alloc(0) returned []"),
+        ("alloc.short_empty", "ALLOC-3", always, "alloc short with no page free or staged"),
+        ("alloc.short_partial", "ALLOC-3", always, "alloc short while some pages are free"),
         ("extend.ok", "EXTEND-4", _extend, "alloc_extend succeeded"),
         ("extend.short_empty", "EXTEND-6", _extend, "alloc_extend short, nothing free"),
         ("extend.short_partial", "EXTEND-6", _extend, "alloc_extend short, some pages free"),
@@ -90,17 +90,17 @@ def _table() -> dict[str, Event]:
         ("merge.alloc", "ALLOC-5", _sorted, "alloc merged the staged pages first"),
         ("merge.extend", "EXTEND-7", _both(_sorted, _extend), "alloc_extend merged first"),
         ("merge.decode", "DECODE-7", _both(_sorted, _decode), "alloc_decode merged first"),
-        ("merge.explicit", "SORT-3", _both(_sorted, _cap("merge")), "merge_and_sort_free merged"),
-        ("free.many_pages", "FREE-4", _always, "a free released >= 2 pages"),
+        ("merge.explicit", "SORT-3", _both(_sorted, cap("merge")), "merge_and_sort_free merged"),
+        ("free.many_pages", "FREE-4", always, "a free released >= 2 pages"),
         ("free.unordered", "FREE-5", lambda c, ps, ns: not c.paged, "a token free, not ascending"),
-        ("free.empty", "FREE-6", _always, "an empty free"),
-        ("free.full", "FREE-7", _cap("base_api"), "free_full released pages"),
+        ("free.empty", "FREE-6", always, "an empty free"),
+        ("free.full", "FREE-7", cap("base_api"), "free_full released pages"),
         ("free.staged", "SORT-1", _sorted, "a free staged its pages"),
-        ("free.page_ids", "FREE-8", _cap("page_ids"), "free_page_ids released >= 2 pages"),
+        ("free.page_ids", "FREE-8", cap("page_ids"), "free_page_ids released >= 2 pages"),
         (
             "group.page_ids",
             "GROUP-4",
-            _both(_groups, _cap("page_ids")),
+            _both(_groups, cap("page_ids")),
             "a free_page_ids deferred by a group",
         ),
         (
@@ -125,17 +125,17 @@ def _table() -> dict[str, Event]:
             "a segment starting and ending mid-page across >= 3 pages",
         ),
         ("seg.single", "SEG-2", _segs, "free_segment released pages"),
-        ("life.clear", "LIFE-1", _cap("clear"), "clear() mid-run"),
-        ("life.clear_staged", "LIFE-1", _both(_sorted, _cap("clear")), "clear() with pages staged"),
-        ("life.resize", "LIFE-2", _cap("resize"), "resize() mid-run"),
+        ("life.clear", "LIFE-1", cap("clear"), "clear() mid-run"),
+        ("life.clear_staged", "LIFE-1", _both(_sorted, cap("clear")), "clear() with pages staged"),
+        ("life.resize", "LIFE-2", cap("resize"), "resize() mid-run"),
         ("life.ragged", "MODEL-1", _paged, "a pool whose size is not a multiple of the page"),
-        ("life.translate", "LIFE-3", _cap("base_api"), "translate_kv_indices_for_transfer"),
-        ("cap.evict", "CAP-1", _cap("capacity_hooks"), "the tree cache was asked to evict"),
-        ("cap.check_false", "CAP-2", _cap("capacity_hooks"), "check_decode_capacity said no"),
-        ("cap.byte_accounting", "CAP-3", _cap("base_api"), "verify_byte_accounting() read"),
-        ("alias.held", "ALIAS-1", _always, "a result re-checked after later calls"),
-        ("alias.inputs", "ALIAS-2", _cap("ownership"), "the caller overwrote a free's input"),
-        ("alias.results", "ALIAS-3", _cap("ownership"), "the caller wrote into a census"),
+        ("life.translate", "LIFE-3", cap("base_api"), "translate_kv_indices_for_transfer"),
+        ("cap.evict", "CAP-1", cap("capacity_hooks"), "the tree cache was asked to evict"),
+        ("cap.check_false", "CAP-2", cap("capacity_hooks"), "check_decode_capacity said no"),
+        ("cap.byte_accounting", "CAP-3", cap("base_api"), "verify_byte_accounting() read"),
+        ("alias.held", "ALIAS-1", always, "a result re-checked after later calls"),
+        ("alias.inputs", "ALIAS-2", cap("ownership"), "the caller overwrote a free's input"),
+        ("alias.results", "ALIAS-3", cap("ownership"), "the caller wrote into a census"),
     ]
     for lo, hi in BATCH_BUCKETS:
         rows.append((f"extend.bs_{lo}_{hi}", "EXTEND-4", _extend, f"alloc_extend of {lo}-{hi}"))
@@ -147,13 +147,13 @@ def _table() -> dict[str, Event]:
 
 # Bad-input kinds (``kvpool.oracle.badcalls``) and when a target can be sent them.
 BAD_NEEDS: dict[str, Needs] = {
-    "double_free": _always,
+    "double_free": always,
     "double_free_in_call": lambda c, ps, ns: not c.paged,
     "free_deferred_segment": lambda c, ps, ns: c.groups and c.segments != "none",
-    "page_zero": _always,
-    "out_of_range": _always,
+    "page_zero": always,
+    "out_of_range": always,
     "unaligned_alloc": lambda c, ps, ns: ps > 1,
-    "negative_alloc": _always,
+    "negative_alloc": always,
     "broken_last_loc": _extend,
     "broken_decode_last_loc": _decode,
     "nested_group": _groups,
@@ -311,9 +311,11 @@ def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: An
     return [e for e in found if e is not None]
 
 
-def required(caps: Capabilities, page_size: int, need_sort: bool) -> list[str]:
-    """The events one configuration can reach."""
-    return [e.name for e in EVENTS.values() if e.needs(caps, page_size, need_sort)]
+def required(
+    caps: Capabilities, page_size: int, need_sort: bool, events: Mapping[str, Event] = EVENTS
+) -> list[str]:
+    """The events one configuration can reach (of the family's table ``events``)."""
+    return [e.name for e in events.values() if e.needs(caps, page_size, need_sort)]
 
 
 @dataclass
@@ -327,6 +329,7 @@ class TargetCoverage:
 
     target: str
     columns: list[tuple[str, Counter[str], list[str]]]  # (label, counts, required) per config
+    events: Mapping[str, Event] = field(default_factory=lambda: EVENTS)  # the family's table
 
     def total(self) -> Counter[str]:
         out: Counter[str] = Counter()
@@ -336,7 +339,7 @@ class TargetCoverage:
 
     def required(self) -> list[str]:
         needed = {name for _, _, names in self.columns for name in names}
-        return [name for name in EVENTS if name in needed]
+        return [name for name in self.events if name in needed]
 
     def missing(self) -> list[str]:
         """Events some configuration can reach that no configuration reached."""
@@ -357,7 +360,7 @@ def table(targets: list[TargetCoverage]) -> str:
     width = max(7, *(len(c[0]) for c in cols))
     head = f"  {'event':27s} {'clause':9s} " + " ".join(f"{c[0]:>{width}s}" for c in cols)
     lines = [head]
-    for event in EVENTS.values():
+    for event in (targets[0].events if targets else EVENTS).values():
         cells = []
         for _, counts, needed, is_total in cols:
             n = counts.get(event.name, 0)

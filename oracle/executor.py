@@ -1,18 +1,18 @@
-"""Run one call on the target and on the spec side by side, and check everything after it.
+"""Run one call on a single-pool target and on the spec side by side, and check everything after.
 
-The :class:`Executor` owns the target allocator, the reference model and the trace. Each valid
-call is performed on both; results are compared (``exact``: slot for slot; ``contract``: the
-spec accepts the target's choice and adopts it), then ``available_size()``, the free census,
-the spec's invariants and every tensor handed out earlier (``ALIAS-1``). A bad call must raise
-one of the target's declared error types (``Capabilities.checked``; a ``ContractViolation`` must
-name the spec's clause) and leave the target unchanged (``ERR-1``). The first divergence
-raises :class:`OracleFailure` carrying a :class:`~kvpool.oracle.report.Failure`.
+The :class:`Executor` is the single-pool family's part of the engine
+(:class:`~kvpool.oracle.engine.Engine`: trace, bad calls and ``ERR-1``, ownership probes,
+failures). Each valid call is performed on both sides; results are compared (``exact``: slot
+for slot; ``contract``: the spec accepts the target's choice and adopts it), then
+``available_size()``, the free census, the spec's invariants and every tensor handed out earlier
+(``ALIAS-1``). The first divergence raises :class:`OracleFailure` carrying a
+:class:`~kvpool.oracle.report.Failure`.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -27,54 +27,34 @@ from kvpool.spec.contract import (
 )
 
 from .attribution import attribute
-from .calls import ALLOC_CALLS, CALLS, MAX_HELD, Call, as_list, clone_model
+from .calls import ALLOC_CALLS, CALLS, Call, as_list, clone_model
 from .coverage import Before, events_of, snapshot
-from .hints import hint_for
+from .engine import Engine
 from .pagemap import owners_from_steps, render, spec_line, status_line, target_line
-from .report import Failure, OracleError, OracleFailure, record_failure
-from .repro import error_type_names, failure_asserts
+from .report import OracleError
+from .repro import failure_asserts
 from .targets import Config, Target
-from .trace import Trace, TraceStep
+from .trace import TraceStep
 from .treecache import TinyTreeCache
 
+__all__ = ["Executor", "OracleError"]
 
-class Executor:
-    """The target and the spec, driven call by call (see the module docstring).
 
-    ``failed`` turns True with the first divergence (the machine then skips its teardown
-    release); ``num_calls`` counts the steps performed, ``events`` the coverage events reached.
-    """
+class Executor(Engine):
+    """A single-pool target and the spec, driven call by call (see the module docstring)."""
 
-    def __init__(
-        self,
-        target: Target,
-        config: Config,
-    ) -> None:
+    family = "single"
+    calls = CALLS
+    model: AllocatorModel | None
+
+    def __init__(self, target: Target, config: Config) -> None:
         """Drive ``target`` in ``config``.
 
         Raises ValueError for an order other than ``exact`` / ``contract``.
         """
         if config.order not in ("exact", "contract"):
             raise ValueError(f"order must be 'exact' or 'contract', got {config.order!r}")
-        self.factory, self.caps = target.factory, target.caps
-        self.device, self.order = config.device, config.order
-        self.page_size, self.need_sort = config.page_size, config.need_sort
-        self.trace = Trace(
-            target.path,
-            config.page_size,
-            config.need_sort,
-            config.device,
-            config.order,
-            error_types=error_type_names(target.caps.error_types),
-            shortage_types=error_type_names(target.caps.shortage_raises),
-        )
-        self.model: AllocatorModel | None = None
-        self.target: Any = None
-        self.held: list[tuple[int, torch.Tensor, torch.Tensor]] = []
-        self.num_calls = 0
-        self.failed = False
-        self.events: Counter[str] = Counter()  # coverage events reached (kvpool.oracle.coverage)
-        self._alias_step: int | None = None  # the step whose held result changed (ALIAS-1)
+        super().__init__(target, config)
 
     def owners(self) -> dict[int, str]:
         """Owned page -> the letter of the step that handed it out (``pagemap``)."""
@@ -106,44 +86,23 @@ class Executor:
             )
         except Exception as err:
             raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
-        self._checked(step, len(self.trace.steps) - 1, lambda: "", lambda: self._post(step))
+        self._checked(len(self.trace.steps) - 1, lambda: "", lambda: self._post(step))
         self.events.update(events_of(step, snapshot(self.model), self.model, None))
 
-    def call(self, name: str, *, clobber: bool = False, **args: Any) -> Any:
-        """Perform a valid call on both sides, compare, check; returns the target's result."""
+    def create_from(self, args: Mapping[str, Any]) -> None:
+        self.create(args["size"])
+
+    # -- engine hooks ----------------------------------------------------------------------------
+    def _prepare(self, name: str, args: dict[str, Any]) -> None:
         if name == "check_decode_capacity" and self.caps.capacity_context:
             args.setdefault("context", self.num_calls % 2 == 0)  # SGLang's keywords, every other
-        step = TraceStep(name, args, clobber=clobber)
-        self.trace.steps.append(step)
+
+    def _snapshot(self) -> Before:
         assert self.model is not None
-        state = snapshot(self.model)
-        before = self._before_line(state)
+        return snapshot(self.model)
 
-        def run() -> Any:
-            result = self._valid(step)
-            self._post(step)
-            return result
-
-        result = self._checked(step, len(self.trace.steps) - 1, before, run)
-        self.events.update(events_of(step, state, self.model, result))
-        return result
-
-    def call_bad(self, name: str, **args: Any) -> str:
-        """Perform a call the spec rejects; the target must reject it alike. Returns the clause."""
-        step = TraceStep(name, args)
-        self.trace.steps.append(step)
-        assert self.model is not None
-        before = self._before_line(snapshot(self.model))
-        try:
-            CALLS[name].spec(self.model, step.args)
-        except ContractViolation as err:
-            step.raises = err.clause
-            message = str(err)
-        else:
-            raise OracleError(f"generated bad call {name}({args}) is valid under the spec")
-        self._checked(step, len(self.trace.steps) - 1, before, lambda: self._bad(step, message))
-        self.events[f"rejected:{step.raises}"] += 1  # the clause checked (kvpool.oracle.clauses)
-        return str(step.raises)
+    def _events_of(self, step: TraceStep, state: Any, result: Any) -> Iterable[str]:
+        return events_of(step, state, self.model, result)
 
     def _before_line(self, state: Before) -> Callable[[], str]:
         """The page map before the call just appended to the trace, drawn only if it fails."""
@@ -152,15 +111,25 @@ class Executor:
             state.status, owners_from_steps(self.trace.steps[:steps], self.page_size)
         )
 
-    def _checked(
-        self, step: TraceStep, index: int, before: Callable[[], str], run: Callable[[], Any]
-    ) -> Any:
+    def _maps(self, index: int, before: Callable[[], str]) -> tuple[str, str]:
+        model = self.model
+        assert model is not None
+        after_spec = spec_line(model, self.owners())
         try:
-            result = run()
-        except Divergence as d:
-            self._fail(d.clause, d.detail, index, before)
-        self.num_calls += 1
-        return result
+            free, _ = self._census()
+            after_target: str | None = target_line(model.num_pages, free)
+        except Exception:  # the target may be broken beyond reading
+            after_target = None
+        return (
+            render(f"before step {index}", before()),
+            render(f"after step {index}", after_spec, after_target),
+        )
+
+    def _final_asserts(self, index: int) -> list[str]:
+        return failure_asserts(self.trace, index, alias_step=self._alias_step)
+
+    def _record_rejected_state(self, step: TraceStep, census: Any) -> None:
+        step.census_after, step.available_after = sorted(census[0]), census[1]
 
     # -- comparison ----------------------------------------------------------------------------
     def _valid(self, step: TraceStep) -> Any:
@@ -191,17 +160,7 @@ class Executor:
                 self._spec_accepts(pre, step)
             raise
         if step.clobber:
-            seen = self._census() if self.caps.ownership and inputs else None
-            if seen is not None and model.free_group is None:
-                self.events["alias.inputs"] += 1  # an ALIAS-2 case (GROUP-3 inside a group)
-            for x in inputs:
-                x.fill_(0)
-            if seen is not None and self._census() != seen:
-                raise Divergence(
-                    "ALIAS-2",
-                    f"writing into the tensor(s) passed to {step.call} changed the allocator: "
-                    f"free {seen[0]} -> {self._census()[0]}",
-                )
+            self._clobber(step, inputs, group_open=model.free_group is not None)
         if call.kind != "alloc":
             # a state call with an answer (LIFE-3)
             if call.result_clause is not None and as_list(got_obj) != expected:
@@ -221,26 +180,9 @@ class Executor:
                 )
         else:
             self._accept(model, step, got)
-        if isinstance(got_obj, torch.Tensor):
-            if self._probes(step):  # the caller owns it: write garbage (ALIAS-3)
-                seen = self._census()
-                got_obj.fill_(-1)
-                if self._census() != seen:
-                    raise Divergence(
-                        "ALIAS-3",
-                        f"writing into the result of {step.call} changed the allocator: free "
-                        f"{seen[0]} -> {self._census()[0]}",
-                    )
-            else:  # the allocator must not change it later (ALIAS-1)
-                self.events["alias.held"] += bool(got)
-                self.held.append((len(self.trace.steps) - 1, got_obj, got_obj.clone()))
-                del self.held[:-MAX_HELD]
+        if isinstance(got_obj, torch.Tensor):  # ALIAS-3 on a probed step, else ALIAS-1
+            self._own_result(step, got_obj, got)
         return got
-
-    def _probes(self, step: TraceStep) -> bool:
-        """Whether the caller writes into this call's result and census (every other step)."""
-        step.probe = self.caps.ownership and len(self.trace.steps) % 2 == 1
-        return step.probe
 
     @staticmethod
     def _spec_accepts(model: AllocatorModel, step: TraceStep) -> None:
@@ -328,28 +270,6 @@ class Executor:
         self._spec_accepts(pre, step)
         return CALLS[step.call].spec(clone_model(pre), step.args) is None
 
-    def _guard(
-        self,
-        step: TraceStep,
-        call: Call,
-        fn: Callable[[], Any],
-        shortage: Callable[[], bool] | None = None,
-    ) -> Any:
-        """``fn()``; a raise on this valid call is recorded on ``step`` and breaks the call's
-        ``raise_clause``, except an allocation's raise of a declared ``shortage_raises`` type
-        where the spec's answer is None (``shortage()``): that is the None (no result, no
-        inputs), and the checks after the call still require the spec's state."""
-        try:
-            return fn()
-        except Exception as err:
-            if shortage is not None and isinstance(err, self.caps.shortage_raises) and shortage():
-                step.short_raised = error_type_names((type(err),))[0]
-                return None, []
-            step.raised = f"{type(err).__name__}: {err}"
-            raise Divergence(
-                call.raise_clause, f"{call.name} raised {step.raised} on a valid call"
-            ) from err
-
     def _census(self) -> tuple[list[int], int]:
         free = self.target.get_all_free_pages()
         return (as_list(free) if free is not None else []), int(self.target.available_size())
@@ -414,70 +334,3 @@ class Executor:
             self.events["cap.byte_accounting"] += step.call != "create"
             if problems:
                 raise Divergence("CAP-3", f"verify_byte_accounting() reports {list(problems)}")
-
-    def _check_held(self) -> None:
-        for index, tensor, clone in self.held:
-            if not torch.equal(tensor, clone):
-                self._alias_step = index
-                raise Divergence(
-                    "ALIAS-1",
-                    f"the result of step {index} changed from "
-                    f"{clone.tolist()} to {tensor.tolist()}",
-                )
-
-    def _bad(self, step: TraceStep, message: str) -> None:
-        clause = step.raises
-        before = self._census()
-        step.census_after, step.available_after = sorted(before[0]), before[1]
-        accepted = self.caps.error_types
-        try:
-            CALLS[step.call].target(self.target, step.args, self.device)
-        except ContractViolation as err:  # kvpool's own type: the clause must be the spec's
-            if err.clause != clause:
-                raise Divergence(
-                    str(clause), f"raised [{err.clause}] {err.detail}; the spec says {message}"
-                ) from err
-        except accepted:  # the target's declared error type: any message will do
-            pass
-        except Exception as err:
-            step.raised = f"{type(err).__name__}: {err}"
-            names = " or ".join(t.__name__ for t in accepted) or "a rejection (unchecked)"
-            raise Divergence(
-                str(clause),
-                f"raised {type(err).__name__}: {err} instead of {names}; the spec says {message}",
-            ) from err
-        else:
-            raise Divergence(str(clause), f"accepted the call; the spec rejects it: {message}")
-        after = self._census()
-        if after != before:
-            raise Divergence(
-                "ERR-1",
-                f"the rejected call changed the state: free "
-                f"{before[0]} -> {after[0]}, available {before[1]} -> {after[1]}",
-            )
-        self._check_held()
-
-    # -- failure -------------------------------------------------------------------------------
-    def _fail(self, clause: str, detail: str, index: int, before: Callable[[], str]) -> None:
-        trace = self.trace
-        trace.clause, trace.detail, trace.failing_step = clause, detail, index
-        trace.final_asserts = failure_asserts(trace, index, alias_step=self._alias_step)
-        model = self.model
-        assert model is not None  # set by create, before any step can fail
-        after_spec = spec_line(model, self.owners())
-        try:
-            free, _ = self._census()
-            after_target: str | None = target_line(model.num_pages, free)
-        except Exception:  # the target may be broken beyond reading
-            after_target = None
-        failure = Failure(
-            clause=clause,
-            detail=detail,
-            trace=trace,
-            before=render(f"before step {index}", before()),
-            after=render(f"after step {index}", after_spec, after_target),
-            hint=hint_for(clause, detail, trace, self.caps),
-        )
-        record_failure(failure)
-        self.failed = True
-        raise OracleFailure(failure)

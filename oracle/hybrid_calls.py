@@ -1,34 +1,38 @@
-"""The hybrid call table: every call the hybrid oracle makes on a sliding-window allocator.
+"""The hybrid call table: every call the oracle makes on a sliding-window allocator.
 
-``HYBRID_CALLS[name]`` holds, per call, the invocation on :class:`kvpool.spec.HybridModel`
-(``spec``: plain lists), the invocation on a target with SGLang 0.5.23's signatures (``target``:
-tensors on the device, ``*_cpu`` host copies, a resize config) and the same call as Python
-source for a repro (``source``). Arguments are plain values (ints, lists of ints, segments as
-``[[slots], start_pos]``).
+``HYBRID_CALLS[name]`` is a :class:`~kvpool.oracle.calls.Call` like the single-pool table's:
+the invocation on :class:`kvpool.spec.HybridModel` (``spec``: plain lists), the invocation on a
+target with SGLang 0.5.23's signatures (``target``: tensors on the device, ``*_cpu`` host copies,
+a resize config; returns the result and the input tensors the caller may overwrite), the same
+call as Python source for a repro (``source``, ``checks``, ``reuse``), the arguments that carry
+slots, and the clauses it can fail. Arguments are plain values (ints, lists of ints, segments as
+``[[slots], start_pos]``). The capacity hooks take a tree cache: the executor passes an
+:class:`EvictRecorder` as ``args["tree_cache"]``. A new hybrid call is one more row here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
 import torch
 from kvpool.spec import HybridModel, HybridResizeConfig
 
-Args = Mapping[str, Any]
+from . import callforms as forms
+from .callforms import Args
+from .calls import Call
 
+__all__ = ["HYBRID_CALLS", "REPRO_IMPORTS", "EvictRecorder", "t"]
 
-@dataclass(frozen=True)
-class HybridCall:
-    """One call of the hybrid table (see the module docstring)."""
-
-    name: str
-    spec: Callable[[HybridModel, Args, Any], Any]
-    target: Callable[[Any, Args, str, Any], Any]
-    source: Callable[[Args], str]
-    returns_slots: bool = False
+# the lines a hybrid repro imports beside the single-pool ones (``trace.to_pytest``)
+REPRO_IMPORTS = (
+    "from types import SimpleNamespace",
+    "from kvpool.oracle.hybrid_calls import EvictRecorder",
+)
+_REUSE = "x.fill_(0)  # the caller reuses its tensor"
+_REUSE_SEGS = "for x, _ in segs: x.fill_(0)  # the caller reuses its tensors"
+Target = Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]
 
 
 class EvictRecorder:
@@ -56,102 +60,160 @@ def t(values: Any, device: str = "cpu") -> torch.Tensor:
     return torch.tensor(list(values), dtype=torch.int64, device=device)
 
 
-def _slots(name: str) -> HybridCall:
-    return HybridCall(
-        name,
-        spec=lambda m, a, cache: getattr(m, name)(a["free_index"]),
-        target=lambda x, a, dev, cache: getattr(x, name)(t(a["free_index"], dev)),
-        source=lambda a: f"a.{name}(t({a['free_index']!r}))")
+def _free(name: str, raise_clause: str) -> Call:
+    """A free of one tensor of full slots."""
+
+    def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
+        idx = forms.tensor(a["free_index"], dev)
+        return getattr(x, name)(idx), [idx]
+
+    return Call(
+        name, "free", ("free_index",),
+        spec=lambda m, a: getattr(m, name)(a["free_index"]),
+        target=target,
+        source=lambda a, var: [f"x = t({a['free_index']!r})", f"a.{name}(x)"],
+        raise_clause=raise_clause, order_clause=raise_clause, reuse=_REUSE,
+        slot_args=("free_index",))
 
 
-def _segments(name: str) -> HybridCall:
-    return HybridCall(
-        name,
-        spec=lambda m, a, cache: getattr(m, name)([(s, p) for s, p in a["segments"]]),
-        target=lambda x, a, dev, cache: getattr(x, name)(
-            [(t(s, dev), p) for s, p in a["segments"]]),
-        source=lambda a: f"a.{name}([{', '.join(f'(t({s!r}), {p})' for s, p in a['segments'])}])")
+def _segments(name: str) -> Call:
+    def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
+        segs = [(forms.tensor(s, dev), p) for s, p in a["segments"]]
+        return getattr(x, name)(segs), [s for s, _ in segs]
+
+    def source(a: Args, var: str) -> list[str]:
+        segs = ", ".join(f"(t({s!r}), {p})" for s, p in a["segments"])
+        return [f"segs = [{segs}]", f"a.{name}(segs)"]
+
+    return Call(
+        name, "free", ("segments",),
+        spec=lambda m, a: getattr(m, name)([(s, p) for s, p in a["segments"]]),
+        target=target, source=source, raise_clause="SWA-14", order_clause="SWA-14",
+        reuse=_REUSE_SEGS, slot_args=("segments",))
 
 
-def _plain(name: str) -> HybridCall:
-    return HybridCall(name, spec=lambda m, a, cache: getattr(m, name)(),
-                      target=lambda x, a, dev, cache: getattr(x, name)(),
-                      source=lambda a: f"a.{name}()")
+def _plain(name: str, clause: str) -> Call:
+    return Call(
+        name, "state", (),
+        spec=lambda m, a: getattr(m, name)(),
+        target=lambda x, a, dev: forms.no_inputs(getattr(x, name)()),
+        source=lambda a, var: [f"a.{name}()"], raise_clause=clause, order_clause=clause)
 
 
-def _extend_target(x: Any, a: Args, dev: str, cache: Any) -> Any:
+def _alloc(name: str, params: tuple[str, ...], target: Target, source: Callable[[Args], str],
+           clause: str) -> Call:
+    return Call(
+        name, "alloc", params,
+        spec=lambda m, a: getattr(m, name)(*(a[p] for p in params)),
+        target=target, source=lambda a, var: [f"{var} = {source(a)}"],
+        raise_clause=clause, order_clause=clause, result_clause=clause,
+        checks=forms.slots_checks, slot_args=("last_loc",) if "last_loc" in params else ())
+
+
+def _extend_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
     pre, seq = a["prefix_lens"], a["seq_lens"]
-    return x.alloc_extend(t(pre, dev), t(pre), t(seq, dev), t(seq), t(a["last_loc"], dev),
-                          a["extend_num_tokens"])
+    return forms.no_inputs(x.alloc_extend(
+        t(pre, dev), t(pre), t(seq, dev), t(seq), t(a["last_loc"], dev), a["extend_num_tokens"]))
 
 
-def _capacity(name: str) -> HybridCall:
-    def spec(m: HybridModel, a: Args, cache: Any) -> Any:
+def _extend_source(a: Args) -> str:
+    pre, seq = a["prefix_lens"], a["seq_lens"]
+    return (f"a.alloc_extend(t({pre!r}), t({pre!r}), t({seq!r}), t({seq!r}), "
+            f"t({a['last_loc']!r}), {a['extend_num_tokens']})")
+
+
+def _decode_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
+    seq = a["seq_lens"]
+    return forms.no_inputs(x.alloc_decode(t(seq, dev), t(seq), t(a["last_loc"], dev)))
+
+
+def _capacity(name: str) -> Call:
+    """A capacity hook; the spec's and the target's eviction requests are compared (SWA-17)."""
+
+    def spec(m: HybridModel, a: Args) -> Any:
         if name == "check_decode_capacity":
-            return m.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=cache)
-        return m.evict_to_free_tokens(cache, a["num_tokens"])
+            return m.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=a["tree_cache"])
+        return m.evict_to_free_tokens(a["tree_cache"], a["num_tokens"])
 
-    def target(x: Any, a: Args, dev: str, cache: Any) -> Any:
+    def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
         if name == "check_decode_capacity":
-            return x.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=cache)
-        return x.evict_to_free_tokens(cache, a["num_tokens"])
+            return forms.no_inputs(
+                x.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=a["tree_cache"]))
+        return forms.no_inputs(x.evict_to_free_tokens(a["tree_cache"], a["num_tokens"]))
 
-    return HybridCall(name, spec, target,
-                      source=lambda a: f"a.{name}(cache, {a['num_tokens']})")
+    def source(a: Args, var: str) -> list[str]:
+        if name == "check_decode_capacity":
+            n = a["num_tokens"]
+            call = f"{var} = a.check_decode_capacity(num_tokens={n}, tree_cache=cache)"
+        else:
+            call = f"a.evict_to_free_tokens(cache, {a['num_tokens']})"
+        return ["cache = EvictRecorder()", call]
+
+    checks = (lambda a, e, var: [f"assert {var} == {e!r}"]) if name[0] == "c" else None
+    return Call(name, "cache", ("num_tokens",), spec=spec, target=target, source=source,
+                raise_clause="SWA-17", order_clause="SWA-17",
+                result_clause="SWA-17" if checks else None, checks=checks)
 
 
-def _resize_config(a: Args) -> HybridResizeConfig:
-    return HybridResizeConfig(full_max_total_num_tokens=a["size"],
-                              swa_max_total_num_tokens=a["size_swa"])
+def _create_source(a: Args, var: str) -> list[str]:
+    return [f"a = factory(size={a['size']}, size_swa={a['size_swa']}, "
+            f"page_size={a['page_size']}, need_sort={a['need_sort']}, device=DEVICE)"]
 
 
-HYBRID_CALLS: dict[str, HybridCall] = {
-    "alloc": HybridCall(
-        "alloc", spec=lambda m, a, cache: m.alloc(a["need_size"]),
-        target=lambda x, a, dev, cache: x.alloc(a["need_size"]),
-        source=lambda a: f"out = a.alloc({a['need_size']})", returns_slots=True),
-    "alloc_extend": HybridCall(
-        "alloc_extend",
-        spec=lambda m, a, cache: m.alloc_extend(a["prefix_lens"], a["seq_lens"], a["last_loc"],
-                                                a["extend_num_tokens"]),
-        target=_extend_target,
-        source=lambda a: (f"out = a.alloc_extend(t({a['prefix_lens']!r}), t({a['prefix_lens']!r}), "
-                          f"t({a['seq_lens']!r}), t({a['seq_lens']!r}), t({a['last_loc']!r}), "
-                          f"{a['extend_num_tokens']})"),
-        returns_slots=True),
-    "alloc_decode": HybridCall(
-        "alloc_decode", spec=lambda m, a, cache: m.alloc_decode(a["seq_lens"], a["last_loc"]),
-        target=lambda x, a, dev, cache: x.alloc_decode(t(a["seq_lens"], dev), t(a["seq_lens"]),
-                                                       t(a["last_loc"], dev)),
-        source=lambda a: (f"out = a.alloc_decode(t({a['seq_lens']!r}), t({a['seq_lens']!r}), "
-                          f"t({a['last_loc']!r}))"),
-        returns_slots=True),
-    "free": _slots("free"),
-    "free_swa": _slots("free_swa"),
-    "free_full": _slots("free_full"),
-    "free_swa_segment": HybridCall(
-        "free_swa_segment",
-        spec=lambda m, a, cache: m.free_swa_segment(a["free_index"], start_pos=a["start_pos"]),
-        target=lambda x, a, dev, cache: x.free_swa_segment(t(a["free_index"], dev),
-                                                           start_pos=a["start_pos"]),
-        source=lambda a: f"a.free_swa_segment(t({a['free_index']!r}), start_pos={a['start_pos']})"),
-    "free_segments": _segments("free_segments"),
-    "free_full_segments": _segments("free_full_segments"),
-    "translate_loc_from_full_to_swa": HybridCall(
-        "translate_loc_from_full_to_swa",
-        spec=lambda m, a, cache: m.translate_loc_from_full_to_swa(a["kv_indices"]),
-        target=lambda x, a, dev, cache: x.translate_loc_from_full_to_swa(t(a["kv_indices"], dev)),
-        source=lambda a: f"out = a.translate_loc_from_full_to_swa(t({a['kv_indices']!r}))",
-        returns_slots=True),
-    "free_group_begin": _plain("free_group_begin"),
-    "free_group_end": _plain("free_group_end"),
-    "clear": _plain("clear"),
-    "resize": HybridCall(
-        "resize", spec=lambda m, a, cache: m.resize(_resize_config(a)),
-        target=lambda x, a, dev, cache: x.resize(SimpleNamespace(
-            full_max_total_num_tokens=a["size"], swa_max_total_num_tokens=a["size_swa"])),
-        source=lambda a: (f"a.resize(SimpleNamespace(full_max_total_num_tokens={a['size']}, "
-                          f"swa_max_total_num_tokens={a['size_swa']}))")),
-    "check_decode_capacity": _capacity("check_decode_capacity"),
-    "evict_to_free_tokens": _capacity("evict_to_free_tokens"),
-}
+def _resize_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
+    return forms.no_inputs(x.resize(SimpleNamespace(
+        full_max_total_num_tokens=a["size"], swa_max_total_num_tokens=a["size_swa"])))
+
+
+_TABLE = [
+    Call("create", "state", ("size", "size_swa", "page_size", "need_sort"),
+         spec=forms.performed_by_executor, target=forms.performed_by_executor,
+         source=_create_source, raise_clause="SWA-1", order_clause="SWA-1"),
+    _alloc("alloc", ("need_size",), lambda x, a, dev: forms.no_inputs(x.alloc(a["need_size"])),
+           lambda a: f"a.alloc({a['need_size']})", "SWA-6"),
+    _alloc("alloc_extend", ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
+           _extend_target, _extend_source, "SWA-7"),
+    _alloc("alloc_decode", ("seq_lens", "last_loc"), _decode_target,
+           lambda a: (f"a.alloc_decode(t({a['seq_lens']!r}), t({a['seq_lens']!r}), "
+                      f"t({a['last_loc']!r}))"), "SWA-9"),
+    _free("free", "SWA-13"),
+    _free("free_swa", "SWA-10"),
+    _free("free_full", "SWA-12"),
+    Call("free_swa_segment", "free", ("free_index", "start_pos"),
+         spec=lambda m, a: m.free_swa_segment(a["free_index"], start_pos=a["start_pos"]),
+         target=lambda x, a, dev: _segment_target(x, a, dev),
+         source=lambda a, var: [f"x = t({a['free_index']!r})",
+                                f"a.free_swa_segment(x, start_pos={a['start_pos']})"],
+         raise_clause="SWA-14", order_clause="SWA-14", reuse=_REUSE, slot_args=("free_index",)),
+    _segments("free_segments"),
+    _segments("free_full_segments"),
+    Call("translate_loc_from_full_to_swa", "state", ("kv_indices",),
+         spec=lambda m, a: m.translate_loc_from_full_to_swa(a["kv_indices"]),
+         target=lambda x, a, dev: forms.no_inputs(
+             x.translate_loc_from_full_to_swa(t(a["kv_indices"], dev))),
+         source=lambda a, var: [
+             f"{var} = a.translate_loc_from_full_to_swa(t({a['kv_indices']!r}))"],
+         raise_clause="SWA-16", order_clause="SWA-16", result_clause="SWA-16",
+         checks=forms.slots_checks, slot_args=("kv_indices",)),
+    _plain("free_group_begin", "SWA-15"),
+    _plain("free_group_end", "SWA-15"),
+    _plain("clear", "SWA-1"),
+    Call("resize", "state", ("size", "size_swa"),
+         spec=lambda m, a: m.resize(HybridResizeConfig(
+             full_max_total_num_tokens=a["size"], swa_max_total_num_tokens=a["size_swa"])),
+         target=_resize_target,
+         source=lambda a, var: [
+             f"a.resize(SimpleNamespace(full_max_total_num_tokens={a['size']}, "
+             f"swa_max_total_num_tokens={a['size_swa']}))"],
+         raise_clause="SWA-18", order_clause="SWA-18"),
+    _capacity("check_decode_capacity"),
+    _capacity("evict_to_free_tokens"),
+]
+
+
+def _segment_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
+    idx = forms.tensor(a["free_index"], dev)
+    return x.free_swa_segment(idx, start_pos=a["start_pos"]), [idx]
+
+
+HYBRID_CALLS: dict[str, Call] = {c.name: c for c in _TABLE}

@@ -11,8 +11,11 @@ Each row remembers ``front``: positions below it have no SWA peer.
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from hashlib import sha256
+from typing import ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -20,6 +23,8 @@ from kvpool.spec.window import released_frontier, slide_end
 
 from .hybrid_executor import HybridExecutor
 from .hybrid_targets import HybridCapabilities
+from .machine import record_example
+from .targets import Config, Target
 
 
 @dataclass
@@ -37,21 +42,25 @@ class Row:
 class HybridMachine(RuleBasedStateMachine):
     """Scheduler model over one hybrid configuration (class attributes: ``hybrid_machine``)."""
 
-    factory: ClassVar[Any]
-    caps: ClassVar[HybridCapabilities]
-    path: ClassVar[str]
-    page_size: ClassVar[int]
-    need_sort: ClassVar[bool]
+    target: ClassVar[Target]
+    config: ClassVar[Config]
     stats: ClassVar[dict[str, int]]
+    coverage: ClassVar[Counter[str]]  # coverage events of every example
 
     def __init__(self) -> None:
         super().__init__()
         cls = type(self)
-        self.ps = cls.page_size
-        self.ex = HybridExecutor(cls.factory, cls.caps, cls.path, page_size=cls.page_size,
-                                 need_sort=cls.need_sort)
+        self.ps = cls.config.page_size
+        self.ex = HybridExecutor(cls.target, cls.config)
+        self.caps: HybridCapabilities = cls.target.caps  # type: ignore[assignment]
         self.rows: list[Row] = []
         self.group_open = False
+
+    @property
+    def clobber(self) -> bool:
+        """Whether the caller overwrites a free's input tensors right after it (the engine's
+        ``ALIAS-2`` probe; inside a group it tests that deferred frees copied them)."""
+        return self.caps.ownership or self.group_open
 
     @initialize(full_pages=st.integers(10, 28), swa_pages=st.integers(5, 20), ragged=st.booleans())
     def create(self, full_pages: int, swa_pages: int, ragged: bool) -> None:
@@ -151,9 +160,10 @@ class HybridMachine(RuleBasedStateMachine):
             return
         part = row.slots[row.front:end]
         if segment:
-            self.ex.call("free_swa_segment", free_index=part, start_pos=row.front)
+            self.ex.call("free_swa_segment", free_index=part, start_pos=row.front,
+                         clobber=self.clobber)
         else:
-            self.ex.call("free_swa", free_index=part)
+            self.ex.call("free_swa", free_index=part, clobber=self.clobber)
         self.ex.note("slide-" + ("aligned" if end % self.ps == 0 else "unaligned"))
         row.front = min(released_frontier(end, self.ps), max(len(row.slots), end))
 
@@ -164,16 +174,16 @@ class HybridMachine(RuleBasedStateMachine):
         row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
         head, tail, front = row.slots[:row.front], row.slots[row.front:], row.front
         if data.draw(st.booleans()):
-            self.ex.call("free_full", free_index=head)
-            self.ex.call("free", free_index=tail)
+            self.ex.call("free_full", free_index=head, clobber=self.clobber)
+            self.ex.call("free", free_index=tail, clobber=self.clobber)
             self.ex.note("finish-free")
             return
-        self.ex.call("free_full_segments", segments=[[head, 0]])
+        self.ex.call("free_full_segments", segments=[[head, 0]], clobber=self.clobber)
         cut = front + data.draw(st.integers(0, len(tail)))
         if self.caps.segments == "disjoint":
             cut = min(len(row.slots), -(-cut // self.ps) * self.ps)
         segments = [[row.slots[front:cut], front], [row.slots[cut:], cut]]
-        self.ex.call("free_segments", segments=segments)
+        self.ex.call("free_segments", segments=segments, clobber=self.clobber)
         self.ex.note("finish-segments" + ("-shared" if cut % self.ps else ""))
 
     @precondition(lambda self: self.caps.groups and self.rows)
@@ -186,7 +196,7 @@ class HybridMachine(RuleBasedStateMachine):
                 self.slide(data, aligned=data.draw(st.booleans()), segment=data.draw(st.booleans()))
             if self.rows:
                 self.finish(data)
-        if bool(self.ex.caps.error_types) and data.draw(st.booleans()):
+        if bool(self.caps.error_types) and data.draw(st.booleans()):
             self.bad_call(data)
         self.ex.call("free_group_end")
         self.group_open = False
@@ -225,7 +235,7 @@ class HybridMachine(RuleBasedStateMachine):
         self.rows = []
 
     # -- bad input (checked targets) -------------------------------------------------------------
-    @precondition(lambda self: self.ex.caps.error_types and self.rows)
+    @precondition(lambda self: self.caps.error_types and self.rows)
     @rule(data=st.data())
     def bad_call(self, data: st.DataObject) -> None:
         row = data.draw(st.sampled_from(self.rows)) if self.rows else None
@@ -234,55 +244,54 @@ class HybridMachine(RuleBasedStateMachine):
         kinds = ["free_full_live", "translate_freed"]
         if row.front > 0:
             kinds += ["swa_double", "free_released", "segment_released"]
-        if self.ps > 1 and len(row.slots) % self.ps and row.front >= len(row.slots):
+        if self.ps > 1 and len(row.slots) % self.ps:
             kinds.append("extend_released")
         kind = data.draw(st.sampled_from(kinds))
         head = row.slots[:row.front]
         if kind == "swa_double":
-            self.ex.call_bad("free_swa", free_index=[data.draw(st.sampled_from(head))])
+            self._bad(kind, "free_swa", free_index=[data.draw(st.sampled_from(head))])
         elif kind == "free_released":
-            self.ex.call_bad("free", free_index=[data.draw(st.sampled_from(head))])
+            self._bad(kind, "free", free_index=[data.draw(st.sampled_from(head))])
         elif kind == "segment_released":
-            self.ex.call_bad("free_swa_segment", free_index=head[:self.ps], start_pos=0)
+            self._bad(kind, "free_swa_segment", free_index=head[:self.ps], start_pos=0)
         elif kind == "free_full_live":
-            if row.front >= len(row.slots):
-                return
-            self.ex.call_bad("free_full", free_index=[row.slots[-1]])
+            if row.front < len(row.slots):
+                self._bad(kind, "free_full", free_index=[row.slots[-1]])
         elif kind == "translate_freed":
             m = self.ex.model
             assert m is not None
-            free = m.full.free_pages
-            if not free:
-                return
-            self.ex.call_bad("translate_loc_from_full_to_swa", kv_indices=[free[0] * self.ps])
-        else:
+            if m.full.free_pages:
+                self._bad(kind, "translate_loc_from_full_to_swa",
+                          kv_indices=[m.full.free_pages[0] * self.ps])
+        else:  # the window first slides past the row's end: its last page has no peer left
             n = len(row.slots)
-            self.ex.call_bad("alloc_extend", prefix_lens=[n], seq_lens=[n + 1],
-                             last_loc=[row.slots[-1]], extend_num_tokens=1)
+            self._slide_to(row, n, segment=False)
+            self._bad(kind, "alloc_extend", prefix_lens=[n], seq_lens=[n + 1],
+                      last_loc=[row.slots[-1]], extend_num_tokens=1)
+
+    def _bad(self, kind: str, name: str, **args: object) -> None:
+        """Send one bad call of ``kind`` (the coverage event ``bad.<kind>``)."""
+        self.ex.note(f"bad.{kind}")
+        self.ex.call_bad(name, **args)
 
     def teardown(self) -> None:
-        """Release everything; every page of both pools must be free again."""
-        stats = type(self).stats
-        stats["examples"] += 1
-        stats["calls"] += self.ex.num_calls
-        for event, count in self.ex.reached.items():
-            stats[event] = stats.get(event, 0) + count
-        if self.ex.model is None:
-            return
-        if self.group_open or self.ex.failed:
-            return
-        for row in self.rows:
-            self.ex.call("free_full", free_index=row.slots[:row.front])
-            self.ex.call("free", free_index=row.slots[row.front:])
-        m = self.ex.model
-        assert m.full_available_size() == m.full.num_pages * self.ps
-        assert m.swa_available_size() == m.swa.num_pages * self.ps
+        """Release everything (every page of both pools must be free again); count the
+        example, its calls, coverage events and steps (``machine.record_example``)."""
+        try:
+            if self.ex.model is not None and not self.group_open and not self.ex.failed:
+                for row in self.rows:
+                    self.ex.call("free_full", free_index=row.slots[:row.front])
+                    self.ex.call("free", free_index=row.slots[row.front:])
+                m = self.ex.model
+                assert m.full_available_size() == m.full.num_pages * self.ps
+                assert m.swa_available_size() == m.swa.num_pages * self.ps
+        finally:
+            record_example(type(self), self.ex, sys.exc_info()[1])
 
 
-def hybrid_machine(factory: Any, caps: HybridCapabilities, path: str, page_size: int,
-                   need_sort: bool) -> type[HybridMachine]:
+def hybrid_machine_for(target: Target, config: Config) -> type[HybridMachine]:
     """A machine class bound to one hybrid configuration."""
-    attrs = {"factory": staticmethod(factory), "caps": caps, "path": path,
-             "page_size": page_size, "need_sort": need_sort, "stats": {"examples": 0, "calls": 0}}
-    return type(f"Hybrid_ps{page_size}_{'sorted' if need_sort else 'unsorted'}",
-                (HybridMachine,), attrs)
+    attrs = {"target": target, "config": config, "coverage": Counter(), "digest": sha256(),
+             "stats": {"examples": 0, "calls": 0, "failed": 0}}
+    name = f"Hybrid_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}"
+    return type(name, (HybridMachine,), attrs)

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
-from .capabilities import error_types
+from .capabilities import Capabilities
 from .divergences import divergences_for
 
 
 @dataclass(frozen=True)
-class HybridCapabilities:
-    """The hybrid rules a target supports.
+class HybridCapabilities(Capabilities):
+    """The hybrid rules a target supports: the single-pool fields that apply to it, and two more.
 
-    Attributes:
+    Attributes (beside :class:`~kvpool.oracle.capabilities.Capabilities`'):
         page_sizes / need_sort: the configurations the factory accepts.
         checked: exception types raised on caller errors (``True``: ContractViolation, whose
             clause must match the spec's); ``False``: no bad input is sent.
@@ -29,29 +29,20 @@ class HybridCapabilities:
             ``check_decode_capacity``; ``resize`` / ``clear``.
         segments: ``"shared"`` (any start, touching segments share a boundary page) or
             ``"disjoint"`` (page-aligned starts, page-disjoint segments).
+        ownership: the allocator keeps no reference to the tensors it is given or hands out
+            (the engine's probes: ``ALIAS-1..3``, and ``GROUP-3`` for a free inside a group).
         atomic_decode: a decode refused by one side changes neither side (``SWA-9``).
         resize_grow: ``resize`` may grow the full pool past the constructor's size.
         divergences: registry ids explaining what is switched off.
     """
 
-    page_sizes: tuple[int, ...] = (1, 4)
-    need_sort: tuple[bool, ...] = (False, True)
-    checked: Any = True
-    groups: bool = True
-    segments: str = "shared"
-    capacity_hooks: bool = True
-    resize: bool = True
-    clear: bool = True
     atomic_decode: bool = True
     resize_grow: bool = True
-    divergences: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "checked", error_types(self.checked))
-
-    @property
-    def error_types(self) -> tuple[type[BaseException], ...]:
-        return self.checked  # type: ignore[no-any-return]
+    # single-pool fields that say nothing about a hybrid target (not printed)
+    UNUSED: ClassVar[tuple[str, ...]] = (
+        "paged", "extend", "decode_ps1", "reference_order", "page_ids", "base_api", "merge",
+        "capacity_context")
 
     def replace(self, **changes: Any) -> HybridCapabilities:
         return dataclasses.replace(self, **changes)

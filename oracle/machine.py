@@ -12,9 +12,11 @@ the caller-side bookkeeping is :class:`~kvpool.oracle.scheduler.Scheduler`.
 from __future__ import annotations
 
 import functools
+import hashlib
 import sys
 from collections import Counter
 from collections.abc import Callable
+from json import dumps
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
@@ -22,6 +24,7 @@ from hypothesis.errors import StopTest
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
 from .badcalls import applicable_kinds, make_bad_call
+from .engine import Engine
 from .executor import Executor
 from .report import OracleFailure
 from .scheduler import POOL_PAGES, Request, Scheduler
@@ -355,10 +358,18 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             if self.ready and not self.broken and not self.ex.failed:
                 self.release_everything()
         finally:
-            stats = type(self).stats
-            stats["calls"] += self.ex.num_calls
-            count_example(stats, sys.exc_info()[1], failed=self.ex.failed)
-            type(self).coverage.update(self.ex.events)
+            record_example(type(self), self.ex, sys.exc_info()[1])
+
+
+def record_example(cls: Any, ex: Engine, in_flight: BaseException | None) -> None:
+    """Record one finished example of any family on its machine class: its calls, whether it
+    counts (``count_example``), its coverage events, and its steps (call and arguments) in the
+    configuration's step hash (``cls.digest``: the same calls give the same hash)."""
+    cls.stats["calls"] += ex.num_calls
+    count_example(cls.stats, in_flight, failed=ex.failed)
+    cls.coverage.update(ex.events)
+    for step in ex.trace.steps:
+        cls.digest.update(dumps([step.call, step.args], sort_keys=True, default=repr).encode())
 
 
 def count_example(stats: dict[str, int], in_flight: BaseException | None, *, failed: bool) -> None:
@@ -386,5 +397,6 @@ def machine_for(target: Target, config: Config) -> type[OracleMachine]:
         "config": config,
         "stats": {"examples": 0, "calls": 0, "failed": 0},
         "coverage": Counter(),
+        "digest": hashlib.sha256(),
     }
     return type(name, (OracleMachine,), attrs)

@@ -58,13 +58,18 @@ def apply_options(
     declare: str | None,
     page_sizes: Sequence[int] | None,
     need_sort: Sequence[bool] | None,
+    declared: bool | None = None,
 ) -> None:
     """Options on an undeclared factory declare; on a declared one they only select.
 
-    Raises :class:`UsageError` for a bad declaration or a value the target does not declare.
+    ``declared``: whether the factory declares its capabilities (default: it has
+    ``kvpool_capabilities``). Raises :class:`UsageError` for a bad declaration or a value the
+    target does not declare.
     """
     caps = target.caps
-    if declared_capabilities(target.factory) is None:
+    if declared is None:
+        declared = declared_capabilities(target.factory) is not None
+    if not declared:
         changes: dict[str, object] = {}
         if page_sizes:
             changes["page_sizes"] = tuple(page_sizes)
@@ -95,6 +100,55 @@ def apply_options(
             )
 
 
+def plan_family(
+    family: str,
+    spec: str | None,
+    *,
+    page_sizes: Sequence[int] | None = None,
+    need_sort: Sequence[bool] | None = None,
+    declare: str | None = None,
+    device: str = "cpu",
+) -> list[Planned]:
+    """``plan`` for a family other than the single pool: ``spec`` is a comma list of the
+    family's aliases or ``module:factory`` paths (default: its first alias), capabilities from
+    the family's declaration attribute (undeclared: unchecked, page sizes 1 and 4).
+
+    Raises :class:`UsageError` for an unknown target or option value.
+    """
+    import importlib
+
+    from .families import family as family_of
+
+    fam = family_of(family)
+    out = []
+    for name in (spec or next(iter(fam.aliases))).split(","):
+        factory = fam.aliases.get(name)
+        if factory is None:
+            module, sep, attr = name.partition(":")
+            if not sep:
+                raise UsageError(f"{name!r}: not one of {sorted(fam.aliases)} nor module:factory")
+            try:
+                factory = getattr(importlib.import_module(module), attr)
+            except (ImportError, AttributeError) as err:
+                raise UsageError(f"{name}: {type(err).__name__}: {err}") from None
+        target = family_of(family).target(factory)
+        apply_options(
+            target,
+            declare=declare,
+            page_sizes=page_sizes,
+            need_sort=need_sort,
+            declared=hasattr(factory, fam.caps_attr),
+        )
+        configs = [
+            Config(ps, ns, device, "exact")
+            for ps in target.caps.page_sizes
+            for ns in target.caps.need_sort
+            if (not page_sizes or ps in page_sizes) and (not need_sort or ns in need_sort)
+        ]
+        out.append(Planned(target, configs))
+    return out
+
+
 def plan(
     spec: str | None,
     *,
@@ -103,6 +157,7 @@ def plan(
     need_sort: Sequence[bool] | None = None,
     declare: str | None = None,
     device: str = "cpu",
+    family: str = "single",
 ) -> list[Planned]:
     """Resolve ``spec`` (``module:factory``, an alias, a comma list) and the options.
 
@@ -114,6 +169,10 @@ def plan(
     if bad:
         raise UsageError(f"page size {bad[0]} is invalid: page sizes are integers >= 1")
     check_device(device)
+    if family != "single":
+        return plan_family(
+            family, spec, page_sizes=page_sizes, need_sort=need_sort, declare=declare, device=device
+        )
     out = []
     for path in expand(spec):
         try:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from .calls import ALLOC_CALLS, CALLS, map_slots
+from .calls import map_slots
 from .capabilities import exception_class
-from .executor import Executor
+from .families import family
 from .report import Failure, OracleFailure
 from .targets import Config, Target
 from .trace import Trace
@@ -28,18 +28,21 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
     if trace.error_types and not target.caps.error_types:
         types = tuple(exception_class(name) for name in trace.error_types)
         target = dataclasses.replace(target, caps=target.caps.with_source("trace", checked=types))
-    ex = Executor(target, Config(trace.page_size, trace.need_sort, trace.device, mode))
+    fam = family(trace.family)
+    if target.family != trace.family:
+        raise ValueError(f"a {trace.family} trace cannot replay on a {target.family} target")
+    ex = fam.executor(target, Config(trace.page_size, trace.need_sort, trace.device, mode))
     slots: dict[int, int] = {}
     end = len(trace.steps) if trace.failing_step is None else trace.failing_step + 1
     try:
         for step in trace.steps[:end]:
             if step.call == "create":
-                ex.create(step.args["size"])
+                ex.create_from(step.args)
                 continue
             args = (
                 map_slots(
                     step.args,
-                    CALLS[step.call].slot_args,
+                    fam.calls[step.call].slot_args,
                     lambda s: slots.get(s, s),
                     trace.page_size,
                 )
@@ -50,7 +53,8 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
                 ex.call_bad(step.call, **args)
                 continue
             got = ex.call(step.call, clobber=step.clobber, **args)
-            if mode == "contract" and step.call in ALLOC_CALLS and got and step.expect:
+            alloc = fam.calls[step.call].kind == "alloc"
+            if mode == "contract" and alloc and got and step.expect:
                 slots.update(zip(step.expect, got))
     except OracleFailure as err:
         return err.failure

@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .calls import CALLS
+from .calltables import calls_for
 from .pagemap import LEGEND, REUSED_NOTE, TARGET_LEGEND
 from .trace import Trace, to_pytest
 
@@ -47,9 +47,10 @@ class Failure:
         end = self.trace.failing_step
         steps = self.trace.steps if end is None else self.trace.steps[: end + 1]
         lines = []
+        table = calls_for(self.trace.family)
         for i, s in enumerate(steps):
             args = ", ".join(f"{k}={v!r}" for k, v in s.args.items())
-            kind = CALLS[s.call].kind
+            kind = table[s.call].kind
             if s.raises:
                 tail = f" -> raises {s.raises}"
                 tail += f"; the target raised {s.raised}" if s.raised else ""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from .machine import machine_for
+from .families import family
 from .minimize import minimize
 from .report import (
     Failure,
@@ -60,6 +60,7 @@ class Result:
     failure: Failure | None = None
     error: str | None = None
     coverage: Counter[str] = field(default_factory=Counter)  # events reached (.coverage)
+    step_hash: str = ""  # of every step's call and arguments, in order (machine.record_example)
 
     @property
     def ok(self) -> bool:
@@ -90,7 +91,7 @@ def run_config(
     (``kvpool.oracle.minimize``) for at most all of it, stopping early when no call can be
     dropped. ``seed=None`` runs derandomized (the same examples every time).
     """
-    cls = machine_for(target, config)
+    cls = family(target.family).machine_for(target, config)
     if seed is not None:
         cls._hypothesis_internal_use_seed = seed
     run_settings = settings(
@@ -124,6 +125,7 @@ def run_config(
     if result.failure is not None and first is not None:
         result.seconds_to_failure = first - start
     result.examples, result.calls = cls.stats["examples"], cls.stats["calls"]
+    result.step_hash = cls.digest.hexdigest()[:16]
     result.coverage = Counter(cls.coverage)
     return result
 

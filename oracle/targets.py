@@ -48,6 +48,7 @@ class Target:
     caps: Capabilities
     path: str
     notes: list[str] = field(default_factory=list)
+    family: str = "single"  # the allocator family (kvpool.oracle.families)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from .calls import CALLS
+from .calltables import REPRO_IMPORTS, calls_for
 from .repro import raises_block, shortage_block
 
 TRACE_FORMAT = 1
@@ -53,6 +53,7 @@ class Trace:
     final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
     error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
     shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
+    family: str = "single"  # the allocator family whose call table the steps use (calltables)
 
     def to_json(self) -> str:
         data = asdict(self)
@@ -74,15 +75,15 @@ class Trace:
         return sum(1 for s in self.steps[:end] if s.call != "create")
 
 
-def result_asserts(step: TraceStep, var: str) -> list[str]:
+def result_asserts(step: TraceStep, var: str, family: str = "single") -> list[str]:
     """Python asserts that the result bound to ``var`` is ``step.expect`` (none for most calls)."""
-    checks = CALLS[step.call].checks
+    checks = calls_for(family)[step.call].checks
     return [] if checks is None else checks(step.args, step.expect, var)
 
 
-def call_source(step: TraceStep, var: str) -> list[str]:
+def call_source(step: TraceStep, var: str, family: str = "single") -> list[str]:
     """The torch-level call(s) of one step as Python source; results are bound to ``var``."""
-    call = CALLS[step.call]
+    call = calls_for(family)[step.call]
     lines = call.source(step.args, var)
     return lines + ([call.reuse] if step.clobber and call.reuse else [])
 
@@ -108,6 +109,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "from kvpool.oracle.treecache import TinyTreeCache",
         "from kvpool.spec import ContractViolation, ResizeConfig",
         f"from {module} import {attr} as factory",
+        *REPRO_IMPORTS[trace.family],
         "{imports}",
         "",
         f"DEVICE = {trace.device!r}",
@@ -117,23 +119,24 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "",
     ]
     imports: set[str] = set()
+    table = calls_for(trace.family)
     for i, step in enumerate(trace.steps[: fail + 1]):
         var = f"r{i}"
-        calls = call_source(step, var)
+        calls = call_source(step, var, trace.family)
         if step.raises is not None:
             lines, needed = raises_block(trace, step, calls)
             body += lines
             imports |= needed
             continue
         short = step.short_raised is not None or (i == fail and step.expect is None)
-        if short and trace.shortage_types and CALLS[step.call].kind == "alloc":
+        if short and trace.shortage_types and table[step.call].kind == "alloc":
             lines, needed = shortage_block(trace.shortage_types, calls, var)
             body += lines
             imports |= needed
         else:
             body += calls
-        body += result_asserts(step, var) if i < fail else trace.final_asserts
-        body += probe_lines(step, var)
+        body += result_asserts(step, var, trace.family) if i < fail else trace.final_asserts
+        body += probe_lines(step, var, trace.family)
     last = trace.steps[fail] if trace.steps else None
     if last is not None and last.available_after is not None:
         body.append(f"assert a.available_size() == {last.available_after}")
@@ -146,13 +149,16 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
     return f"def {name}():\n" + "\n".join(("    " + line) if line else "" for line in body) + "\n"
 
 
-def probe_lines(step: TraceStep, var: str) -> list[str]:
+def probe_lines(step: TraceStep, var: str, family: str = "single") -> list[str]:
     """The caller's writes after a probed call: garbage into the tensor it got back and into
     ``get_all_free_pages()``'s result (``ALIAS-3``: the allocator must not see them)."""
     if not step.probe:
         return []
     # Only an allocation that handed out slots binds a tensor to ``var``; a capacity hook's
     # answer (a bool or an eviction count) is no tensor to write into.
-    got_slots = CALLS[step.call].kind == "alloc" and isinstance(step.expect, list) and step.expect
+    kind = calls_for(family)[step.call].kind
+    got_slots = kind == "alloc" and isinstance(step.expect, list) and step.expect
     lines = [f"{var}.fill_(-1)  # ALIAS-3: the caller owns this result"] if got_slots else []
+    if family != "single":  # only a single pool's census is a tensor the caller gets
+        return lines
     return [*lines, "a.get_all_free_pages().fill_(-1)  # ALIAS-3: and this census"]

@@ -97,6 +97,25 @@ class TranslateIgnoresRelease(SWATokenToKVPoolAllocator):
         return stale[kv_indices].to(torch.int32)
 
 
+class GroupKeepsCallerTensor(SWATokenToKVPoolAllocator):
+    """Inside a free group, ``free_full`` keeps the caller's own tensor (no copy) and releases
+    what it holds at ``free_group_end`` (GROUP-3: the caller may overwrite it meanwhile)."""
+
+    def free_full(self, free_index: torch.Tensor) -> None:
+        if self.free_group is not None and free_index.numel():
+            super().free_full(free_index.clone()[:0])  # the checks, nothing released
+            self._kept = [*getattr(self, "_kept", []), free_index]
+            return
+        super().free_full(free_index)
+
+    def free_group_end(self) -> None:
+        kept, self._kept = getattr(self, "_kept", []), []
+        if self.free_group is not None:
+            for x in kept:
+                self.full_attn_allocator.free(x)
+        super().free_group_end()
+
+
 @dataclass(frozen=True)
 class BrokenHybrid:
     """One broken allocator, the page sizes that reach its bug and the clauses it may be
@@ -132,7 +151,9 @@ BROKEN_HYBRID = (
     BrokenHybrid(DecodeLeaksFullSide, (4,), ("INV-1", "SWA-5", "SWA-19")),
     BrokenHybrid(FreeFullOfLivePair, (1, 4), ("SWA-12",)),
     BrokenHybrid(TranslateIgnoresRelease, (1, 4), ("SWA-16",)),
+    BrokenHybrid(GroupKeepsCallerTensor, (1, 4), ("GROUP-3",)),
 )
 
 # a module-level factory, for ``python -m kvpool.oracle hybrid broken_hybrid:slide_frees_full``
 slide_frees_full = BROKEN_HYBRID[0].factory()
+slide_frees_full.__qualname__ = slide_frees_full.__name__ = "slide_frees_full"  # its trace replays

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from kvpool.oracle import clauses, coverage
 from kvpool.oracle.cli import run_main
+from kvpool.oracle.families import FAMILY_MODULES, all_mapped, family
 from kvpool.oracle.runner import Result
 from kvpool.oracle.targets import Config, configs_for, load_target
 
@@ -24,7 +25,8 @@ def _spec_clauses() -> set[str]:
 
 
 def test_every_spec_clause_is_mapped_or_listed_with_a_reason() -> None:
-    spec, mapped, listed = _spec_clauses(), clauses.mapped(), set(clauses.NOT_EXERCISED)
+    """Over every family's clause map (single pool, hybrid SWA-*): no clause is left out."""
+    spec, mapped, listed = _spec_clauses(), all_mapped(), set(clauses.NOT_EXERCISED)
     neither = sorted(spec - mapped - listed)
     assert not neither, f"neither exercised nor listed: {neither}"
     assert not mapped & listed, f"mapped and listed: {sorted(mapped & listed)}"
@@ -36,6 +38,25 @@ def test_the_mapping_names_real_events_and_every_bad_kind() -> None:
     for clause, events in clauses.CLAUSE_EVENTS.items():
         assert set(events) <= set(coverage.EVENTS), clause
     assert set(clauses.BAD_CLAUSES) == set(coverage.BAD_NEEDS)
+    for name in FAMILY_MODULES:  # every family's map names its own events and bad kinds
+        cmap = family(name).clauses
+        for clause, events in cmap.clause_events.items():
+            assert set(events) <= set(cmap.events), (name, clause)
+        assert {f"bad.{kind}" for kind in cmap.bad_clauses} <= set(cmap.events), name
+
+
+def test_the_hybrid_matrix_expects_every_swa_clause() -> None:
+    """The hybrid run against kvpool's SWA allocator (its declared matrix) can exercise every
+    SWA clause of SPEC.md: none is exempted from clause accounting."""
+    hybrid = family("hybrid")
+    target = hybrid.target(hybrid.aliases["kvpool-swa"])
+    wanted: set[str] = set()
+    for ps in target.caps.page_sizes:
+        for ns in target.caps.need_sort:
+            wanted |= hybrid.clauses.expected(target.caps, ps, ns, "exact")
+    swa = {c for c in _spec_clauses() if c.startswith("SWA-")} - set(clauses.NOT_EXERCISED)
+    assert swa <= wanted, sorted(swa - wanted)
+    assert wanted == hybrid.clauses.mapped(), sorted(hybrid.clauses.mapped() - wanted)
 
 
 def test_the_default_matrix_expects_every_mapped_clause() -> None:
