@@ -6,7 +6,9 @@ storage (``untyped_storage().nbytes()``), plus the Python containers' ``sys.gets
 ``BlockPool`` the Python heap growth of its construction is measured with ``tracemalloc`` (the
 ``KVCacheBlock`` objects, the free queue, the hash map). No KV buffer is built (``kvcache=None``),
 so none is counted. Figures are taken after ``clear()`` and again after a churn that holds half
-the pool and frees it back (staging and grown lists included).
+the pool and frees it back (staging and grown lists included). kvpool's ownership guard (a
+bytearray of one bit per page) is counted, and also reported on its own
+(``guard_bytes_per_page``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,11 @@ def tensor_bytes(obj: Any, depth: int = 2) -> int:
 
     def visit(x: Any, d: int) -> None:
         nonlocal total
+        if isinstance(x, bytearray):  # kvpool's ownership bitmap (numpy views of it: not again)
+            if id(x) not in seen:
+                seen.add(id(x))
+                total += len(x)
+            return
         if isinstance(x, torch.Tensor):
             st = x.untyped_storage()
             key = st.data_ptr() if st.nbytes() else id(x)
@@ -69,8 +76,11 @@ def allocator_metadata(module: Any, kind: str, num_pages: int, ps: int,
     fresh = tensor_bytes(a)
     _churn(a, num_pages, ps)
     churned = tensor_bytes(a)
+    owners = getattr(a, "_owners", None)  # kvpool's ownership guard: one bit per page
+    guard = len(owners.raw) if owners is not None else 0
     return {"fresh_bytes_per_page": fresh / num_pages,
-            "churned_bytes_per_page": churned / num_pages}
+            "churned_bytes_per_page": churned / num_pages,
+            "guard_bytes_per_page": guard / num_pages}
 
 
 def vllm_metadata(block_pool_cls: Any, num_pages: int) -> dict[str, float]:

