@@ -221,3 +221,27 @@ def test_swa_side_debug_mode_checks_the_segment_pages(mods: Any, swa_kvcache: An
         with pytest.raises(AssertionError, match="swa pages do not match the mapped pages"):
             alloc.free_swa_segment(row, start_pos=0)
     assert alloc.swa_available_size() == 24 and alloc.full_to_swa_index_mapping[row].min() > 0
+
+
+def test_the_hybrid_checks_read_nothing_while_off(mods: Any, swa_kvcache: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both switches off: no representative is sliced, no peer is read (the checks' helpers
+    raise if reached); each call still does its work."""
+    for name in ("SGLANG_INVARIANT_CHECK", "SGLANG_ENABLE_ASYNC_ASSERT",
+                 "SGLANG_DEBUG_MEMORY_POOL"):
+        monkeypatch.delenv(name, raising=False)
+
+    def reached(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("a check ran while the switches are off")
+
+    monkeypatch.setattr(mods.debug, "_segment_reps", reached)
+    monkeypatch.setattr(mods.debug.HybridDebugChecks, "_expect_peers", reached)
+    for page_size in (1, 4):
+        alloc = _hybrid(mods.hybrid.SWATokenToKVPoolAllocator, swa_kvcache, page_size)
+        row = _fill(alloc, 16)
+        alloc.free_swa_segment(row[:4], start_pos=0)
+        alloc.free_full_segment(row[:4], start_pos=0)
+        alloc.free_swa(row[4:8])
+        alloc.free_full(row[4:8])
+        alloc.free_segments([(row[8:12], 8), (row[12:], 12)])
+        assert (alloc.full_available_size(), alloc.swa_available_size()) == (64, 32)
