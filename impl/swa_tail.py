@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -22,9 +23,7 @@ class SwaTailAllocation:
     checked: bool
     page_size: int
     device: Any
-
-    def new_pages_available(self, num_full_pages: int, num_swa_pages: int) -> bool:
-        raise NotImplementedError
+    new_pages_available: Callable[[int, int], bool]
 
     def alloc_extend_swa_tail(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
                               seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,

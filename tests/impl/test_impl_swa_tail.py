@@ -1,5 +1,6 @@
-"""``alloc_extend_swa_tail`` (SWA-20): the spec's layout, refusals and caller errors, and
-kvpool.impl's hybrid allocator call for call equal to it; the assignable mapping (SWA-1)."""
+"""``alloc_extend_swa_tail`` (SWA-20): kvpool.impl's hybrid allocator call for call equal to the
+spec, its refusals; the assignable mapping (SWA-1). The spec's own tests are in
+tests/spec/test_spec_hybrid_tail.py."""
 
 from __future__ import annotations
 
@@ -24,52 +25,6 @@ def tail(a: SWATokenToKVPoolAllocator, prefix: int, seq: int, last_loc: int,
 
 def pairs(a: SWATokenToKVPoolAllocator) -> dict[int, int]:
     return {f: s for f, s in enumerate(a.full_to_swa_index_mapping[:-1].tolist()) if s}
-
-
-def test_the_spec_pairs_the_tail_with_fresh_swa_pages_SWA_20() -> None:
-    h = HybridModel(64, 32, 4)
-    row = h.alloc_extend_swa_tail([0], [10], [-1], 10, 6)
-    assert row == list(range(4, 14))  # full pages 1..3, the row as alloc_extend lays it out
-    assert h.translate_loc_from_full_to_swa(row) == [0, 0, 0, 0, 4, 5, 6, 7, 8, 9]
-    assert h.swa.free_pages[:1] == [3] and h.full.free_pages[:1] == [4]
-    h.check_invariants()
-    more = h.alloc_extend_swa_tail([10], [17], [row[-1]], 7, 1)  # prefix continues a page
-    assert more == [14, 15, 16, 17, 18, 19, 20]
-    assert h.translate_loc_from_full_to_swa(more) == [0] * 6 + [12]
-    assert h.alloc_extend_swa_tail([0], [4], [-1], 4, 0) == [24, 25, 26, 27]  # no SWA side
-    assert h.translate_loc_from_full_to_swa([24]) == [0]
-    h.check_invariants()
-    h.free_full(row[:4])  # the slots before the tail have no peer: free_full, not free
-    h.free(row[4:])
-    h.check_invariants()
-
-
-@pytest.mark.parametrize(("prefix", "seq", "extend", "swa_tail_len"),
-                         [(0, 10, 10, 5),    # the tail starts mid-page
-                          (0, 10, 10, 11),   # longer than the extend
-                          (0, 10, 10, -1)])  # negative
-def test_the_spec_refuses_a_bad_tail_unchanged_SWA_20(prefix: int, seq: int, extend: int,
-                                                       swa_tail_len: int) -> None:
-    h = HybridModel(64, 32, 4)
-    before = h.snapshot()
-    with pytest.raises(ContractViolation) as err:
-        h.alloc_extend_swa_tail([prefix], [seq], [-1], extend, swa_tail_len)
-    assert err.value.clause == "SWA-20" and h.snapshot() == before
-    with pytest.raises(ContractViolation, match="one request") as two:
-        h.alloc_extend_swa_tail([0, 0], [4, 4], [-1, -1], 8, 4)
-    assert two.value.clause == "SWA-20"
-    with pytest.raises(NotImplementedError, match="SWA-20"):
-        HybridModel(16, 16, 1).alloc_extend_swa_tail([0], [4], [-1], 4, 4)
-
-
-def test_none_iff_a_side_is_short_and_nothing_changes_SWA_20() -> None:
-    for size, size_swa, expect_none in ((64, 8, True), (8, 64, True), (64, 12, False)):
-        h = HybridModel(size, size_swa, 4)
-        before = h.snapshot()
-        got = h.alloc_extend_swa_tail([0], [16], [-1], 16, 12)  # 4 full pages, 3 SWA pages
-        assert (got is None) == expect_none
-        if got is None:
-            assert h.snapshot() == before
 
 
 def _compare(ps: int, need_sort: bool, seed: int) -> None:
@@ -135,3 +90,28 @@ def test_the_mapping_is_assignable_SWA_1() -> None:
         with pytest.raises(ContractViolation) as err:
             a.full_to_swa_index_mapping = bad  # type: ignore[assignment]
         assert err.value.clause == "SWA-1" and a.full_to_swa_index_mapping is fresh
+
+
+def test_page_size_one_has_no_tail_allocation_SWA_20() -> None:
+    a = SWATokenToKVPoolAllocator(16, 16, 1, torch.float16, "cpu", None, False)
+    with pytest.raises(NotImplementedError, match="SWA-20"):
+        tail(a, 0, 4, -1, 4)
+
+
+def test_checked_mode_refuses_before_the_shortage_decision_EXTEND_1() -> None:
+    """A wrong extend_num_tokens is a caller error even when the SWA side is short (checked
+    mode checks the whole call before deciding None)."""
+    a = SWATokenToKVPoolAllocator(64, 8, 4, torch.float16, "cpu", None, False, checked=True)
+    assert tail(a, 0, 16, -1, 12) is None  # 3 SWA pages wanted, 2 exist
+    with pytest.raises(ContractViolation):
+        tail(a, 0, 16, -1, 12, extend=15)
+
+
+def test_the_slots_before_the_tail_lose_a_stale_peer_SWA_20() -> None:
+    """As SGLang's, the call clears the mapping of the full slots before the tail: a stale
+    entry left on a free full page (set by a caller) reads as released afterwards."""
+    a = SWATokenToKVPoolAllocator(64, 32, 4, torch.float16, "cpu", None, False)
+    a.set_full_to_swa_mapping(T([4, 5, 6, 7]), T([4, 5, 6, 7]))
+    row = tail(a, 0, 8, -1, 4)
+    assert row is not None and row.tolist() == list(range(4, 12))
+    assert a.full_to_swa_index_mapping[row].tolist() == [0, 0, 0, 0, 4, 5, 6, 7]
