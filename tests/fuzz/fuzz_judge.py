@@ -112,7 +112,8 @@ def problems(case: dict[str, Any], answers: dict[str, dict[str, Any]]) -> list[s
 
 
 def sglang_summary(answer: dict[str, Any] | None) -> str:
-    """SGLang's outcome per call, one word each (``accepted`` / the exception / the death)."""
+    """A target's outcome per call, one word each (``accepted`` / the exception / the death);
+    the failure messages show SGLang's."""
     if answer is None:
         return "not run"
     if answer["status"] != "ok":

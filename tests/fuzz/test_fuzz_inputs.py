@@ -19,7 +19,7 @@ from fuzz_judge import problems, repro, sglang_summary
 from fuzz_server import ForkServer
 from kvpool.impl.native_ops import native_available
 
-SAMPLE_CASES = 150
+SAMPLE_CASES = 120
 FULL_CASES = int(os.environ.get("KVPOOL_FUZZ_CASES", "3000"))
 TARGETS = ("numpy", "native") if native_available() else ("numpy",)
 # SGLang beside kvpool, for the failure reports (KVPOOL_FUZZ_SGLANG=0 leaves it out: the
