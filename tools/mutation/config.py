@@ -38,6 +38,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "impl/swa.py": IMPL_TESTS,
     "impl/swa_census.py": IMPL_TESTS,
     "impl/swa_pairs.py": IMPL_TESTS,
+    "impl/swa_tail.py": IMPL_TESTS,
     "oracle/executor.py": ORACLE_TESTS,
 }
 
