@@ -1,0 +1,209 @@
+"""Random call sequences replayed on SGLang's unified SWA composite and on the model.
+
+``replay(target, model, seed, steps)`` drives both with the same calls (alloc, alloc_extend,
+alloc_decode at ``page_size > 1``, free_swa of a window prefix, free) and yields, after each
+call, the call's name and both sides' observations, for the peers test to compare.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator
+from typing import Any
+
+from kvpool.spec.unified import UnifiedSWAModel
+
+
+def observe(target: Any, model: UnifiedSWAModel, rows: list[list[int]]) -> dict[str, Any]:
+    """What the contract fixes, from both: capacity views, census emptiness, translations."""
+    import torch
+
+    live = [t for row in rows for t in row]
+    ids = torch.tensor(live, dtype=torch.int64)
+    return {
+        "ids": live,
+        "target": {
+            "available_size": target.available_size(),
+            "full_available_size": target.full_available_size(),
+            "swa_available_size": target.swa_available_size(),
+            "healthy": not target.verify_byte_accounting(),
+            "translate": target.translate_kv_indices_for_transfer(ids).tolist() if live else [],
+        },
+        "model": {
+            "available_size": model.available_size(),
+            "full_available_size": model.full_available_size(),
+            "swa_available_size": model.swa_available_size(),
+            "healthy": not model.census(),
+            "translate": model.translate(live),
+        },
+    }
+
+
+def replay(target: Any, model: UnifiedSWAModel, seed: int,
+           steps: int) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Drive both with the same random calls; yield ``(call, observations)`` after each."""
+    import torch
+
+    def t(xs: list[int]) -> Any:
+        return torch.tensor(xs, dtype=torch.int64)
+
+    rng = random.Random(seed)
+    ps = model.page_size
+    rows: list[list[int]] = []      # live rows, token ids in position order
+    released: list[int] = []        # per row: positions whose SWA pages were released
+    for _ in range(steps):
+        op = rng.choice(["alloc", "extend", "extend", "decode", "decode", "free", "free_swa"])
+        if op == "alloc":
+            n = rng.randint(1, 4) * ps
+            got, want = target.alloc(n), model.alloc(n)
+            assert (got is None) == (want is None), (op, n)
+            if got is not None:
+                assert got.tolist() == want, (op, got.tolist(), want)
+                rows.append(want)
+                released.append(0)
+        elif op == "extend":
+            bs = rng.randint(1, 3)
+            seq = [rng.randint(1, 6 * ps) for _ in range(bs)]
+            got = target.alloc_extend(t([0] * bs), t([0] * bs), t(seq), t(seq), t([-1] * bs),
+                                      sum(seq))
+            want = model.alloc_extend([0] * bs, seq, [-1] * bs)
+            assert (got is None) == (want is None), (op, seq)
+            if got is not None and want is not None:
+                assert got.tolist() == want, (op, got.tolist(), want)
+                for n in seq:
+                    rows.append(want[:n])
+                    released.append(0)
+                    want = want[n:]
+        elif op == "decode" and rows and ps > 1:   # ps == 1 decodes through alloc(bs)
+            picked = rng.sample(range(len(rows)), rng.randint(1, min(3, len(rows))))
+            seq = [len(rows[i]) + 1 for i in picked]
+            last = [rows[i][-1] for i in picked]
+            got = target.alloc_decode(t(seq), t(seq), t(last))
+            want = model.alloc_decode(seq, last)
+            assert (got is None) == (want is None), (op, seq)
+            if got is not None and want is not None:
+                assert got.tolist() == want, (op, got.tolist(), want)
+                for i, slot in zip(picked, want, strict=True):
+                    rows[i].append(slot)
+        elif op == "free" and rows:
+            i = rng.randrange(len(rows))
+            row = rows.pop(i)
+            released.pop(i)
+            target.free(t(row))
+            model.free(row)
+        elif op == "free_swa" and rows:
+            i = rng.randrange(len(rows))
+            upto = len(rows[i]) // ps * ps - ps   # whole pages, the last page kept
+            if upto > released[i]:
+                part = rows[i][released[i]:upto]
+                target.free_swa(t(part))
+                model.free_swa(part)
+                released[i] = upto
+        yield op, observe(target, model, rows)
+
+
+def placement_problems(ids: list[int], rows: list[int], page_size: int,
+                       min_page: int) -> list[str]:
+    """What must hold of a translation whose placement the contract leaves free (lazy hole
+    reuse, UNI-5): distinct rows, the in-page offset kept, every row above the sink."""
+    out = []
+    if len(set(rows)) != len(rows):
+        out.append("two live tokens share a row")
+    if any(r % page_size != t % page_size for t, r in zip(ids, rows, strict=True)):
+        out.append("a token changed its in-page offset")
+    if any(r // page_size < min_page for r in rows):
+        out.append("a live token reads the sink")
+    return out
+
+
+def compare(page_size: int, lazy: bool, seeds: range, steps: int) -> dict[str, Any]:
+    """Replay ``seeds`` on fresh pairs; count calls and list every disagreement where the
+    contract fixes the answer (eager: everything; lazy: all but the placement, which is judged
+    by ``placement_problems``)."""
+    from unified_peer import build
+
+    calls: dict[str, int] = {}
+    mismatches: list[str] = []
+    moves = 0
+    for seed in seeds:
+        target, model = build(page_size, lazy)
+        for step, (op, seen) in enumerate(replay(target, model, seed, steps)):
+            calls[op] = calls.get(op, 0) + 1
+            got, want = seen["target"], seen["model"]
+            for key in want:
+                if key == "translate" and lazy:
+                    mismatches += [f"seed {seed} step {step} {op}: {p}" for p in
+                                   placement_problems(seen["ids"], got[key], page_size,
+                                                      model.full.min_page)]
+                elif got[key] != want[key]:
+                    mismatches.append(f"seed {seed} step {step} {op}: {key} {got[key]} != "
+                                      f"{want[key]}")
+        moves += len(model.full.moves) + len(model.swa.moves)
+    return {"calls": calls, "mismatches": mismatches, "model_moves": moves}
+
+
+def probe_divergences() -> dict[str, Any]:
+    """The minimal sequences on which SGLang 0.5.23's unified SWA composite departs from the
+    contract (UNI-8, UNI-11, UNI-13), with what it does instead."""
+    import torch
+    from unified_peer import build
+
+    out: dict[str, Any] = {}
+    target, _ = build(1, False)                         # alloc_decode at page_size 1
+    target.alloc(3)
+    got = target.alloc_decode(torch.tensor([4]), torch.tensor([4]), torch.tensor([3]))
+    fa = target.full_attn_allocator
+    out["decode_ps1"] = {"returned": got.tolist(), "bound": fa.is_slot_allocated(4),
+                         "still_free": 4 in fa.free_virtual_ids.tolist()}
+    for lazy in (False, True):                          # translating a freed id
+        target, _ = build(1, lazy)
+        row = target.alloc(2)
+        target.free(row[:1])
+        out[f"translate_freed_lazy_{lazy}"] = target.translate_kv_indices_for_transfer(
+            row[:1]).tolist()
+    target, _ = build(1, True)                          # double free under lazy compaction
+    row = target.alloc(2)
+    target.free(row[:1])
+    target.free(row[:1])
+    fa = target.full_attn_allocator
+    out["lazy_double_free"] = {
+        "verify_byte_accounting": target.verify_byte_accounting(),
+        "free_ids_tail": fa.free_virtual_ids[-2:].tolist(),
+        "holes": fa._free_phys_pages.tolist(),
+        "live_page_count": fa.live_page_count,
+    }
+    target, _ = build(1, False)                         # double free, eager: refused untyped
+    row = target.alloc(2)
+    target.free(row[:1])
+    try:
+        target.free(row[:1])
+        out["eager_double_free"] = "accepted"
+    except AssertionError:
+        out["eager_double_free"] = "AssertionError"
+    return out
+
+
+def main() -> None:
+    """Print, as JSON, ``compare`` for page sizes 1 and 4, eager and lazy, and the probes.
+    Exit 3 when SGLang cannot be imported."""
+    import json
+    import sys
+
+    try:
+        from unified_peer import load
+
+        load()
+    except Exception as err:  # the oracle's PeerUnavailable, or no oracle at all
+        print(f"SGLang unavailable: {err}", file=sys.stderr)
+        sys.exit(3)
+    steps = int(sys.argv[1]) if len(sys.argv) > 1 else 150
+    result: dict[str, Any] = {
+        f"ps{ps}_{'lazy' if lazy else 'eager'}": compare(ps, lazy, range(3), steps)
+        for ps in (1, 4) for lazy in (False, True)
+    }
+    result["divergences"] = probe_divergences()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
