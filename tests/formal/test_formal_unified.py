@@ -35,7 +35,8 @@ def z_min(a: z3.ArithRef, b: z3.ArithRef) -> z3.ArithRef:
 
 def min_page_index(floor: z3.ArithRef, entry: z3.ArithRef, ps: z3.ArithRef) -> z3.ArithRef:
     """``unified_layout.min_page_index``."""
-    return -((-(-((-floor) / entry))) / ps)
+    min_slot = -((-floor) / entry)
+    return -((-min_slot) / ps)
 
 
 def fits_pages(nf: z3.ArithRef, ns: z3.ArithRef, hf: z3.ArithRef, hs: z3.ArithRef,
