@@ -83,3 +83,24 @@ def test_a_broken_kvpool_is_caught(parts: Any) -> None:
         assert "out of memory" in str(err)
         return
     assert parts.replay.first_difference(theirs, broken) is not None
+
+
+@pytest.mark.parametrize("page_size", [4])
+def test_sglangs_debug_switches_on_raise_nothing_on_a_clean_trace(
+        parts: Any, page_size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLANG_DEBUG_MEMORY_POOL=1 and SGLANG_INVARIANT_CHECK=STRICT: SGLang's own scheduler code
+    trips no check on either allocator, and the replays stay identical."""
+    monkeypatch.setenv("SGLANG_DEBUG_MEMORY_POOL", "1")
+    monkeypatch.setenv("SGLANG_INVARIANT_CHECK", "2")
+    trace = parts.replay.synthetic_trace(0, page_size=page_size)
+    made: list[Any] = []
+
+    def ours(pool_tokens: int, ps: int) -> Any:
+        made.append(parts.hy.hybrid_allocator_factory(parts.ours)(pool_tokens, ps))
+        return made[-1]
+
+    theirs = parts.replay.replay(trace, parts.hy.hybrid_allocator_factory(parts.theirs),
+                                 make_cache=parts.hy.swa_cache())
+    mine = parts.replay.replay(trace, ours, make_cache=parts.hy.swa_cache())
+    assert made[0].swa_attn_allocator.debug_mode and made[0].full_attn_allocator.debug_mode
+    assert parts.replay.first_difference(theirs, mine) is None
