@@ -131,9 +131,14 @@ static int lay_out(const Batch *b, const i64 *pages, i64 *out) {
 /* 1 when every request that continues a prefix (pre > 0; a decode, pre NULL: seq > 1) has its
  * last_loc on a page handed out (EXTEND-3 / DECODE-3 on the guard's bits), else 0 */
 static int lasts_owned(const Batch *b, const Owners *o) {
+    if (o->bits == NULL) return 1;
+    int shift = -1; /* a power-of-two page size divides by a shift (floor for any sign) */
+    if ((b->ps & (b->ps - 1)) == 0)
+        for (shift = 0; ((i64)1 << shift) < b->ps; shift++) {}
     for (i64 r = 0; r < b->bs; r++) {
         const int continues = b->pre != NULL ? b->pre[r] > 0 : b->seq[r] > 1;
-        if (continues && !is_owned(o, div_floor(b->last[r], b->ps))) return 0;
+        const i64 page = shift >= 0 ? b->last[r] >> shift : div_floor(b->last[r], b->ps);
+        if (continues && !is_owned(o, page)) return 0;
     }
     return 1;
 }
@@ -171,7 +176,7 @@ static PyObject *take(PyObject *const *args, PyObject *owners, i64 top, i64 stag
             Py_DECREF(result);
             result = untaken(Py_False, top, staged);
         } else {
-            mark_taken(&own, free_pages + top, b->count);
+            mark_taken(&own, free_pages + top, b->count, base >= 0);
             result = taken(result, top + b->count, staged);
         }
     }

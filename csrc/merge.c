@@ -215,3 +215,16 @@ PyObject *merge_front(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     PyBuffer_Release(&b);
     return done < 0 ? NULL : PyBool_FromLong(done);
 }
+
+/* ascends_across(buf, index) -> bool: whether buf[index - 1] < buf[index] (True when index is
+ * not inside (0, len(buf))): a run pushed right below a sorted list keeps it sorted */
+PyObject *ascends_across(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    Py_buffer b;
+    i64 index;
+    if (nargs_is(n, 2, "ascends_across") || arg_i64(args[1], &index) || arg_buf(args[0], &b, 0))
+        return NULL;
+    const i64 *v = b.buf;
+    const int up = index <= 0 || index >= b.len / 8 || v[index - 1] < v[index];
+    PyBuffer_Release(&b);
+    return PyBool_FromLong(up);
+}

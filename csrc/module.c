@@ -7,7 +7,7 @@ static PyMethodDef methods[] = {
     FAST(page_ids),     FAST(distinct_runs), FAST(merge_below),  FAST(write_at),
     FAST(extend_take),  FAST(decode_take),   FAST(copy_into),    FAST(segment_page_ids),
     FAST(defer),        FAST(release),       FAST(slots_at),     FAST(sort_values),
-    FAST(merge_front),
+    FAST(merge_front),  FAST(ascends_across),
     {NULL, NULL, 0, NULL},
 };
 /* Multi-phase initialisation. The module keeps process-wide state (torch's objects looked up

@@ -96,7 +96,7 @@ int arg_i64(PyObject *o, i64 *out);
 int arg_buf(PyObject *o, Py_buffer *b, int writable);
 int arg_owners(PyObject *o, Py_buffer *b, Owners *out);
 int claim_pages(Owners *o, const i64 *pages, i64 count);
-void mark_taken(Owners *o, const i64 *pages, i64 count);
+void mark_taken(Owners *o, const i64 *pages, i64 count, int ascending);
 int arg_bufs(PyObject *in, Py_buffer *in_buf, PyObject *out, Py_buffer *out_buf);
 void release2(Py_buffer *a, Py_buffer *b);
 int nargs_is(Py_ssize_t n, Py_ssize_t want, const char *name);
@@ -135,6 +135,7 @@ int merge_in_front(i64 *buf, i64 len, i64 top, i64 base, i64 count, PyObject *ru
 NATIVE_FN(merge_below);
 NATIVE_FN(sort_values);
 NATIVE_FN(merge_front);
+NATIVE_FN(ascends_across);
 
 /* layout.c */
 NATIVE_FN(extend_count);

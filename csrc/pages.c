@@ -162,8 +162,8 @@ PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
             for (i64 i = 0; i < num_pages; i++)
                 fill_run(out + i * ps, wrap_mul(pages[i < first ? start + i : i - first], ps), ps);
         }
-        mark_taken(&own, pages + start, first); /* [start, len), then the wrapped rest */
-        mark_taken(&own, pages, num_pages - first);
+        mark_taken(&own, pages + start, first, 0); /* [start, len), then the wrapped rest */
+        mark_taken(&own, pages, num_pages - first, 0);
     }
     release2(&b, &own_buf);
     if (!inside)

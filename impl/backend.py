@@ -137,6 +137,11 @@ class TorchOps:
                 room: int, owners: Any) -> int | None:
         return None
 
+    def ascends_across(self, view: Any, index: int) -> bool:
+        """Whether ``view[index - 1] < view[index]`` (True outside ``(0, len(view))``), where the
+        backend has a one-pass release (it follows one). Here: False (never called)."""
+        return False
+
     def distinct(self, pages: Any) -> Any:
         distinct: torch.Tensor = torch.unique(pages)
         return distinct

@@ -295,7 +295,10 @@ class AllocatorBase(SglangSurface):
             staged.pushed(num_pages, self.paged)
         else:
             self._free.pushed(num_pages)
-            self._free_sorted = False
+            # a paged free's sorted distinct pages keep a sorted list sorted when they lie
+            # below its old front (the compiled takes then find runs by their ends)
+            self._free_sorted = (self._free_sorted and self.paged and
+                                 self._ops.ascends_across(target.view, at))
         return True
 
     def check_release_of(self, free_index: torch.Tensor) -> None:

@@ -82,6 +82,7 @@ class NativeOps(NumpyOps):
         self.take_decode = partial(_native.decode_take, page_size)  # type: ignore[method-assign]
         self.release = partial(_native.release, page_size)  # type: ignore[method-assign]
         self.take_slots = partial(_native.slots_at, page_size)  # type: ignore[method-assign]
+        self.ascends_across = _native.ascends_across  # type: ignore[method-assign]
 
     def write(self, view: Any, start: int, pages: Any) -> None:
         if isinstance(pages, torch.Tensor):

@@ -534,8 +534,8 @@ def test_one_pass_take_leaves_an_unsorted_list_to_the_full_merge(call: str) -> N
         alloc.need_sort = False
         rows = [alloc.alloc(2 * ps) for _ in range(5)]
         assert all(row is not None for row in rows)
-        alloc.free(rows[3])  # pushed: the list is 7, 8, 11, 12: out of its order
-        alloc.free(rows[1])  # 3, 4, 7, 8, 11, 12
+        alloc.free(rows[1])  # pushed: the list is 3, 4, 11, 12 (still ascending)
+        alloc.free(rows[3])  # 7, 8, 3, 4, 11, 12: out of its order
         alloc.need_sort = True
         alloc.free(rows[0])  # staged: 1, 2
         alloc.free(rows[2])  # staged: 1, 2, 5, 6

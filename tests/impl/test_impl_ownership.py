@@ -132,3 +132,40 @@ def test_bits_that_disagree_with_the_lists_fail_check_invariants(backend: str) -
     alloc._owners.mark_free(torch.tensor([2]).numpy())  # page 2 handed out, its bit lost
     with pytest.raises(AssertionError, match="ownership bits disagree"):
         alloc.check_invariants()
+
+
+@pytest.mark.parametrize("need_sort", [False, True])
+@pytest.mark.parametrize("page_size", [1, 4])
+def test_bits_follow_random_traffic(backend: str, need_sort: bool, page_size: int) -> None:
+    """Allocations of many pages (the compiled take marks runs of 64 by their ends when the
+    list is known sorted, by their values when not), frees of rows in any order and merges:
+    after every call the bits are exactly the pages handed out (check_invariants)."""
+    import random
+
+    rng = random.Random(page_size * 2 + need_sort)
+    alloc = PagedTokenToKVPoolAllocator(4096 * page_size, page_size, torch.float16, "cpu",
+                                        None, need_sort)
+    rows: list[torch.Tensor] = []
+    for _ in range(120):
+        if rows and rng.random() < 0.45:
+            row = rows.pop(rng.randrange(len(rows)))
+            if rng.random() < 0.5:
+                alloc.free(row)
+            else:  # only the row's first page's slots: its other pages stay handed out
+                alloc.free(row[:page_size])
+                rest = row[page_size:]
+                if rest.numel():
+                    rows.append(rest)
+        else:
+            num_pages = rng.choice([1, 3, 63, 64, 65, 130, 300])
+            prefix = 0
+            out = alloc.alloc_extend(_t([prefix]), _t([prefix]), _t([num_pages * page_size]),
+                                     _t([num_pages * page_size]), _t([-1]),
+                                     num_pages * page_size)
+            if out is not None:
+                rows.append(out)
+        alloc.check_invariants()
+    for row in rows:
+        alloc.free(row)
+    alloc.check_invariants()
+    assert alloc.available_size() == 4096 * page_size
