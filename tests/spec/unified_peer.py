@@ -32,8 +32,6 @@ class _Launcher:
 
 def route_kernels_to_torch() -> None:
     """Point the unified sub-pool's extend/decode kernels at SGLang's torch fallbacks."""
-    import torch
-
     sub_pool = importlib.import_module(SUB_POOL)
     paged = importlib.import_module(PAGED)
 
@@ -48,9 +46,8 @@ def route_kernels_to_torch() -> None:
         paged.alloc_decode_naive(seq_lens, last_loc, free_pages, out_indices, page_size,
                                  new_pages)
 
-    sub_pool.alloc_extend_kernel = _Launcher(extend)
-    sub_pool.alloc_decode_kernel = _Launcher(decode)
-    del torch
+    setattr(sub_pool, "alloc_extend_kernel", _Launcher(extend))  # noqa: B010
+    setattr(sub_pool, "alloc_decode_kernel", _Launcher(decode))  # noqa: B010
 
 
 def load() -> Any:

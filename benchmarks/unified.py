@@ -1,0 +1,205 @@
+"""SGLang 0.5.23's unified SWA composite beside its static SWA allocator: per-call cost.
+
+The baseline a kvpool implementation of the unified pools (SPEC.md §16) has to beat. Targets,
+built on the CPU in one process:
+
+- ``static``: SGLang's ``SWATokenToKVPoolAllocator`` (two fixed pools, a full → SWA mapping),
+  ``P`` pages a side, through the oracle's ``peer_swa`` loader;
+- ``eager`` / ``lazy``: SGLang's ``UnifiedSWATokenToKVPoolAllocator`` (one byte buffer, virtual
+  ids, compaction), built by SGLang's own ``build_swa_pool`` with room for ``P`` pages a side,
+  eager or lazy compaction. Its sub-pools' ``alloc_extend`` / ``alloc_decode`` launch Triton
+  kernels unconditionally; here they run SGLang's own torch fallbacks
+  (``alloc_extend_naive`` / ``alloc_decode_naive``), which the static allocator uses on a CPU too.
+
+Every target first holds a quarter of its pages. Calls (the same trace on every target; each
+step times only its call and restores the state untimed):
+
+- ``alloc`` (ps 1): ``alloc(64)``; ``extend``: ``alloc_extend`` of 8 requests × 256 tokens from
+  an empty prefix; ``decode``: one page-opening decode token for 64 requests (ps 1: ``alloc(64)``,
+  as SGLang's scheduler does at page size 1);
+- ``free``: ``free`` of the 8 × 256-token rows of the last extend, newest rows (no compaction
+  move on the unified pools: the pages are at the frontier);
+- ``free_swa``: a 256-token row's window slides out whole (``free_swa``; the row's full
+  side is then released with ``free_full``, untimed);
+- ``compaction``: ``free`` of the oldest of two 1024-token rows: the unified eager pool moves
+  the newer row's pages into the holes inside the call, the lazy pool frees now and compacts in
+  an explicit ``flush_opportunistic()`` (timed with it), the static pool has nothing to move.
+
+Medians of interleaved windows (:func:`benchmarks.timing.measure_interleaved`), µs per call.
+``python -m benchmarks.unified [--quick] [--out DIR]`` prints one line per cell and writes
+``unified.json`` and ``unified.md`` to DIR (default ``benchmarks/results``). Exits 1 when SGLang
+cannot be imported.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from benchmarks.timing import Settings, Step, measure_interleaved, probe_args
+
+FULL = Settings()
+QUICK = Settings(warmup_steps=3, window_s=0.01, windows=3)
+POOL_PAGES = 4096
+BATCH = 64
+ROWS, ROW_TOKENS = 8, 256
+LONG_ROW_TOKENS = 1024
+TARGETS = ("static", "eager", "lazy")
+ENTRY_BYTES = 32  # build_swa_pool: fp16, 1 head of dim 8, K and V, one layer a side
+
+
+def i64(xs: list[int]) -> torch.Tensor:
+    return torch.tensor(xs, dtype=torch.int64)
+
+
+def make_target(name: str, ps: int) -> Any:
+    """A fresh allocator of the named kind with room for ``POOL_PAGES`` pages a side."""
+    if name == "static":
+        try:
+            from kvpool.oracle.peers.peer_swa import load_sglang_swa, make_swa_kv_pool
+        except ModuleNotFoundError:  # the oracle's layout before its subpackages
+            from kvpool.oracle.peer_swa import load_sglang_swa, make_swa_kv_pool
+        size = POOL_PAGES * ps
+        return load_sglang_swa().SWATokenToKVPoolAllocator(
+            size, size, ps, torch.float16, "cpu", make_swa_kv_pool(), False)
+    from tests.spec.unified_peer import load
+
+    fixtures = load()
+    fixtures.setup_allocator_context()
+    total_bytes = 2 * (POOL_PAGES + 1) * ps * ENTRY_BYTES
+    return fixtures.build_swa_pool(page_size=ps, lazy=name == "lazy", total_bytes=total_bytes)
+
+
+def extend(a: Any, lens: list[int]) -> torch.Tensor:
+    """One ``alloc_extend`` of fresh rows of ``lens`` tokens (ps 1: one ``alloc``)."""
+    if a.page_size == 1:
+        out: torch.Tensor = a.alloc(sum(lens))
+        return out
+    n = len(lens)
+    zeros = i64([0] * n)
+    rows: torch.Tensor = a.alloc_extend(zeros, zeros, i64(lens), i64(lens), i64([-1] * n),
+                                        sum(lens))
+    return rows
+
+
+def timed(call: Callable[[], Any], restore: Callable[[Any], Any]) -> Step:
+    """A step that times ``call`` only, then restores the state with its result, untimed."""
+    def step() -> float:
+        t0 = time.perf_counter()
+        got = call()
+        seconds = time.perf_counter() - t0
+        restore(got)
+        return seconds
+    return step
+
+
+def steps_for(op: str, a: Any, ps: int) -> Step:
+    """The timed step of ``op`` on allocator ``a`` (see the module docstring)."""
+    lazy = getattr(getattr(a, "full_attn_allocator", None), "lazy_compaction", False)
+    if op == "alloc":
+        return timed(lambda: a.alloc(BATCH), a.free)
+    if op == "extend":
+        return timed(lambda: extend(a, [ROW_TOKENS] * ROWS), a.free)
+    if op == "decode":
+        if ps == 1:
+            return timed(lambda: a.alloc(BATCH), a.free)
+        seq = i64([ps + 1] * BATCH)
+        heads = extend(a, [ps] * BATCH)                 # one full page per request, kept
+        last = heads.reshape(BATCH, ps)[:, -1].contiguous()
+        return timed(lambda: a.alloc_decode(seq, seq, last), a.free)
+    if op == "free":
+        def untimed_rows() -> torch.Tensor:
+            return extend(a, [ROW_TOKENS] * ROWS)
+        state = {"rows": untimed_rows()}
+
+        def free_rows() -> None:
+            a.free(state["rows"])
+
+        def refill(_: Any) -> None:
+            state["rows"] = untimed_rows()
+        return timed(free_rows, refill)
+    if op == "free_swa":
+        state = {"row": extend(a, [ROW_TOKENS])}
+
+        def slide() -> None:
+            a.free_swa(state["row"])
+
+        def renew(_: Any) -> None:
+            a.free_full(state["row"])                   # its SWA side is already released
+            state["row"] = extend(a, [ROW_TOKENS])
+        return timed(slide, renew)
+    if op == "compaction":
+        rows = [extend(a, [LONG_ROW_TOKENS]), extend(a, [LONG_ROW_TOKENS])]
+
+        def free_oldest() -> None:
+            a.free(rows.pop(0))
+            if lazy:
+                a.flush_opportunistic()
+
+        def append_new(_: Any) -> None:
+            rows.append(extend(a, [LONG_ROW_TOKENS]))
+        return timed(free_oldest, append_new)
+    raise ValueError(op)
+
+
+def cell(op: str, ps: int, settings: Settings) -> dict[str, Any]:
+    """One operation at one page size on every target, interleaved: µs per call."""
+    steps: dict[str, Step] = {}
+    for name in TARGETS:
+        a = make_target(name, ps)
+        extend(a, [POOL_PAGES // 4 * ps])              # a quarter held for the whole cell
+        steps[name] = steps_for(op, a, ps)
+
+    def fail(name: str, exc: BaseException) -> None:
+        raise RuntimeError(f"unified {op} ps={ps} on {name} failed: {exc!r}") from exc
+    samples = measure_interleaved(steps, settings, fail)
+    return {"op": op, "page_size": ps, **{n: samples[n].median_us for n in TARGETS}}
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    """One table line per cell: µs per call, and each unified pool over the static one."""
+    lines = ["| op | ps | static | unified eager | unified lazy | eager / static | "
+             "lazy / static |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['op']} | {r['page_size']} | {r['static']:.1f} | {r['eager']:.1f} "
+                     f"| {r['lazy']:.1f} | {r['eager'] / r['static']:.2f} | "
+                     f"{r['lazy'] / r['static']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure every cell, print and write the results; 0 on success, 1 without SGLang."""
+    ns = probe_args("unified", __doc__, "short windows", argv)
+    try:
+        make_target("eager", 1)
+        make_target("static", 1)
+    except Exception as exc:  # the oracle's PeerUnavailable or an import error
+        print(f"SGLang 0.5.23 cannot be imported here: {exc}")
+        return 1
+    torch.set_num_threads(1)
+    settings = QUICK if ns.quick else FULL
+    rows = []
+    for ps in (1, 16):
+        for op in ("alloc", "extend", "decode", "free", "free_swa", "compaction"):
+            if op == "alloc" and ps > 1:
+                continue                               # the static allocator: ps 1 only
+            row = cell(op, ps, settings)
+            rows.append(row)
+            print(f"{op} ps={ps}: static {row['static']:.1f} µs, eager {row['eager']:.1f} µs, "
+                  f"lazy {row['lazy']:.1f} µs", flush=True)
+    ns.out.mkdir(parents=True, exist_ok=True)
+    (ns.out / "unified.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (ns.out / "unified.md").write_text(
+        f"SGLang 0.5.23 on the CPU, {POOL_PAGES:,} pages a side, a quarter held: µs per call, "
+        "medians of interleaved windows; unified extend/decode on SGLang's torch fallbacks "
+        "(see benchmarks/unified.py)\n\n" + markdown(rows))
+    print(f"wrote {ns.out / 'unified.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
