@@ -238,6 +238,14 @@ def installed() -> bool:
     return all(getattr(module, name) is cls for name, cls in _replaced().items())
 
 
+def __getattr__(name: str) -> Any:
+    """``SWATokenToKVPoolAllocator``: the hybrid class of :mod:`.sglang_hybrid` (imported on
+    first use: that module builds on this one)."""
+    if name == "SWATokenToKVPoolAllocator":
+        return _replaced()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 @contextlib.contextmanager
 def using_kvpool() -> Iterator[None]:
     """``install()`` for the duration of a ``with`` block, then ``uninstall()``."""

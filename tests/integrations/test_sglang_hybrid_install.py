@@ -67,6 +67,7 @@ def test_hooks_are_sglangs_and_the_pools_are_kvpools(kh: Any, swa_kvcache: Any) 
     from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as SglangSWA
 
     cls = kh.hybrid.SWATokenToKVPoolAllocator
+    assert kh.ks.SWATokenToKVPoolAllocator is cls  # also reachable from the main module
     for name in ("create_prefill_budget", "reclaim_for_prealloc", "swa_capacity_and_available",
                  "get_kvcache", "_conserve_swa_available_size"):
         assert getattr(cls, name) is vars(SglangSWA)[name], name
