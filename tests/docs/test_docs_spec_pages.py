@@ -116,14 +116,14 @@ def test_a_missing_function_is_an_error_naming_it() -> None:
 def test_a_new_section_and_prefix_need_no_generator_change() -> None:
     """A section with a prefix the generator has never seen gets its own page and anchors."""
     text = (spec_md.SPEC_MD.read_text().split("## Clause index")[0]
-            + "## 16. Unified pools\n\nIntro naming SEG-5.\n\n"
-            + '- <a id="UNI-1"></a>**UNI-1** (`layout.page_slots`) A new rule (MODEL-2).\n'
+            + "## 99. A new section\n\nIntro naming SEG-5.\n\n"
+            + '- <a id="NEWX-1"></a>**NEWX-1** (`layout.page_slots`) A new rule (MODEL-2).\n'
             + "  Its second line.\n")
     spec = spec_md.parse(text)
     section = spec.sections[-1]
-    assert section.page_name == "uni"
-    page = spec_pages.render_all(spec)["spec/uni.md"]
-    assert "### UNI-1 { #UNI-1 }" in page
+    assert section.page_name == "newx"
+    page = spec_pages.render_all(spec)["spec/newx.md"]
+    assert "### NEWX-1 { #NEWX-1 }" in page
     assert "A new rule ([MODEL-2](model.md#MODEL-2)). Its second line." in page
     assert "[SEG-5](segments.md#SEG-5)" in page
     assert "def page_slots" in page
