@@ -4,6 +4,7 @@
   ``Specification`` is expanded into the index and every section, so a new section of SPEC.md
   appears without an edit here or in ``mkdocs.yml``;
 - ``reference/divergences.md``: the registry ``kvpool.oracle.divergences.REGISTRY``;
+- ``reference/oracle.md``: the oracle's public API, each name from the module defining it;
 - ``benchmarks/``: ``benchmarks/README.md`` with the plots of ``benchmarks/results/``;
 - ``source/``: the spec modules and test files the clauses link to.
 
@@ -72,6 +73,7 @@ def on_files(files: Files, config: Any) -> Files:
     except LookupError as exc:
         raise PluginError(f"SPEC.md: {exc}") from exc
     generated["reference/divergences.md"] = reference_pages.divergence_page()
+    generated["reference/oracle.md"] = reference_pages.oracle_api_page()
     generated.update(reference_pages.benchmark_pages())
     known = {c.id for c in spec.clauses()}
     linked = [f.path for found in clause_tests.index(known).values() for f in found]

@@ -2,7 +2,7 @@
 
 No tracked text file points into a folder beside the repository (a parent-relative path to
 the shared material) or at a ``reference/*.md`` page the site does not have
-(``docs/reference/`` plus the generated ``reference/divergences.md``).
+(``docs/reference/`` plus the generated ``divergences.md`` and ``oracle.md``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TEXT = (".py", ".md", ".sh", ".toml", ".yml", ".yaml", ".txt", ".c", ".h")
-GENERATED = {"divergences.md"}  # made by docs/hooks/kvpool_docs.py at build time
+GENERATED = {"divergences.md", "oracle.md"}  # made by docs/hooks/kvpool_docs.py at build time
 
 
 def _tracked_text() -> dict[str, str]:

@@ -1,5 +1,5 @@
-"""The site's generated reference pages: the divergence registry, the benchmark results and
-the repository files that clauses and tests link to.
+"""The site's generated reference pages: the oracle's API, the divergence registry, the
+benchmark results and the repository files that clauses and tests link to.
 
 Each function returns Markdown (or bytes for images) keyed by its path in the docs; the hook
 ``docs/hooks/kvpool_docs.py`` adds them to the build, so nothing generated is committed.
@@ -40,6 +40,27 @@ def divergence_page() -> str:
         "oracle to report the registered clause.\n\n"
     )
     return intro + "\n".join(rows) + "\n"
+
+
+# The oracle's public API as ``kvpool.oracle`` exports it; each is documented where it is
+# defined, found at build time, so the page follows the package's inner layout.
+ORACLE_API = ("conformance_test", "run_config", "load_target", "replay", "replay_file",
+              "Capabilities", "KnownDivergence")
+
+
+def oracle_api_page() -> str:
+    """``reference/oracle.md``: the package's docstring, then each public name of
+    ``ORACLE_API`` from the module that defines it (mkdocstrings directives)."""
+    import kvpool.oracle
+
+    parts = ["# kvpool.oracle", "",
+             "The conformance harness's public API, from its docstrings. The command line is "
+             "described in [Checking your own allocator](../writing-a-target.md).", "",
+             "::: kvpool.oracle", "    options:", "      members: false", ""]
+    for name in ORACLE_API:
+        obj = getattr(kvpool.oracle, name)
+        parts += [f"::: {obj.__module__}.{name}", ""]
+    return "\n".join(parts)
 
 
 def _clause_link(clause: str) -> str:
