@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
+from types import ModuleType
 
 import tomllib
 
@@ -59,6 +60,8 @@ def oracle_api_page() -> str:
              "::: kvpool.oracle", "    options:", "      members: false", ""]
     for name in ORACLE_API:
         obj = getattr(kvpool.oracle, name)
+        if isinstance(obj, ModuleType):  # a submodule of the same name shadows the export
+            obj = getattr(obj, name)
         parts += [f"::: {obj.__module__}.{name}", ""]
     return "\n".join(parts)
 
