@@ -233,7 +233,7 @@ class UnifiedSWAModel:
         and UNI-10, as text; empty exactly when the state is healthy."""
         out = self.full.census() + self.swa.census()
         swa_high, full_low = self.swa.band()[1], self.full.band()[0]
-        if swa_high > full_low:
+        if swa_high > full_low or not ul.bands_ordered([self.swa.band(), self.full.band()]):
             out.append(f"[chain] UNI-3 swa high frontier {swa_high} crosses full low {full_low}")
         if self.swa.band()[0] < self.floor_bytes or self.full.band()[0] < self.floor_bytes:
             out.append("[chain] UNI-2 a band reaches into the reserved sink")

@@ -195,3 +195,23 @@ def side_available_pages(gap: int, page_bytes: int, room: int, holes: int) -> in
     post: __return__ - holes <= room
     """
     return min(gap // page_bytes, room) + holes
+
+
+def bands_ordered(bands: list[tuple[int, int]]) -> bool:
+    """Whether sub-pool byte bands, in chain order (grow-up end, float middles, grow-down end),
+    are disjoint and ordered (``UNI-3``): each non-empty band starts at or after the end of
+    every non-empty band before it. An empty band (a parked float pool) holds no byte and is
+    passed over, as SGLang's chain walk skips a transparent member.
+
+    pre: len(bands) <= 4
+    pre: all(0 <= low <= high <= 64 for low, high in bands)
+    post: __return__ == all(a[1] <= b[0] for i, a in enumerate(bands) for b in bands[i + 1:] if a[0] < a[1] and b[0] < b[1])
+    """
+    frontier = 0
+    for low, high in bands:
+        if low == high:
+            continue
+        if low < frontier:
+            return False
+        frontier = high
+    return True

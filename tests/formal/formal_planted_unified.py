@@ -18,6 +18,7 @@ REAL = {
     "eager_joint_pages_one_side": "eager_joint_pages",
     "lazy_joint_pages_holes_twice": "lazy_joint_pages",
     "side_available_pages_holes_uncapped": "side_available_pages",
+    "bands_ordered_ignores_floats": "bands_ordered",
 }
 
 
@@ -121,3 +122,16 @@ def side_available_pages_holes_uncapped(gap: int, page_bytes: int, room: int, ho
     post: __return__ - holes <= room
     """
     return min(gap // page_bytes + holes, room)
+
+
+def bands_ordered_ignores_floats(bands: list[tuple[int, int]]) -> bool:
+    """Bug: compares only the two end pools, so a float middle pool overlapping one passes.
+
+    pre: len(bands) <= 4
+    pre: all(0 <= low <= high <= 64 for low, high in bands)
+    post: __return__ == all(a[1] <= b[0] for i, a in enumerate(bands) for b in bands[i + 1:] if a[0] < a[1] and b[0] < b[1])
+    """
+    if len(bands) < 2:
+        return True
+    ends = [(low, high) for low, high in (bands[0], bands[-1]) if low < high]
+    return len(ends) < 2 or ends[0][1] <= ends[1][0]

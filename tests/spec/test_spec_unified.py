@@ -50,6 +50,15 @@ def test_ends_grow_inward_and_never_cross_UNI_3() -> None:
     assert any("UNI-3" in p for p in u.census())
 
 
+def test_float_middle_pools_keep_the_chain_ordered_UNI_3() -> None:
+    """UNI-3: with a float middle pool every non-empty band clears the ones below it; a parked
+    (empty) float is passed over; a float overlapping an end is a violation."""
+    assert ul.bands_ordered([(32, 96), (96, 160), (320, 640)])
+    assert ul.bands_ordered([(32, 96), (200, 200), (96, 640)])         # parked float
+    assert not ul.bands_ordered([(32, 128), (96, 160), (320, 640)])    # float under the up end
+    assert not ul.bands_ordered([(32, 96), (96, 400), (320, 640)])     # float over the down end
+
+
 def test_tables_are_a_bijection_on_live_pages_UNI_4() -> None:
     """UNI-4: v2p and p2v inverse on live pages; a stale p2v entry is named."""
     u = model(page_size=4, total_bytes=2560)

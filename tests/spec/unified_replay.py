@@ -28,6 +28,7 @@ def observe(target: Any, model: UnifiedSWAModel, rows: list[list[int]]) -> dict[
             "swa_available_size": target.swa_available_size(),
             "healthy": not target.verify_byte_accounting(),
             "translate": target.translate_kv_indices_for_transfer(ids).tolist() if live else [],
+            "translate_swa": target.translate_loc_from_full_to_swa(ids).tolist() if live else [],
         },
         "model": {
             "available_size": model.available_size(),
@@ -35,6 +36,7 @@ def observe(target: Any, model: UnifiedSWAModel, rows: list[list[int]]) -> dict[
             "swa_available_size": model.swa_available_size(),
             "healthy": not model.census(),
             "translate": model.translate(live),
+            "translate_swa": model.translate(live, "swa"),
         },
     }
 
@@ -131,10 +133,15 @@ def compare(page_size: int, lazy: bool, seeds: range, steps: int) -> dict[str, A
             calls[op] = calls.get(op, 0) + 1
             got, want = seen["target"], seen["model"]
             for key in want:
-                if key == "translate" and lazy:
-                    mismatches += [f"seed {seed} step {step} {op}: {p}" for p in
-                                   placement_problems(seen["ids"], got[key], page_size,
-                                                      model.full.min_page)]
+                if key.startswith("translate") and lazy:
+                    bound = [i for i, row in enumerate(want[key]) if row != 0]
+                    problems = placement_problems(
+                        [seen["ids"][i] for i in bound], [got[key][i] for i in bound],
+                        page_size, model.full.min_page if key == "translate" else
+                        model.swa.min_page)
+                    if [r == 0 for r in got[key]] != [r == 0 for r in want[key]]:
+                        problems.append("released SWA pages differ")
+                    mismatches += [f"seed {seed} step {step} {op}: {key}: {p}" for p in problems]
                 elif got[key] != want[key]:
                     mismatches.append(f"seed {seed} step {step} {op}: {key} {got[key]} != "
                                       f"{want[key]}")
