@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (contract lines are copied verbatim from the spec)
 """Deliberately wrong variants of ``kvpool.spec.unified_layout``, each with the real contract.
 
-``test_formal_unified.py`` runs ``crosshair check`` on each and expects a counterexample, and
+``test_formal_z3_unified.py`` runs ``crosshair check`` on each and expects a counterexample, and
 checks that each variant's ``pre:``/``post:`` lines are the real function's, word for word.
 """
 
