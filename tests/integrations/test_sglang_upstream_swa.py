@@ -24,29 +24,32 @@ from unittest.mock import patch
 
 import pytest
 import torch
+from sglang_upstream import load_runtime, variants
 
 pytestmark = pytest.mark.peers
 
-try:
-    from kvpool.oracle.peer_import import PeerUnavailable, load_sglang_runtime
+# SGLang's names the tests use, bound by _load() when the first test runs
+envs: Any = None
+InvariantCheckLevel: Any = None
+ReqToTokenPool: Any = None
+SWAKVPool: Any = None
+PureSWATokenToKVPoolAllocator: Any = None
+ContractAssertionError: Any = None
 
-    load_sglang_runtime()
+
+def _load() -> dict[str, dict[str, Any]]:
+    """Load SGLang's runtime, bind its names here; each implementation's allocator class."""
+    global envs, InvariantCheckLevel, ReqToTokenPool, SWAKVPool, PureSWATokenToKVPoolAllocator
+    global ContractAssertionError
+    load_runtime()
     from kvpool.integrations.sglang_debug import ContractAssertionError
     from kvpool.integrations.sglang_hybrid import SWATokenToKVPoolAllocator as KvpoolSWA
     from sglang.srt.environ import InvariantCheckLevel, envs
-    from sglang.srt.mem_cache.allocator.swa import (
-        PureSWATokenToKVPoolAllocator,
-    )
+    from sglang.srt.mem_cache.allocator.swa import PureSWATokenToKVPoolAllocator
     from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as SglangSWA
     from sglang.srt.mem_cache.memory_pool import ReqToTokenPool
     from sglang.srt.mem_cache.swa_memory_pool import SWAKVPool
-    from sglang_upstream import variants
-except (ImportError, PeerUnavailable) as err:  # pragma: no cover - CI installs SGLang
-    import os
-
-    if os.environ.get("CI"):
-        raise
-    pytest.skip(f"SGLang's runtime is not importable here ({err})", allow_module_level=True)
+    return {"sglang": {"SWA": SglangSWA}, "kvpool": {"SWA": KvpoolSWA}}
 
 
 class _Builders:
@@ -425,7 +428,8 @@ PURE_SWA_ONLY = {"test_pure_swa_rejects_mapping_edits"}
 
 globals().update(variants(
     __name__, (_TestSWA, _TestFreeFullPartition, _TestSWAPeerMappedContract, _TestSWAPageRepsFree),
-    {"sglang": {"SWA": SglangSWA},
-     "kvpool": {"SWA": KvpoolSWA, **{name: instead for name, (_, instead) in INTENDED.items()},
+    _load,
+    {"sglang": {},
+     "kvpool": {**{name: instead for name, (_, instead) in INTENDED.items()},
                 **{name: unittest.skip("SGLang's pure-SWA class (kvpool keeps it)")(
                     getattr(_TestSWA, name)) for name in PURE_SWA_ONLY}}}))
