@@ -64,3 +64,13 @@ def test_divergences_of_sglang_0_5_23_UNI_8_UNI_11_UNI_13() -> None:
     assert lazy["verify_byte_accounting"] == [] and lazy["free_ids_tail"] == [1, 1]
     assert -1 in lazy["holes"] and lazy["live_page_count"] == 0   # page 2 is still live
     assert seen["eager_double_free"] == "AssertionError"   # refused, but not a typed error
+
+
+@pytest.mark.parametrize("config", ["ps1_eager", "ps1_lazy", "ps4_eager", "ps4_lazy"])
+def test_tri_pool_chain_agrees_with_bands_ordered_UNI_2_UNI_3(config: str) -> None:
+    """UNI-2, UNI-3: on SGLang's tri-pool (mamba up, SWA float, full down) the spec's chain
+    order agrees with SGLang's chain check after every call, no live band reaches into the
+    sink, the float pool is in use, and a float pushed into the full band fails both."""
+    result = run()["tri_pool"][config]
+    assert result["problems"] == [] and result["float_used_steps"] > 0
+    assert result["planted_overlap"] == {"bands_ordered": False, "sglang_chain_ok": False}

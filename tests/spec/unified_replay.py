@@ -209,7 +209,61 @@ def main() -> None:
         for ps in (1, 4) for lazy in (False, True)
     }
     result["divergences"] = probe_divergences()
+    result["tri_pool"] = {f"ps{ps}_{'lazy' if lazy else 'eager'}": tri_pool_chain(ps, lazy, 0,
+                                                                                  steps)
+                          for ps in (1, 4) for lazy in (False, True)}
     print(json.dumps(result))
+
+
+
+def tri_pool_chain(page_size: int, lazy: bool, seed: int, steps: int) -> dict[str, Any]:
+    """SGLang's tri-pool (mamba up, SWA float, full down) under random ``alloc`` / ``free``:
+    after each call, ``unified_layout.bands_ordered`` over its bands in chain order (a
+    transparent float as an empty band) must agree with the absence of a ``[chain]`` line in
+    its ``verify_byte_accounting()``, and no live band may reach into the reserved sink."""
+    from kvpool.spec import unified_layout as ul
+    from unified_peer import load
+
+    fixtures = load()
+    fixtures.setup_allocator_context()
+    _, target = fixtures.build_tri_pool(page_size=page_size, lazy=lazy)
+    members = {m.grow_direction: m for m in (target.full_attn_allocator,
+                                             target.swa_attn_allocator)}
+    members.update({m.grow_direction: m for m in vars(target).values()
+                    if hasattr(m, "_byte_low_frontier") and m.grow_direction == "up"})
+    chain = [members["up"], members["float"], members["down"]]
+    floor = chain[0].unified_buffer._reserved_floor
+    rng = random.Random(seed)
+    rows: list[Any] = []
+    problems: list[str] = []
+    float_used = 0
+
+    def bands() -> list[tuple[int, int]]:
+        return [(0, 0) if m._is_frontier_transparent() else
+                (m._byte_low_frontier(), m._byte_high_frontier()) for m in chain]
+
+    def chain_ok() -> bool:
+        return not any("[chain]" in line for line in target.verify_byte_accounting())
+
+    for step in range(steps):
+        if rows and rng.random() < 0.4:
+            target.free(rows.pop(rng.randrange(len(rows))))
+        else:
+            row = target.alloc(rng.randint(1, 6) * page_size)
+            if row is not None:
+                rows.append(row)
+        now = bands()
+        float_used += now[1][0] < now[1][1]
+        if ul.bands_ordered(now) != chain_ok():
+            problems.append(f"step {step}: bands {now}, SGLang's chain check {chain_ok()}")
+        if any(low < floor for low, high in now if low < high):
+            problems.append(f"step {step}: a band reaches into the sink: {now}")
+    # planted: the float's span pushed one page into the full pool's band; both must object
+    flt, full = chain[1], chain[2]
+    if not flt._is_frontier_transparent():
+        flt.high_wm_page = full._byte_low_frontier() // flt.entry_bytes_per_page + 1
+    planted = {"bands_ordered": ul.bands_ordered(bands()), "sglang_chain_ok": chain_ok()}
+    return {"problems": problems, "float_used_steps": float_used, "planted_overlap": planted}
 
 
 if __name__ == "__main__":
