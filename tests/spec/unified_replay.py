@@ -179,6 +179,11 @@ def probe_divergences() -> dict[str, Any]:
         "holes": fa._free_phys_pages.tolist(),
         "live_page_count": fa.live_page_count,
     }
+    target, _ = build(1, False)                         # a stale v2p entry, planted
+    row = target.alloc(2)
+    fa = target.full_attn_allocator
+    fa.virtual_to_physical[int(row[0])] = fa.virtual_to_physical[int(row[1])]
+    out["stale_v2p_verify"] = target.verify_byte_accounting()
     target, _ = build(1, False)                         # double free, eager: refused untyped
     row = target.alloc(2)
     target.free(row[:1])
