@@ -1,7 +1,7 @@
 """kvpool.spec: the executable specification of SGLang's KV-cache allocator contract.
 
 Pure Python, standard library only. Start with :class:`AllocatorModel` (the reference model in
-SGLang's exact order), :class:`HybridModel` (the hybrid sliding-window allocator), :mod:`kvpool.spec.contract` (acceptance of any correct allocator's choice)
+SGLang's exact order), :class:`HybridModel` (the hybrid sliding-window allocator), :class:`UnifiedSWAModel` (the unified memory pools: one byte buffer), :mod:`kvpool.spec.contract` (acceptance of any correct allocator's choice)
 and :mod:`kvpool.spec.layout` / :mod:`kvpool.spec.segments` (the index arithmetic). Clause IDs
 (``ALLOC-3``, ``SEG-5``, ...) are defined in SPEC.md.
 """
@@ -42,6 +42,7 @@ from .layout import (
 )
 from .model import AllocatorModel, ResizeConfig, TreeCache
 from .segments import rep_offsets, segment_pages, segments_pages, touched_pages, trim_boundary
+from .unified import UnifiedSWAModel
 
 __all__ = [
     "AllocatorModel",
@@ -52,6 +53,7 @@ __all__ = [
     "HybridTreeCache",
     "ResizeConfig",
     "TreeCache",
+    "UnifiedSWAModel",
     "accept_alloc",
     "accept_decode",
     "accept_extend",
