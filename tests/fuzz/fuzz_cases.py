@@ -9,7 +9,8 @@ Scenarios: bad ids in ``free`` / ``free_page_ids`` / ``free_segments`` / a free 
 page 0, out of range, exactly at the pool's bounds, near the int64 limits, a page not handed
 out, a page named twice), ``alloc`` sizes near the limits, ``alloc_extend`` / ``alloc_decode``
 batches that disagree with themselves (lengths, ``*_cpu`` copies, ``extend_num_tokens``,
-``last_loc``), with any dtype, layout or lying subclass mixed in. A case whose call the guard
+``last_loc``), resize, the capacity hooks, translation and the CPU-copy delegates, with any
+dtype, layout or lying subclass mixed in. A case whose call the guard
 must reject on the unchecked path names the clause in ``guard`` (``{"calls": [indices],
 "clause": ...}``: the first raising call among ``calls`` must raise ContractViolation with it).
 """
@@ -340,8 +341,30 @@ def lifecycle(w: World) -> dict[str, Any]:
     return {"calls": [{"method": w.rng.choice(names)} for _ in range(w.rng.randint(1, 4))]}
 
 
+def surface(w: World) -> dict[str, Any]:
+    """SGLang's other entry points: resize, the capacity hooks, translation, the CPU-copy
+    delegates, the hybrid's one-sided segment frees, then an allocation on what is left."""
+    rng, n = w.rng, w.num_pages * w.ps
+    count = rng.choice([0, 1, n, n + 1, *EDGE_COUNTS])
+    ids = _dress(w, [w.slot(p) for p in w.owned[:2]] + [w.bad_slot("oob")[0]], False)
+    calls: list[dict[str, Any]] = [
+        {"method": "resize", "args": [rng.choice([0, w.ps, n, 2 * n, -1, -(2**61), 2**61])]},
+        {"method": "evict_to_free_tokens", "args": [None, count]},
+        {"method": "check_decode_capacity", "kwargs": {"num_tokens": count, "tree_cache": None}},
+        {"method": "translate_kv_indices_for_transfer", "args": [ids]},
+        {"method": "get_cpu_copy", "args": [ids]},
+    ]
+    if w.kind == "swa":
+        calls += [{"method": "translate_loc_from_full_to_swa", "args": [ids]},
+                  {"method": rng.choice(["free_swa_segment", "free_full_segment"]),
+                   "args": [ids], "kwargs": {"start_pos": rng.choice([0, 1, -1, 2**61])}}]
+    calls = rng.sample(calls, rng.randint(1, len(calls)))
+    calls.append({"method": "alloc", "args": [w.ps]})
+    return {"calls": calls}
+
+
 SCENARIOS = [free_bad_ids, free_bad_ids, free_page_ids, free_group, free_segments,
-             alloc_sizes, alloc_extend, alloc_extend, alloc_decode, lifecycle]
+             alloc_sizes, alloc_extend, alloc_extend, alloc_decode, lifecycle, surface]
 
 
 def case_for(seed: int) -> dict[str, Any]:

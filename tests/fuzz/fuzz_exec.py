@@ -20,6 +20,7 @@ import ctypes
 import json
 import os
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -158,7 +159,7 @@ def snapshot(a: Any) -> dict[str, Any]:
                 "full": snapshot(a.full_attn_allocator), "swa": snapshot(a.swa_attn_allocator),
                 "mapping": _pages(mapping),
                 "group": None if a.free_group is None else len(a.free_group)}
-    out: dict[str, Any] = {"available": int(a.available_size()),
+    out: dict[str, Any] = {"size": a.size, "available": int(a.available_size()),
                            "free": _pages(a.free_pages), "staged": _pages(a.release_pages)}
     group = getattr(a, "free_group", None)
     if hasattr(a, "deferred_pages"):
@@ -233,6 +234,8 @@ def _call(a: Any, call: dict[str, Any]) -> Any:
     kwargs = materialize(call.get("kwargs", {}))
     if method.endswith("_segments"):
         args = [segments_arg(args[0])]
+    if method == "resize":  # SGLang's server config, read for max_total_num_tokens only
+        args = [SimpleNamespace(max_total_num_tokens=args[0])]
     if method == "__abort__":
         os.abort()
     if method == "__null_read__":
