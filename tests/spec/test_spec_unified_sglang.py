@@ -44,7 +44,7 @@ def test_sglang_unified_swa_agrees_with_the_model_UNI_7_UNI_8_UNI_11_UNI_13(conf
     exercises every call kind and, for the model, compaction moves."""
     result = run()[config]
     assert result["mismatches"] == []
-    assert set(result["calls"]) == {"alloc", "extend", "decode", "free", "free_swa"}
+    assert set(result["calls"]) == {"alloc", "extend", "grow", "decode", "free", "free_swa"}
     assert result["model_moves"] > 0
 
 

@@ -1,8 +1,11 @@
 """Random call sequences replayed on SGLang's unified SWA composite and on the model.
 
-``replay(target, model, seed, steps)`` drives both with the same calls (alloc, alloc_extend,
-alloc_decode at ``page_size > 1``, free_swa of a window prefix, free) and yields, after each
-call, the call's name and both sides' observations, for the peers test to compare.
+``replay(target, model, seed, steps)`` drives both with the same calls (alloc, alloc_extend of
+fresh rows and of live rows from their prefix, alloc_decode at ``page_size > 1``, free_swa of a
+window prefix, free) and yields, after each call, the call's name and both sides'
+observations, for the peers test to compare. ``compare`` counts disagreements,
+``probe_divergences`` runs the minimal sequences of SGLang's departures from the contract and
+``tri_pool_chain`` checks the tri-pool's chain order.
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ def replay(target: Any, model: UnifiedSWAModel, seed: int,
     rows: list[list[int]] = []      # live rows, token ids in position order
     released: list[int] = []        # per row: positions whose SWA pages were released
     for _ in range(steps):
-        op = rng.choice(["alloc", "extend", "extend", "decode", "decode", "free", "free_swa"])
+        op = rng.choice(["alloc", "extend", "extend", "grow", "decode", "decode", "free",
+                         "free_swa"])
         if op == "alloc":
             n = rng.randint(1, 4) * ps
             got, want = target.alloc(n), model.alloc(n)
@@ -76,6 +80,20 @@ def replay(target: Any, model: UnifiedSWAModel, seed: int,
                     rows.append(want[:n])
                     released.append(0)
                     want = want[n:]
+        elif op == "grow" and rows:                 # extend live rows from their prefix
+            picked = rng.sample(range(len(rows)), rng.randint(1, min(2, len(rows))))
+            prefix = [len(rows[i]) for i in picked]
+            seq = [n + rng.randint(1, 3 * ps) for n in prefix]
+            last = [rows[i][-1] for i in picked]
+            got = target.alloc_extend(t(prefix), t(prefix), t(seq), t(seq), t(last),
+                                      sum(seq) - sum(prefix))
+            want = model.alloc_extend(prefix, seq, last)
+            assert (got is None) == (want is None), (op, prefix, seq)
+            if got is not None and want is not None:
+                assert got.tolist() == want, (op, got.tolist(), want)
+                for i, p, n in zip(picked, prefix, seq, strict=True):
+                    rows[i].extend(want[: n - p])
+                    want = want[n - p:]
         elif op == "decode" and rows and ps > 1:   # ps == 1 decodes through alloc(bs)
             picked = rng.sample(range(len(rows)), rng.randint(1, min(3, len(rows))))
             seq = [len(rows[i]) + 1 for i in picked]
