@@ -17,25 +17,30 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .capabilities import PAGED, TOKEN, Capabilities
+from . import moved
+from .engine.capabilities import PAGED, TOKEN, Capabilities
+
+moved.install()  # the flat module paths from before the subpackages (kvpool.oracle.moved)
 
 _LAZY = {
-    "conformance_test": ".api",
-    "run_config": ".runner",
-    "run_for": ".runner",
-    "configs_for": ".targets",
-    "Config": ".targets",
-    "Result": ".runner",
-    "Target": ".targets",
-    "load_target": ".targets",
-    "expand": ".targets",
-    "replay": ".replay",
-    "replay_file": ".replay",
-    "Trace": ".trace",
-    "TraceStep": ".trace",
-    "Failure": ".report",
-    "REGISTRY": ".divergences",
-    "KnownDivergence": ".divergences",
+    "conformance_test": ".entry.api",
+    "run_config": ".engine.runner",
+    "run_for": ".engine.runner",
+    "configs_for": ".families.single.targets",
+    "Config": ".engine.target",
+    "Result": ".engine.runner",
+    "Target": ".engine.target",
+    "load_target": ".families.single.targets",
+    "expand": ".families.single.targets",
+    "replay": ".engine.replay",
+    "replay_file": ".engine.replay",
+    "Trace": ".engine.trace",
+    "TraceStep": ".engine.trace",
+    "Failure": ".engine.report",
+    "REGISTRY": ".peers.divergences",
+    "KnownDivergence": ".peers.divergences",
+    "HybridCapabilities": ".families.hybrid.targets",
+    "family": ".engine.families",
 }
 
 __all__ = ["PAGED", "TOKEN", "Capabilities", *_LAZY]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from kvpool.oracle.capabilities import PAGED, TOKEN, Capabilities
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN, Capabilities
 from kvpool.spec import AllocatorModel, ContractViolation
 from kvpool.spec.layout import ceil_div
 from kvpool.spec.rules import FREE, check_decode, check_segments

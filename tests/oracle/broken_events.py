@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from broken_allocators import Broken, factory_of
-from kvpool.oracle.capabilities import PAGED, TOKEN
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN
 from spec_torch import SpecTorchAllocator
 
 

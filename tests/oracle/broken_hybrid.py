@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 from kvpool.impl import SWATokenToKVPoolAllocator
-from kvpool.oracle.hybrid_targets import FULL, HybridCapabilities
+from kvpool.oracle.families.hybrid.targets import FULL, HybridCapabilities
 
 
 class SlideFreesFull(SWATokenToKVPoolAllocator):

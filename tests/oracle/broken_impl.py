@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from broken_allocators import Broken
 from kvpool.impl import PagedTokenToKVPoolAllocator
-from kvpool.oracle.capabilities import PAGED
+from kvpool.oracle.engine.capabilities import PAGED
 from kvpool.spec import ContractViolation
 
 

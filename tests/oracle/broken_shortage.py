@@ -13,7 +13,7 @@ from typing import Any
 
 from broken_allocators import Broken, factory_of
 from broken_events import AllocPartialWhenShort
-from kvpool.oracle.capabilities import PAGED
+from kvpool.oracle.engine.capabilities import PAGED
 from spec_torch import SpecTorchAllocator
 
 CAPS = PAGED.replace(page_sizes=(4,), shortage_raises=TypeError)

@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from kvpool.oracle.capabilities import PAGED
-from kvpool.oracle.treecache import EvictParams
+from kvpool.oracle.engine.capabilities import PAGED
+from kvpool.oracle.families.single.treecache import EvictParams
 from spec_torch import SpecTorchAllocator
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from kvpool.oracle.capabilities import PAGED, TOKEN
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN
 from kvpool.spec import AllocatorModel, ResizeConfig
 
 

@@ -16,11 +16,11 @@ import pytest
 from broken_allocators import BROKEN, Broken
 from broken_clauses import BROKEN_CLAUSES
 from broken_impl import BROKEN_IMPL
-from kvpool.oracle.capabilities import capabilities_of
-from kvpool.oracle.replay import replay
-from kvpool.oracle.runner import DEFAULT_STEPS, run_config
-from kvpool.oracle.targets import Config, Target
-from kvpool.oracle.trace import Trace
+from kvpool.oracle.engine.capabilities import capabilities_of
+from kvpool.oracle.engine.replay import replay
+from kvpool.oracle.engine.runner import DEFAULT_STEPS, run_config
+from kvpool.oracle.engine.target import Config, Target
+from kvpool.oracle.engine.trace import Trace
 
 BUDGET_EXAMPLES = 200
 STEPS = DEFAULT_STEPS

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 from broken_events import EVENT_BROKEN, OWNERSHIP_BROKEN
-from kvpool.oracle import coverage
-from kvpool.oracle.capabilities import capabilities_of
-from kvpool.oracle.cli import run_main
-from kvpool.oracle.runner import run_config
-from kvpool.oracle.targets import Config, Target
-from kvpool.oracle.trace import Trace
+from kvpool.oracle.engine.capabilities import capabilities_of
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.engine.target import Config, Target
+from kvpool.oracle.engine.trace import Trace
+from kvpool.oracle.entry.cli import run_main
+from kvpool.oracle.families.single import coverage
 
 MAX_SECONDS_TO_CATCH = 60.0
 MAX_TRACE_CALLS = 8

@@ -15,8 +15,9 @@ from typing import Any
 import pytest
 import torch
 from kvpool.impl import PagedTokenToKVPoolAllocator
-from kvpool.oracle.calls import CALLS, as_list, bind, map_slots
-from kvpool.oracle.treecache import TinyTreeCache
+from kvpool.oracle.engine.call import map_slots
+from kvpool.oracle.families.single.calls import CALLS, as_list, bind
+from kvpool.oracle.families.single.treecache import TinyTreeCache
 from kvpool.spec import AllocatorModel, ResizeConfig
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,11 +11,14 @@ import re
 from collections import Counter
 from pathlib import Path
 
-from kvpool.oracle import clauses, coverage
-from kvpool.oracle.cli import run_main
-from kvpool.oracle.families import FAMILY_MODULES, all_mapped, family
-from kvpool.oracle.runner import Result
-from kvpool.oracle.targets import Config, configs_for, load_target
+from kvpool.oracle.engine.families import FAMILY_MODULES, all_mapped, family
+from kvpool.oracle.engine.runner import Result
+from kvpool.oracle.engine.target import Config
+from kvpool.oracle.entry.cli import run_main
+from kvpool.oracle.families.single import clause_map, coverage
+from kvpool.oracle.families.single.clause_map import SINGLE
+from kvpool.oracle.families.single.targets import configs_for, load_target
+from kvpool.oracle.reporting import clauses
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,9 +38,9 @@ def test_every_spec_clause_is_mapped_or_listed_with_a_reason() -> None:
 
 
 def test_the_mapping_names_real_events_and_every_bad_kind() -> None:
-    for clause, events in clauses.CLAUSE_EVENTS.items():
+    for clause, events in clause_map.CLAUSE_EVENTS.items():
         assert set(events) <= set(coverage.EVENTS), clause
-    assert set(clauses.BAD_CLAUSES) == set(coverage.BAD_NEEDS)
+    assert set(clause_map.BAD_CLAUSES) == set(coverage.BAD_NEEDS)
     for name in FAMILY_MODULES:  # every family's map names its own events and bad kinds
         cmap = family(name).clauses
         for clause, events in cmap.clause_events.items():
@@ -66,8 +69,8 @@ def test_the_default_matrix_expects_every_mapped_clause() -> None:
     for path in ("kvpool.oracle.targets:kvpool_token", "kvpool.oracle.targets:kvpool_paged"):
         target = load_target(path)
         for c in configs_for(target.caps):
-            wanted |= clauses.expected(target.caps, c.page_size, c.need_sort, c.order)
-    assert wanted == clauses.mapped(), sorted(clauses.mapped() - wanted)
+            wanted |= SINGLE.expected(target.caps, c.page_size, c.need_sort, c.order)
+    assert wanted == SINGLE.mapped(), sorted(SINGLE.mapped() - wanted)
 
 
 def _result(counts: dict[str, int], order: str = "exact") -> Result:
@@ -78,10 +81,10 @@ def _result(counts: dict[str, int], order: str = "exact") -> Result:
 
 def test_a_rejection_counts_for_its_clause_and_err_1_and_order_clauses_need_exact() -> None:
     counts = {"rejected:FREE-3": 2, "merge.alloc": 1, "alloc.short_empty": 3}
-    exact = clauses.exercised(counts, "exact")
+    exact = SINGLE.exercised(counts, "exact")
     assert exact["FREE-3"] == exact["ERR-1"] == 2 and exact["ALLOC-3"] == 3
     assert exact["ALLOC-5"] == exact["SORT-2"] == 1
-    contract = clauses.exercised(counts, "contract")
+    contract = SINGLE.exercised(counts, "contract")
     assert not contract["ALLOC-5"] and not contract["SORT-2"] and contract["ALLOC-3"] == 3
 
 
@@ -90,7 +93,7 @@ def test_the_gate_names_an_expected_clause_left_at_zero() -> None:
     expected and unexercised."""
     target = load_target("kvpool.oracle.targets:kvpool_paged")
     counts = {"bad.unaligned_alloc": 5, "rejected:ALLOC-2": 5}
-    (tc,) = clauses.per_target([_result(counts)], [target])
+    (tc,) = clauses.per_target([_result(counts)], [target], SINGLE)
     assert "ALLOC-1" in tc.missing() and "ALLOC-2" not in tc.missing()
     assert "clause gate: t: never exercised" in clauses.report([tc], gate=True)
 
@@ -103,7 +106,7 @@ def test_the_run_prints_and_reports_the_clauses(tmp_path: Path, capsys) -> None:
     assert "clauses exercised" in out and "not exercised by this run" in out
     data = json.loads(report.read_text())
     (row,) = data["configurations"]
-    assert row["clauses"] == dict(sorted(clauses.exercised(row["coverage"], "exact").items()))
+    assert row["clauses"] == dict(sorted(SINGLE.exercised(row["coverage"], "exact").items()))
     assert row["clauses"]["ALLOC-3"] and row["clauses"]["ERR-1"]
     assert set(data["clauses_not_exercised"]) == set(clauses.NOT_EXERCISED)
     assert data["clauses"]["kvpool.oracle.targets:kvpool_paged"] == row["clauses"]

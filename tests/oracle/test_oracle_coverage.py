@@ -6,10 +6,11 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from kvpool.oracle import coverage
-from kvpool.oracle.capabilities import PAGED, TOKEN
-from kvpool.oracle.cli import main
-from kvpool.oracle.trace import TraceStep
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN
+from kvpool.oracle.engine.trace import TraceStep
+from kvpool.oracle.entry.cli import main
+from kvpool.oracle.families.single import coverage
+from kvpool.oracle.reporting import coverage_table
 from kvpool.spec import AllocatorModel
 
 
@@ -78,9 +79,9 @@ def test_target_coverage_gate_sums_configurations() -> None:
     """The gate asks each event once per target, reached in any of its configurations."""
     a = ("pg4", Counter({"alloc.ok": 2}), ["alloc.ok", "seg.trim"])
     b = ("pg4s", Counter({"seg.trim": 1}), ["alloc.ok", "seg.trim", "merge.alloc"])
-    tc = coverage.TargetCoverage("t", [a, b])
+    tc = coverage_table.TargetCoverage("t", [a, b], coverage.EVENTS)
     assert tc.missing() == ["merge.alloc"]
-    text = coverage.table([tc])
+    text = coverage_table.table([tc])
     row = next(line for line in text.splitlines() if line.strip().startswith("merge.alloc"))
     assert row.split()[-3:] == ["-", "0", "0!"]
 

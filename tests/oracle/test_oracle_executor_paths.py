@@ -15,12 +15,12 @@ import pytest
 import torch
 from broken_shortage import CAPS as SHORTAGE_CAPS
 from broken_shortage import shortageraises
-from kvpool.oracle.capabilities import PAGED, TOKEN
-from kvpool.oracle.executor import Executor
-from kvpool.oracle.report import OracleError, OracleFailure
-from kvpool.oracle.runner import run_config
-from kvpool.oracle.targets import Config, Target
-from kvpool.oracle.trace import to_pytest
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN
+from kvpool.oracle.engine.report import OracleError, OracleFailure
+from kvpool.oracle.engine.repro import to_pytest
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.engine.target import Config, Target
+from kvpool.oracle.families.single.executor import Executor
 from kvpool.spec import AllocatorModel, ContractViolation
 from spec_torch import SpecTorchAllocator, spec_paged, spec_token
 

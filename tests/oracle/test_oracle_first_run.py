@@ -13,11 +13,13 @@ from typing import Any
 
 import minimal_allocator
 import pytest
-from kvpool.oracle import cli
-from kvpool.oracle.capabilities import PAGED, UNDECLARED, parse_declaration
-from kvpool.oracle.inference import FactoryError, infer
-from kvpool.oracle.runner import Result, run_config
-from kvpool.oracle.targets import Config, load_target
+from kvpool.oracle.engine.capabilities import PAGED, UNDECLARED, parse_declaration
+from kvpool.oracle.engine.runner import Result, run_config
+from kvpool.oracle.engine.target import Config
+from kvpool.oracle.entry import cli
+from kvpool.oracle.families.single.inference import FactoryError, infer
+from kvpool.oracle.families.single.targets import load_target
+from kvpool.oracle.reporting import run_report
 from test_oracle_cli import _run
 
 
@@ -163,7 +165,7 @@ def test_oracle_examples_count_what_ran() -> None:
 def test_oracle_a_run_without_calls_is_not_conformant(capsys: pytest.CaptureFixture[str]) -> None:
     empty = Result("m:make", Config(4, False))
     assert not empty.ok and empty.status() == "NO CALLS"
-    cli._summary([empty], 0.0)
+    run_report._summary([empty], 0.0)
     assert "no call ran: nothing was tested" in capsys.readouterr().out
 
 
@@ -174,7 +176,7 @@ def test_oracle_writing_a_target_doc_example_passes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The doc's complete minimal target runs through the oracle with no option and passes."""
-    from kvpool.oracle.plan import plan
+    from kvpool.oracle.entry.plan import plan
 
     text = DOC.read_text()
     example = text[text.index("## A complete minimal target") :]
@@ -193,8 +195,8 @@ def test_oracle_writing_a_target_doc_lists_every_capability() -> None:
     """Every Capabilities field, every required method and every exit status is documented."""
     import dataclasses
 
-    from kvpool.oracle.capabilities import Capabilities
-    from kvpool.oracle.inference import METHOD_RULES, REQUIRED
+    from kvpool.oracle.engine.capabilities import Capabilities
+    from kvpool.oracle.families.single.inference import METHOD_RULES, REQUIRED
 
     text = DOC.read_text()
     for f in dataclasses.fields(Capabilities):
@@ -217,7 +219,8 @@ def test_oracle_a_rejected_call_must_leave_the_state_unchanged_whatever_it_raise
 def test_oracle_repro_of_a_rejected_call_expects_the_declared_type() -> None:
     """A repro's rejected step runs under pytest.raises(ValueError) for a checked=ValueError
     target: it passes on that target, and fails on one that accepts the double free."""
-    from kvpool.oracle.trace import Trace, TraceStep, to_pytest
+    from kvpool.oracle.engine.repro import to_pytest
+    from kvpool.oracle.engine.trace import Trace, TraceStep
 
     trace = Trace(
         "minimal_allocator:make_checked",
@@ -237,7 +240,7 @@ def test_oracle_repro_of_a_rejected_call_expects_the_declared_type() -> None:
     namespace: dict[str, Any] = {}
     exec(compile(source, "<repro>", "exec"), namespace)
     namespace["test_kvpool_repro"]()
-    from kvpool.oracle.replay import replay
+    from kvpool.oracle.engine.replay import replay
 
     undeclared = load_target("minimal_allocator:make_checked")
     assert not undeclared.caps.error_types  # inferred unchecked: judged by the trace's types

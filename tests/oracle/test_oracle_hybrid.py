@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 from broken_hybrid import BROKEN_HYBRID, BrokenHybrid
-from kvpool.oracle.divergences import divergences_for
-from kvpool.oracle.hybrid_runner import run_hybrid
-from kvpool.oracle.hybrid_targets import FULL, HYBRID_TARGETS
-from kvpool.oracle.peer_import import PeerUnavailable
+from kvpool.oracle.families.hybrid.runner import run_hybrid
+from kvpool.oracle.families.hybrid.targets import FULL, HYBRID_TARGETS
+from kvpool.oracle.peers.divergences import divergences_for
+from kvpool.oracle.peers.peer_import import PeerUnavailable
 
 EXAMPLES = 8
 
@@ -88,7 +88,7 @@ def test_broken_hybrid_allocators_are_caught(broken: BrokenHybrid) -> None:
 
 def test_hybrid_cli_exit_status(capsys: pytest.CaptureFixture[str]) -> None:
     """``python -m kvpool.oracle hybrid``: 0 when conformant, 1 on a divergence, 2 on usage."""
-    from kvpool.oracle.cli import main
+    from kvpool.oracle.entry.cli import main
 
     assert main(["hybrid", "kvpool-swa", "--examples", "2"]) == 0
     assert "conformant" in capsys.readouterr().out

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from broken_hybrid import BROKEN_HYBRID
-from kvpool.oracle.cli import main
-from kvpool.oracle.hybrid_runner import hybrid_target, run_hybrid
-from kvpool.oracle.replay import replay
-from kvpool.oracle.trace import Trace
+from kvpool.oracle.engine.replay import replay
+from kvpool.oracle.engine.trace import Trace
+from kvpool.oracle.entry.cli import main
+from kvpool.oracle.families.hybrid.runner import hybrid_target, run_hybrid
 
 
 def test_hybrid_failure_trace_replays_and_is_minimized(

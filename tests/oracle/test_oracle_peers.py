@@ -13,21 +13,14 @@ registered clause, so the registry records exactly what differs.
 from __future__ import annotations
 
 import pytest
-from kvpool.oracle.adapters import VLLM_BASE
-from kvpool.oracle.capabilities import PAGED, TOKEN
-from kvpool.oracle.divergences import REGISTRY, KnownDivergence, divergences_for
-from kvpool.oracle.executor import Executor
-from kvpool.oracle.report import OracleFailure
-from kvpool.oracle.runner import run_config
-from kvpool.oracle.targets import (
-    KVCACHED_BASE,
-    Config,
-    Target,
-    TargetError,
-    configs_for,
-    load_target,
-    probe,
-)
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN
+from kvpool.oracle.engine.report import OracleFailure
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.engine.target import Config, Target, TargetError
+from kvpool.oracle.families.single.executor import Executor
+from kvpool.oracle.families.single.targets import KVCACHED_BASE, configs_for, load_target, probe
+from kvpool.oracle.peers.adapters import VLLM_BASE
+from kvpool.oracle.peers.divergences import REGISTRY, KnownDivergence, divergences_for
 
 pytestmark = pytest.mark.peers
 

@@ -8,12 +8,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from kvpool.oracle.pagemap import LEGEND, TARGET_LEGEND
-from kvpool.oracle.replay import replay
-from kvpool.oracle.report import Failure
-from kvpool.oracle.runner import Config, run_config
-from kvpool.oracle.targets import load_target
-from kvpool.oracle.trace import Trace
+from kvpool.oracle.engine.replay import replay
+from kvpool.oracle.engine.report import Failure
+from kvpool.oracle.engine.runner import Config, run_config
+from kvpool.oracle.engine.trace import Trace
+from kvpool.oracle.families.single.targets import load_target
+from kvpool.oracle.reporting.pagemap import LEGEND, TARGET_LEGEND
 from protocol_allocators import RAISING_CALLS
 
 EXACT = Config(4, False, "cpu", "exact")
@@ -159,7 +159,8 @@ def test_oracle_capacity_hook_gets_sglangs_keywords() -> None:
 def test_oracle_repro_probes_only_results_that_are_tensors() -> None:
     """A probed step whose call hands back no slots (a capacity hook's count or answer) writes
     into the census only: the repro never names an unbound result variable (ALIAS-3)."""
-    from kvpool.oracle.trace import TraceStep, to_pytest
+    from kvpool.oracle.engine.repro import to_pytest
+    from kvpool.oracle.engine.trace import TraceStep
 
     steps = [
         TraceStep("create", {"size": 32, "page_size": 4, "need_sort": False}),

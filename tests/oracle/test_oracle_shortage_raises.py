@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 from broken_allocators import Broken
 from broken_shortage import CAPS, SHORTAGE_BROKEN, shortageraises
-from kvpool.oracle.runner import run_config
-from kvpool.oracle.targets import Config, Target
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.engine.target import Config, Target
 
 CONFIG = Config(4, False, "cpu", "exact")
 NONE_CLAUSES = ("ALLOC-3", "EXTEND-6", "DECODE-6")

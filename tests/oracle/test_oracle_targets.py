@@ -8,11 +8,12 @@ from typing import Any
 import pytest
 import spec_torch
 from broken_allocators import fifopaged, leakonfree
-from kvpool.oracle.capabilities import PAGED
-from kvpool.oracle.replay import replay
-from kvpool.oracle.runner import run_config, run_for
-from kvpool.oracle.targets import Config, Target, configs_for, expand, load_target
-from kvpool.oracle.trace import Trace
+from kvpool.oracle.engine.capabilities import PAGED
+from kvpool.oracle.engine.replay import replay
+from kvpool.oracle.engine.runner import run_config, run_for
+from kvpool.oracle.engine.target import Config, Target
+from kvpool.oracle.engine.trace import Trace
+from kvpool.oracle.families.single.targets import configs_for, expand, load_target
 
 EXAMPLES = 25
 

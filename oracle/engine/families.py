@@ -1,0 +1,75 @@
+"""The allocator families the one engine serves, as data.
+
+A :class:`Family` is what differs between allocator kinds: the call table (spec form, target
+form, repro source, slot-carrying arguments, the clauses each call can fail), the scheduler
+model that draws realistic calls (a Hypothesis state machine), the executor (the spec model and
+the census comparison on top of :class:`~kvpool.oracle.engine.Engine`), the clause map (coverage
+events, clause accounting) and the capability declaration's class and attribute. Running,
+shrinking, replay, minimization, repros, coverage, clause accounting, the CLI and the pytest
+plugin take a family and are written once.
+
+``FAMILY_MODULES`` names the module that defines each family's ``FAMILY``; :func:`family`
+imports only the one asked for. That keeps a run's start-up to its own family and keeps the
+single-pool run's examples independent of the other families' code (Hypothesis draws integers
+partly from the constants of the loaded local modules). A new family is one module and one
+entry here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .call import Call
+from .capabilities import Capabilities
+from .clausemap import ClauseMap
+from .core import Engine
+from .target import Config, Target
+
+
+@dataclass(frozen=True)
+class Family:
+    """One allocator family (see the module docstring)."""
+
+    name: str
+    calls: Mapping[str, Call]
+    executor: type[Engine]
+    machine_for: Callable[[Target, Config], type[Any]]
+    clauses: ClauseMap
+    caps_class: type[Capabilities]
+    caps_attr: str  # the factory attribute that declares its capabilities
+    aliases: Mapping[str, Callable[..., Any]]  # target names the CLI accepts
+    default_examples: int = 150  # per configuration
+    default_steps: int = 20  # calls per example (rules; a rule may make several calls)
+
+    def target(self, factory: Callable[..., Any], caps: Capabilities | None = None) -> Target:
+        """``factory`` as a :class:`Target` of this family: ``caps``, else its declaration
+        (``caps_attr``), else unchecked with the class's defaults."""
+        if caps is None:
+            caps = getattr(factory, self.caps_attr, None)
+        if caps is None:
+            caps = self.caps_class(checked=False).with_source("default", checked=False)
+        path = f"{factory.__module__}:{factory.__qualname__}"
+        return Target(factory, caps, path, family=self.name)
+
+
+FAMILY_MODULES: dict[str, str] = {
+    "single": "kvpool.oracle.families.single.family",
+    "hybrid": "kvpool.oracle.families.hybrid.family",
+}
+
+
+def family(name: str) -> Family:
+    """The family called ``name`` (its module imported on first use). Raises ValueError for an
+    unknown one."""
+    if name not in FAMILY_MODULES:
+        raise ValueError(f"unknown allocator family {name!r}; known: {sorted(FAMILY_MODULES)}")
+    found: Family = importlib.import_module(FAMILY_MODULES[name]).FAMILY
+    return found
+
+
+def all_mapped() -> set[str]:
+    """Every clause some family's run can exercise."""
+    return set().union(*(family(name).clauses.mapped() for name in FAMILY_MODULES))

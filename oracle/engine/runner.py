@@ -1,0 +1,163 @@
+"""Run the state machine over a target's configuration matrix and collect results."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import traceback
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Verbosity, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from ..families.single.targets import configs_for
+from .families import family
+from .minimize import minimize
+from .report import (
+    Failure,
+    OracleError,
+    OracleFailure,
+    first_failure_at,
+    latest_failure,
+    reset_latest,
+)
+from .target import Config, Target
+
+__all__ = ["Config", "Result", "Target", "configs_for", "run_config", "run_for"]
+
+DEFAULT_EXAMPLES = 150
+DEFAULT_STEPS = 20
+DEFAULT_SHRINK_SECONDS = 10.0
+
+
+@contextlib.contextmanager
+def shrink_budget(seconds: float) -> Iterator[None]:
+    """Cap Hypothesis's shrinking time (its own cap is 300 s) for the duration of a run."""
+    try:
+        from hypothesis.internal.conjecture import engine
+    except ImportError:  # pragma: no cover - a Hypothesis without that module
+        yield
+        return
+    saved = engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        engine.MAX_SHRINKING_SECONDS = saved
+
+
+@dataclass
+class Result:
+    """What one configuration run found."""
+
+    target: str
+    config: Config
+    examples: int = 0
+    calls: int = 0
+    seconds: float = 0.0
+    seconds_to_failure: float | None = None  # until the first failing example, before shrinking
+    failure: Failure | None = None
+    error: str | None = None
+    coverage: Counter[str] = field(default_factory=Counter)  # events reached (.coverage)
+    step_hash: str = ""  # of every step's call and arguments, in order (machine.record_example)
+    reported: str | None = None  # the status a parallel run's worker reported (no failure object)
+
+    @property
+    def ok(self) -> bool:
+        """Conformant: no failure, no error, and at least one call ran."""
+        fine = self.reported in (None, "ok")
+        return fine and self.failure is None and self.error is None and self.calls > 0
+
+    def status(self) -> str:
+        if self.reported is not None:
+            return self.reported
+        if self.error:
+            return "ERROR"
+        if self.failure is not None:
+            return f"FAIL {self.failure.clause}"
+        return "ok" if self.calls > 0 else "NO CALLS"
+
+
+def run_config(
+    target: Target,
+    config: Config,
+    *,
+    max_examples: int = DEFAULT_EXAMPLES,
+    seed: int | None = None,
+    step_count: int = DEFAULT_STEPS,
+    shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
+    verbosity: Verbosity = Verbosity.quiet,
+) -> Result:
+    """Run the machine on one configuration and shrink the first failure it finds.
+
+    ``shrink_seconds``: Hypothesis shrinks for at most half of it, then the trace minimizer
+    (``kvpool.oracle.minimize``) for at most all of it, stopping early when no call can be
+    dropped. ``seed=None`` runs derandomized (the same examples every time).
+    """
+    cls = family(target.family).machine_for(target, config)
+    if seed is not None:
+        cls._hypothesis_internal_use_seed = seed
+    run_settings = settings(
+        max_examples=max_examples,
+        stateful_step_count=step_count,
+        deadline=None,
+        database=None,
+        derandomize=seed is None,
+        report_multiple_bugs=False,
+        suppress_health_check=list(HealthCheck),
+        verbosity=verbosity,
+        print_blob=False,
+    )
+    result = Result(target.path, config)
+    reset_latest()
+    start = time.perf_counter()
+    try:
+        with shrink_budget(shrink_seconds / 2):
+            run_state_machine_as_test(cls, settings=run_settings)
+    except OracleFailure as err:
+        result.failure = latest_failure() or err.failure
+    except OracleError as err:
+        result.error = f"oracle error: {err}"
+    except Exception as err:  # the target crashed outside a compared call, or Hypothesis gave up
+        where = traceback.extract_tb(err.__traceback__)[-1]
+        result.error = f"{type(err).__name__}: {err} (at {where.filename}:{where.lineno})"
+    first = first_failure_at()
+    if result.failure is not None and shrink_seconds > 0:
+        result.failure = minimize(result.failure, target, seconds=shrink_seconds)
+    result.seconds = time.perf_counter() - start
+    if result.failure is not None and first is not None:
+        result.seconds_to_failure = first - start
+    result.examples, result.calls = cls.stats["examples"], cls.stats["calls"]
+    result.step_hash = cls.digest.hexdigest()[:16]
+    result.coverage = Counter(cls.coverage)
+    return result
+
+
+def run_for(
+    target: Target,
+    config: Config,
+    *,
+    seconds: float,
+    examples_per_round: int = 100,
+    seed: int = 0,
+    step_count: int = DEFAULT_STEPS,
+) -> Result:
+    """Run rounds with successive seeds until ``seconds`` passed or a failure was found."""
+    total = Result(target.path, config)
+    start = time.perf_counter()
+    round_seed = seed
+    while time.perf_counter() - start < seconds:
+        r = run_config(
+            target, config, max_examples=examples_per_round, seed=round_seed, step_count=step_count
+        )
+        total.examples += r.examples
+        total.calls += r.calls
+        total.coverage.update(r.coverage)
+        total.failure, total.error = r.failure, r.error
+        round_seed += 1
+        if not r.ok:
+            break
+    total.seconds = time.perf_counter() - start
+    return total

@@ -1,0 +1,38 @@
+"""What the engine runs: a :class:`Target` (a factory, its capabilities, its family) and a
+:class:`Config` (one cell of its configuration matrix)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .capabilities import Capabilities
+
+
+class TargetError(Exception):
+    """A target string that cannot be resolved (bad syntax, import error, not a factory)."""
+
+
+@dataclass
+class Target:
+    """A factory, its capabilities and the ``module:attr`` path that names it."""
+
+    factory: Callable[..., Any]
+    caps: Capabilities
+    path: str
+    notes: list[str] = field(default_factory=list)
+    family: str = "single"  # the allocator family (kvpool.oracle.families)
+
+
+@dataclass(frozen=True)
+class Config:
+    """One cell of the matrix: page size, need_sort, device and comparison mode."""
+
+    page_size: int
+    need_sort: bool
+    device: str = "cpu"
+    order: str = "exact"
+
+    def label(self) -> str:
+        return f"ps={self.page_size} need_sort={self.need_sort!s:5s} {self.device} {self.order}"

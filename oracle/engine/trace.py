@@ -1,0 +1,72 @@
+"""Traces: the calls of one run at the spec level, and their JSON form.
+
+A :class:`TraceStep` is one call in the spec's signature (plain ints and lists), its expected
+result under the spec (``expect``) or the clause of the ContractViolation it must raise
+(``raises``), and the expected ``available_size()`` / free census after it. Any implementation
+can replay the JSON form (:mod:`kvpool.oracle.engine.replay`);
+:func:`kvpool.oracle.engine.repro.to_pytest` prints the steps as plain torch calls.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+TRACE_FORMAT = 1
+
+
+@dataclass
+class TraceStep:
+    """One call. ``args`` maps argument names to plain values (see ``Executor.call``)."""
+
+    call: str
+    args: dict[str, Any] = field(default_factory=dict)
+    expect: Any = None
+    raises: str | None = None
+    clobber: bool = False  # the caller overwrote its input tensor(s) right after the call
+    raised: str | None = None  # what the target raised on this valid call ("Type: message")
+    short_raised: str | None = None  # the declared type it raised for a None (shortage_raises)
+    probe: bool = False  # the caller then wrote into the result and the census (ALIAS-3)
+    evicted: int | None = None  # the spec's cache evictions where a CAP-1 repro checks them
+    available_after: int | None = None
+    census_after: list[int] | None = None  # sorted multiset of get_all_free_pages()
+    free_after: list[int] | None = None  # exact get_all_free_pages() (reference order only)
+
+
+@dataclass
+class Trace:
+    """The steps of one run plus what is needed to rebuild the target."""
+
+    target: str
+    page_size: int
+    need_sort: bool
+    device: str
+    order: str
+    steps: list[TraceStep] = field(default_factory=list)
+    clause: str | None = None
+    detail: str | None = None
+    failing_step: int | None = None
+    final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
+    error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
+    shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
+    family: str = "single"  # the allocator family whose call table the steps use (calltables)
+
+    def to_json(self) -> str:
+        data = asdict(self)
+        data["kvpool_trace"] = TRACE_FORMAT
+        return json.dumps(data, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> Trace:
+        data = json.loads(text)
+        if data.pop("kvpool_trace", None) != TRACE_FORMAT:
+            raise ValueError("not a kvpool trace (missing or unknown 'kvpool_trace' format)")
+        data.pop("got", None)  # written by earlier versions, never read
+        steps = [TraceStep(**s) for s in data.pop("steps")]
+        return cls(steps=steps, **data)
+
+    def num_calls(self) -> int:
+        """Calls up to the failing step (or all), not counting the constructor."""
+        end = len(self.steps) if self.failing_step is None else self.failing_step + 1
+        return sum(1 for s in self.steps[:end] if s.call != "create")

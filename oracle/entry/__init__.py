@@ -1,0 +1,2 @@
+"""The command line (``cli``), target and option resolution (``plan``) and the programmatic
+entry (``api``); the pytest plugin stays at ``kvpool.oracle.pytest_plugin``."""

@@ -1,0 +1,315 @@
+"""``python -m kvpool.oracle``: run the conformance matrix of an allocator family, or replay a
+JSON trace. ``--family hybrid`` (or the older form ``python -m kvpool.oracle hybrid TARGET ...``)
+runs the sliding-window family (:mod:`kvpool.oracle.families`) through the same run, report,
+coverage and clause gate.
+
+Every run starts with the capabilities in force per target (``Capabilities.in_force``) and the
+inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
+configuration conformant and at least one call ran; 1 a divergence, a target that crashed, a
+run that executed no call, or a coverage gap under ``--require-coverage``; 2 a usage error
+(``kvpool.oracle.plan.UsageError``, argparse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from ..engine.runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Result, run_config, run_for
+from ..engine.target import Config, Target
+from ..reporting.run_report import report_run
+
+
+def _bools(text: str) -> list[bool]:
+    out = []
+    for part in text.split(","):
+        if part.strip().lower() not in ("true", "false", "1", "0"):
+            raise argparse.ArgumentTypeError(f"{part!r} is not true/false")
+        out.append(part.strip().lower() in ("true", "1"))
+    return out
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        return [int(p) for p in text.split(",")]
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
+def _flat(values: list[list[Any]] | None) -> list[Any] | None:
+    return None if values is None else [v for group in values for v in group]
+
+
+def _positive(kind: type) -> Any:
+    """An argparse type: a number of ``kind`` that must be > 0 (a usage error otherwise)."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+        return value
+
+    return parse
+
+
+SOAK_MINUTES = 2.5  # per configuration under KVPOOL_PROFILE=soak (8 for kvpool: 20 minutes)
+
+EXIT_CODES = """\
+exit status:
+  0  every configuration conformant (and at least one call ran)
+  1  a divergence, a target that crashed, a run that executed no call, or
+     (with --require-coverage) an event the capabilities allow never reached
+  2  a usage error (bad option, target that cannot be imported or built,
+     undeclared page size, unavailable device)"""
+
+
+def _run_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m kvpool.oracle",
+        description="Differential conformance run of a KV-cache allocator against kvpool.spec.\n"
+        "TARGET is module:factory or an alias (kvpool, kvpool-unchecked, sglang); default kvpool.",
+        epilog="replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET\n"
+        "writing a target (methods, capabilities, declarations): docs/writing-a-target.md\n\n"
+        + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("target", nargs="*", default=None, help="one or more targets (or a comma list)")
+    p.add_argument(
+        "--family",
+        default="single",
+        help="allocator family: single (default) or hybrid (sliding-window allocators; "
+        "targets kvpool-swa, kvpool-swa-unchecked, sglang-swa or module:factory)",
+    )
+    p.add_argument(
+        "--order",
+        choices=("exact", "contract"),
+        default=None,
+        help="compare slot for slot (exact) or by contract acceptance; default: "
+        "exact if the target declares the reference order",
+    )
+    p.add_argument(
+        "--page-sizes",
+        type=_ints,
+        nargs="+",
+        default=None,
+        metavar="PS",
+        help="page sizes to run, e.g. 1 16 or 1,16 (default: the declared ones; "
+        "for a factory that declares nothing, these become its declaration)",
+    )
+    p.add_argument(
+        "--need-sort",
+        type=_bools,
+        nargs="+",
+        default=None,
+        metavar="BOOL",
+        help="need_sort values, e.g. false true (default: the declared ones)",
+    )
+    p.add_argument("--device", default="cpu")
+    p.add_argument(
+        "--declare",
+        default=None,
+        metavar="KEY=VALUE,...",
+        help="set capabilities (over the declared or inferred ones), e.g. "
+        "checked=ValueError,segments=disjoint,page_sizes=4+16; checked takes true "
+        "(ContractViolation), false, or exception classes (ValueError+AssertionError, "
+        "mypkg.errors.AllocError)",
+    )
+    budget = p.add_mutually_exclusive_group()
+    budget.add_argument(
+        "--examples",
+        type=_positive(int),
+        default=None,
+        help=f"examples per configuration (default {DEFAULT_EXAMPLES}; hybrid: 60)",
+    )
+    budget.add_argument(
+        "--minutes",
+        type=_positive(float),
+        default=None,
+        help="time budget per configuration (rounds of fresh seeds until it is spent); "
+        f"KVPOOL_PROFILE=soak sets {SOAK_MINUTES} (a soak: about 10^6 calls in the kvpool matrix)",
+    )
+    p.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
+    p.add_argument(
+        "--steps",
+        type=_positive(int),
+        default=None,
+        help=f"calls per example (default {DEFAULT_STEPS}; hybrid: 30)",
+    )
+    p.add_argument(
+        "--require-coverage",
+        action="store_true",
+        help="fail when an event the target's capabilities allow was never reached "
+        "(see the coverage table)",
+    )
+    p.add_argument(
+        "--json", default=None, metavar="PATH", help="write the run report (results, coverage)"
+    )
+    p.add_argument(
+        "--jobs",
+        type=_positive(int),
+        default=1,
+        help="run the configurations in N processes (pytest-xdist, through the pytest plugin: "
+        "one merged report); see kvpool.oracle.entry.parallel",
+    )
+    p.add_argument(
+        "--rounds",
+        type=_positive(int),
+        default=1,
+        help="a soak: R rounds of every configuration, round r with seed --seed + r (runs "
+        "through the pytest plugin, like --jobs)",
+    )
+    p.add_argument(
+        "--trace-dir",
+        default="kvpool-traces",
+        help="where failing traces are written as JSON",
+    )
+    return p
+
+
+def _fail_usage(message: str, trace: str = "") -> int:
+    if trace:
+        print(trace.rstrip(), file=sys.stderr)
+    print(f"kvpool.oracle: error: {message}", file=sys.stderr)
+    return 2
+
+
+def run_main(argv: list[str]) -> int:
+    args = _run_parser().parse_args(argv)
+    soak = os.environ.get("KVPOOL_PROFILE") == "soak" and "--examples" not in argv
+    if args.minutes is None and soak:
+        args.minutes = SOAK_MINUTES
+    from ..engine.families import FAMILY_MODULES, family
+    from .plan import UsageError, plan
+
+    if args.family not in FAMILY_MODULES:
+        known = ", ".join(FAMILY_MODULES)
+        return _fail_usage(f"unknown family {args.family!r} (known: {known})")
+    fam = family(args.family)
+    args.examples = args.examples or fam.default_examples
+    args.steps = args.steps or fam.default_steps
+    if args.jobs > 1 or args.rounds > 1:
+        from .parallel import run_parallel
+
+        return run_parallel(args)
+    try:
+        planned = plan(
+            ",".join(args.target) or None,
+            order=args.order,
+            page_sizes=_flat(args.page_sizes),
+            need_sort=_flat(args.need_sort),
+            declare=args.declare,
+            device=args.device,
+            family=args.family,
+        )
+    except UsageError as err:
+        return _fail_usage(str(err), err.trace)
+    for p in planned:
+        print(p.in_force(), flush=True)
+        if p.target.notes:
+            print(f"  inferred from the instance: {'; '.join(p.target.notes)}", flush=True)
+    results: list[Result] = []
+    start = time.perf_counter()
+    for p in planned:
+        for config in p.configs:
+            results.append(_run_one(p.target, config, args))
+    targets = [p.target for p in planned for _ in p.configs]
+    return report_run(
+        results,
+        targets,
+        fam.clauses,
+        seconds=time.perf_counter() - start,
+        gate=args.require_coverage,
+        json_path=args.json,
+    )
+
+
+def trace_path(trace_dir: str | Path, target: str, config: Config) -> Path:
+    """A new file for one failing run's JSON trace: target, configuration, UTC time and, when
+    that name exists already, a counter; an existing trace is never overwritten."""
+    stem = f"{target}-ps{config.page_size}-ns{int(config.need_sort)}-{config.order}"
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", stem) + time.strftime("-%Y%m%dT%H%M%SZ", time.gmtime())
+    folder = Path(trace_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = folder / (f"{stem}.json" if n == 1 else f"{stem}-{n}.json")
+        try:
+            path.open("x").close()
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result:
+    """Run one configuration, print its progress line and, on failure, its report."""
+    if args.minutes is not None:
+        r = run_for(
+            target, config, seconds=args.minutes * 60, seed=args.seed or 0, step_count=args.steps
+        )
+    else:
+        r = run_config(
+            target, config, max_examples=args.examples, seed=args.seed, step_count=args.steps
+        )
+    rate = r.calls / r.seconds if r.seconds else 0.0
+    print(
+        f"{target.path:46s} {config.label():36s} {r.status():10s} {r.examples:5d} examples "
+        f"{r.calls:6d} calls {r.seconds:6.1f} s {rate:6.0f} calls/s",
+        flush=True,
+    )
+    if r.failure is not None:
+        r.failure.write_json(trace_path(args.trace_dir, target.path, config))
+        print(r.failure.report(), flush=True)
+    if r.error is not None:
+        print(f"  error: {r.error}", flush=True)
+    return r
+
+
+def replay_main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m kvpool.oracle replay", description="Replay a JSON trace against a target."
+    )
+    p.add_argument("trace")
+    p.add_argument("--target", default=None, help="module:factory (default: the recorded one)")
+    p.add_argument("--order", choices=("exact", "contract"), default=None)
+    args = p.parse_args(argv)
+    from ..engine.replay import replay
+    from ..engine.trace import Trace
+    from .plan import UsageError, plan
+
+    try:
+        trace = Trace.from_json(Path(args.trace).read_text())
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        return _fail_usage(f"cannot read trace {args.trace}: {err}")
+    try:
+        planned = plan(args.target or trace.target, device=trace.device, family=trace.family)
+        targets = [p.target for p in planned]
+    except UsageError as err:
+        return _fail_usage(str(err), err.trace)
+    if len(targets) != 1:
+        return _fail_usage("replay needs exactly one target (module:factory)")
+    failure = replay(trace, targets[0], order=args.order)
+    if failure is None:
+        print(
+            f"{targets[0].path}: the trace replays without divergence ({trace.num_calls()} calls)"
+        )
+        return 0
+    print(failure.report())
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "replay":
+        return replay_main(argv[1:])
+    if argv and argv[0] == "hybrid":  # the older form of --family hybrid
+        return run_main(["--family", "hybrid", *argv[1:]])
+    return run_main(argv)

@@ -1,0 +1,121 @@
+"""The hybrid family's coverage events and clause map (the single pool's: ``coverage`` /
+``clauses``).
+
+Events come from two places: the scheduler model names the situations it built (``arrive``,
+``slide-unaligned``, ``finish-segments-shared``, ``bad.<kind>``, ...;
+:mod:`kvpool.oracle.hybrid_machine`) and the engine counts per call what it checked
+(:func:`events_of`: each call kind, shortages, ``alias.*``, ``cap.byte_accounting``). Every
+SWA clause of SPEC.md section 15 is mapped here to the events whose checks can break it, so the
+hybrid run's ``--require-coverage`` and clause table work like the single pool's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...engine.clausemap import ClauseMap
+from ...engine.events import Event, Needs, always, cap
+from ...engine.trace import TraceStep
+
+
+def _ps1(c: Any, ps: int, ns: bool) -> bool:
+    return ps == 1
+
+
+def _paged(c: Any, ps: int, ns: bool) -> bool:
+    return ps > 1
+
+
+def _checked_and(pred: Needs) -> Needs:
+    return lambda c, ps, ns: bool(c.error_types) and pred(c, ps, ns)
+
+
+_ROWS: list[tuple[str, str, Needs, str]] = [
+    ("arrive", "SWA-7", always, "new requests were admitted"),
+    ("short", "SWA-5", always, "new requests were refused (one side short)"),
+    ("fill", "SWA-5", always, "a request took every slot the smaller side had left"),
+    ("extend", "SWA-8", _paged, "rows grew by chunks"),
+    ("decode", "SWA-9", always, "rows decoded one token"),
+    ("decode-short", "SWA-9", always, "a decode was refused"),
+    ("slide-aligned", "SWA-10", always, "a window slid to a page boundary"),
+    ("slide-unaligned", "SWA-3", _paged, "a window slid to mid-page (the page keeps its peer)"),
+    ("finish-free", "SWA-13", always, "a request finished by free_full + free"),
+    ("finish-segments", "SWA-14", always, "a request finished by the segment frees"),
+    ("finish-segments-shared", "SWA-14", lambda c, ps, ns: ps > 1 and c.segments == "shared",
+     "two finishing segments shared a page"),
+    ("group", "SWA-15", cap("groups"), "requests finished inside a free group"),
+    ("group.input_reused", "GROUP-3", cap("groups"), "a deferred free's input was overwritten"),
+    ("alloc.ok", "SWA-6", _ps1, "alloc handed out slots on both sides"),
+    ("alloc.short", "SWA-6", _ps1, "alloc returned None"),
+    ("alloc_extend.ok", "SWA-7", _paged, "alloc_extend succeeded"),
+    ("alloc_extend.short", "SWA-7", _paged, "alloc_extend returned None"),
+    ("alloc_decode.ok", "SWA-9", _paged, "alloc_decode succeeded"),
+    ("alloc_decode.short", "SWA-9", lambda c, ps, ns: ps > 1 and getattr(c, "atomic_decode", True),
+     "alloc_decode returned None"),
+    ("translate", "SWA-16", always, "translate_loc_from_full_to_swa"),
+    ("capacity.check", "SWA-17", cap("capacity_hooks"), "check_decode_capacity"),
+    ("capacity.evict", "SWA-17", cap("capacity_hooks"), "the cache was asked to evict"),
+    ("life.clear", "SWA-1", cap("clear"), "clear() mid-run"),
+    ("life.resize", "SWA-18", cap("resize"), "resize() mid-run"),
+    ("cap.byte_accounting", "SWA-19", always, "verify_byte_accounting() read"),
+    ("alias.held", "ALIAS-1", always, "a result re-checked after later calls"),
+    ("alias.inputs", "ALIAS-2", cap("ownership"), "the caller overwrote a free's input"),
+]
+# bad-input kinds of the hybrid scheduler model -> the clause the spec rejects each with
+BAD_CLAUSES: dict[str, str] = {
+    "swa_double": "SWA-11",
+    "free_released": "SWA-11",
+    "segment_released": "SWA-11",
+    "free_full_live": "SWA-12",
+    "translate_freed": "SWA-16",
+    "extend_released": "SWA-8",
+}
+_BAD_NEEDS: dict[str, Needs] = {"extend_released": _paged}
+for _kind in BAD_CLAUSES:
+    _ROWS.append((f"bad.{_kind}", "ERR-1", _checked_and(_BAD_NEEDS.get(_kind, always)),
+                  f"bad input: {_kind}"))
+EVENTS: dict[str, Event] = {name: Event(name, clause, needs, doc)
+                            for name, clause, needs, doc in _ROWS}
+
+CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
+    "SWA-1": ("arrive", "life.clear"),
+    "SWA-2": ("slide-aligned", "finish-free", "finish-segments"),
+    "SWA-3": ("slide-unaligned", "finish-segments-shared"),
+    "SWA-4": ("finish-free", "finish-segments", "group"),
+    "SWA-5": ("short", "fill"),
+    "SWA-6": ("alloc.ok", "alloc.short"),
+    "SWA-7": ("alloc_extend.ok", "alloc_extend.short"),
+    "SWA-8": ("extend",),
+    "SWA-9": ("alloc_decode.ok", "alloc_decode.short"),
+    "SWA-10": ("slide-aligned", "slide-unaligned"),
+    "SWA-13": ("finish-free",),
+    "SWA-14": ("finish-segments", "finish-segments-shared"),
+    "SWA-15": ("group",),
+    "SWA-16": ("translate",),
+    "SWA-17": ("capacity.check", "capacity.evict"),
+    "SWA-18": ("life.resize",),
+    "SWA-19": ("cap.byte_accounting",),
+    "INV-1": ("finish-free", "finish-segments"),
+    "GROUP-3": ("group.input_reused",),
+    "ALIAS-1": ("alias.held",),
+    "ALIAS-2": ("alias.inputs",),
+}
+HYBRID = ClauseMap(EVENTS, CLAUSE_EVENTS, BAD_CLAUSES)
+
+_SIMPLE = {"translate_loc_from_full_to_swa": "translate", "check_decode_capacity": "capacity.check",
+           "clear": "life.clear", "resize": "life.resize"}
+
+
+def events_of(step: TraceStep, group_open: bool, result: Any) -> list[str]:
+    """The events one performed hybrid call reached (beside the scheduler model's)."""
+    c = step.call
+    out: list[str] = []
+    if c in ("alloc", "alloc_extend", "alloc_decode"):
+        out.append(f"{c}.{'short' if result is None else 'ok'}")
+    elif c in _SIMPLE:
+        out.append(_SIMPLE[c])
+    if c == "evict_to_free_tokens" and step.args.get("num_tokens"):
+        out.append("capacity.evict")
+    if step.clobber and group_open and c.startswith("free"):
+        out.append("group.input_reused")
+    return out

@@ -1,0 +1,297 @@
+"""The hybrid scheduler model: a Hypothesis state machine that drives a sliding-window target.
+
+Requests arrive (``alloc_extend`` from an empty prefix; page size 1: ``alloc``), grow by chunks,
+decode in batches, and their window slides: ``free_swa`` or ``free_swa_segment`` of the oldest
+tokens, to a page boundary (``window.slide_end``) or to any position (the rest of that page then
+loses its peer too, ``window.released_frontier``). A request finishes with ``free_full`` of its
+slid-out head and ``free`` of the rest, or the segment forms, in or out of a free group;
+translations, capacity hooks, ``clear`` / ``resize`` and (checked targets) bad input run between.
+Each row remembers ``front``: positions below it have no SWA peer.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from hashlib import sha256
+from typing import ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from kvpool.spec.window import released_frontier, slide_end
+
+from ...engine.examples import record_example
+from ...engine.target import Config, Target
+from .executor import HybridExecutor
+from .targets import HybridCapabilities
+
+
+@dataclass
+class Row:
+    """One request: its kv row (full slots) and its released frontier."""
+
+    slots: list[int]
+    front: int = 0
+
+    def growable(self, ps: int) -> bool:
+        """Growing continues the last page only when its SWA peer is live (``SWA-8``)."""
+        return len(self.slots) % ps == 0 or self.front < len(self.slots)
+
+
+class HybridMachine(RuleBasedStateMachine):
+    """Scheduler model over one hybrid configuration (class attributes: ``hybrid_machine``)."""
+
+    target: ClassVar[Target]
+    config: ClassVar[Config]
+    stats: ClassVar[dict[str, int]]
+    coverage: ClassVar[Counter[str]]  # coverage events of every example
+
+    def __init__(self) -> None:
+        super().__init__()
+        cls = type(self)
+        self.ps = cls.config.page_size
+        self.ex = HybridExecutor(cls.target, cls.config)
+        self.caps: HybridCapabilities = cls.target.caps  # type: ignore[assignment]
+        self.rows: list[Row] = []
+        self.group_open = False
+
+    @property
+    def clobber(self) -> bool:
+        """Whether the caller overwrites a free's input tensors right after it (the engine's
+        ``ALIAS-2`` probe; inside a group it tests that deferred frees copied them)."""
+        return self.caps.ownership or self.group_open
+
+    @initialize(full_pages=st.integers(10, 28), swa_pages=st.integers(5, 20), ragged=st.booleans())
+    def create(self, full_pages: int, swa_pages: int, ragged: bool) -> None:
+        extra = self.ps - 1 if ragged else 0
+        self.ex.create(full_pages * self.ps + extra, swa_pages * self.ps)
+
+    # -- growth --------------------------------------------------------------------------------
+    @rule(data=st.data(), fill=st.sampled_from([False, False, False, False, True]))
+    def new_requests(self, data: st.DataObject, fill: bool) -> None:
+        """New requests; ``fill``: one request that takes every slot the smaller side has left
+        (the next page either side needs is then short on one side only)."""
+        m = self.ex.model
+        assert m is not None
+        if fill and m.available_size() > 0:
+            seqs = [m.available_size()]
+            self.ex.note("fill")
+        else:
+            seqs = data.draw(st.lists(st.integers(1, 2 * self.ps + 2), min_size=1, max_size=3))
+        if self.ps == 1:
+            out = self.ex.call("alloc", need_size=sum(seqs))
+        else:
+            out = self.ex.call("alloc_extend", prefix_lens=[0] * len(seqs), seq_lens=seqs,
+                               last_loc=[-1] * len(seqs), extend_num_tokens=sum(seqs))
+        self.ex.note("short" if out is None else "arrive")
+        if out is not None:
+            start = 0
+            for n in seqs:
+                self.rows.append(Row(out[start:start + n]))
+                start += n
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data(), decode=st.booleans())
+    def grow(self, data: st.DataObject, decode: bool) -> None:
+        """Some growable rows extend by chunks or decode one token."""
+        picks = [r for r in self.rows if r.growable(self.ps)]
+        if picks:
+            self._grow(data, data.draw(st.lists(st.sampled_from(picks), min_size=1, max_size=4,
+                                                unique_by=id)), decode)
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def decode_step(self, data: st.DataObject) -> None:
+        """The serving loop: every growable row decodes one token, then windows slide."""
+        picks = [r for r in self.rows if r.growable(self.ps)]
+        if picks:
+            self._grow(data, picks[:8], True)
+
+    def _grow(self, data: st.DataObject, rows: list[Row], decode: bool) -> None:
+        if self.ps == 1:
+            chunks = [1] * len(rows) if decode else [data.draw(st.integers(0, 5)) for _ in rows]
+            out = self.ex.call("alloc", need_size=sum(chunks))
+        elif decode:
+            chunks = [1] * len(rows)
+            if not self.caps.atomic_decode and self._decode_refused(rows):
+                return  # a refused decode leaks on such a target (SGL-SWA-DECODE-LEAK)
+            out = self.ex.call("alloc_decode", seq_lens=[len(r.slots) + 1 for r in rows],
+                               last_loc=[r.slots[-1] for r in rows])
+        else:
+            chunks = [data.draw(st.integers(0, 2 * self.ps + 1)) for _ in rows]
+            pre = [len(r.slots) for r in rows]
+            out = self.ex.call("alloc_extend", prefix_lens=pre,
+                               seq_lens=[p + c for p, c in zip(pre, chunks)],
+                               last_loc=[r.slots[-1] for r in rows], extend_num_tokens=sum(chunks))
+        self.ex.note(("decode" if decode else "extend") + ("-short" if out is None else ""))
+        if out is not None:
+            start = 0
+            for row, n in zip(rows, chunks):
+                row.slots += out[start:start + n]
+                start += n
+            if decode and data.draw(st.booleans()):  # the decode step's window slides
+                window = data.draw(st.integers(1, 2 * self.ps))
+                for row in rows:
+                    self._slide_to(row, slide_end(len(row.slots), window, self.ps),
+                                   data.draw(st.booleans()))
+
+    def _decode_refused(self, rows: list[Row]) -> bool:
+        m = self.ex.model
+        assert m is not None
+        need = sum((len(r.slots)) % self.ps == 0 for r in rows)
+        return any(need > len(side.free_pages) + len(side.staged) for side in (m.full, m.swa))
+
+    # -- window slides ---------------------------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data(), aligned=st.booleans(), segment=st.booleans())
+    def slide(self, data: st.DataObject, aligned: bool, segment: bool) -> None:
+        row = data.draw(st.sampled_from(self.rows))
+        n = len(row.slots)
+        if aligned or self.ps == 1:
+            end = slide_end(n, data.draw(st.integers(1, self.ps + 1)), self.ps)
+        else:
+            end = data.draw(st.integers(row.front, n))
+        self._slide_to(row, end, segment)
+
+    def _slide_to(self, row: Row, end: int, segment: bool) -> None:
+        """Release the SWA side of positions ``[front, end)`` of ``row``."""
+        if end <= row.front:
+            return
+        part = row.slots[row.front:end]
+        if segment:
+            self.ex.call("free_swa_segment", free_index=part, start_pos=row.front,
+                         clobber=self.clobber)
+        else:
+            self.ex.call("free_swa", free_index=part, clobber=self.clobber)
+        self.ex.note("slide-" + ("aligned" if end % self.ps == 0 else "unaligned"))
+        row.front = min(released_frontier(end, self.ps), max(len(row.slots), end))
+
+    # -- release ---------------------------------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def finish(self, data: st.DataObject) -> None:
+        row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
+        head, tail, front = row.slots[:row.front], row.slots[row.front:], row.front
+        if data.draw(st.booleans()):
+            self.ex.call("free_full", free_index=head, clobber=self.clobber)
+            self.ex.call("free", free_index=tail, clobber=self.clobber)
+            self.ex.note("finish-free")
+            return
+        self.ex.call("free_full_segments", segments=[[head, 0]], clobber=self.clobber)
+        cut = front + data.draw(st.integers(0, len(tail)))
+        if self.caps.segments == "disjoint":
+            cut = min(len(row.slots), -(-cut // self.ps) * self.ps)
+        segments = [[row.slots[front:cut], front], [row.slots[cut:], cut]]
+        self.ex.call("free_segments", segments=segments, clobber=self.clobber)
+        self.ex.note("finish-segments" + ("-shared" if cut % self.ps else ""))
+
+    @precondition(lambda self: self.caps.groups and self.rows)
+    @rule(data=st.data())
+    def finish_batch_in_group(self, data: st.DataObject) -> None:
+        self.ex.call("free_group_begin")
+        self.group_open = True
+        for _ in range(data.draw(st.integers(1, min(3, len(self.rows))))):
+            if data.draw(st.booleans()):
+                self.slide(data, aligned=data.draw(st.booleans()), segment=data.draw(st.booleans()))
+            if self.rows:
+                self.finish(data)
+        if bool(self.caps.error_types) and data.draw(st.booleans()):
+            self.bad_call(data)
+        self.ex.call("free_group_end")
+        self.group_open = False
+        self.ex.note("group")
+
+    # -- queries, capacity, maintenance ----------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def translate(self, data: st.DataObject) -> None:
+        row = data.draw(st.sampled_from(self.rows))
+        picks = data.draw(st.lists(st.sampled_from(row.slots), min_size=1, max_size=4))
+        self.ex.call("translate_loc_from_full_to_swa", kv_indices=[*picks, -1])
+
+    @precondition(lambda self: self.caps.capacity_hooks)
+    @rule(data=st.data(), check=st.booleans())
+    def capacity(self, data: st.DataObject, check: bool) -> None:
+        m = self.ex.model
+        assert m is not None
+        sizes = sorted({0, m.swa_available_size(), m.swa_available_size() + 1,
+                        m.full_available_size() + self.ps})
+        n = data.draw(st.sampled_from(sizes))
+        self.ex.call("check_decode_capacity" if check else "evict_to_free_tokens", num_tokens=n)
+
+    @precondition(lambda self: self.caps.clear or self.caps.resize)
+    @rule(data=st.data())
+    def maintenance(self, data: st.DataObject) -> None:
+        if self.caps.resize and data.draw(st.booleans()):
+            m = self.ex.model
+            assert m is not None
+            top = 32 if self.caps.resize_grow else m.full.size // self.ps
+            full = data.draw(st.integers(4, max(4, top))) * self.ps
+            swa = data.draw(st.integers(3, 14)) * self.ps
+            self.ex.call("resize", size=full, size_swa=swa)
+        elif self.caps.clear:
+            self.ex.call("clear")
+        self.rows = []
+
+    # -- bad input (checked targets) -------------------------------------------------------------
+    @precondition(lambda self: self.caps.error_types and self.rows)
+    @rule(data=st.data())
+    def bad_call(self, data: st.DataObject) -> None:
+        row = data.draw(st.sampled_from(self.rows)) if self.rows else None
+        if row is None:
+            return
+        kinds = ["free_full_live", "translate_freed"]
+        if row.front > 0:
+            kinds += ["swa_double", "free_released", "segment_released"]
+        if self.ps > 1 and len(row.slots) % self.ps:
+            kinds.append("extend_released")
+        kind = data.draw(st.sampled_from(kinds))
+        head = row.slots[:row.front]
+        if kind == "swa_double":
+            self._bad(kind, "free_swa", free_index=[data.draw(st.sampled_from(head))])
+        elif kind == "free_released":
+            self._bad(kind, "free", free_index=[data.draw(st.sampled_from(head))])
+        elif kind == "segment_released":
+            self._bad(kind, "free_swa_segment", free_index=head[:self.ps], start_pos=0)
+        elif kind == "free_full_live":
+            if row.front < len(row.slots):
+                self._bad(kind, "free_full", free_index=[row.slots[-1]])
+        elif kind == "translate_freed":
+            m = self.ex.model
+            assert m is not None
+            if m.full.free_pages:
+                self._bad(kind, "translate_loc_from_full_to_swa",
+                          kv_indices=[m.full.free_pages[0] * self.ps])
+        else:  # the window first slides past the row's end: its last page has no peer left
+            n = len(row.slots)
+            self._slide_to(row, n, segment=False)
+            self._bad(kind, "alloc_extend", prefix_lens=[n], seq_lens=[n + 1],
+                      last_loc=[row.slots[-1]], extend_num_tokens=1)
+
+    def _bad(self, kind: str, name: str, **args: object) -> None:
+        """Send one bad call of ``kind`` (the coverage event ``bad.<kind>``)."""
+        self.ex.note(f"bad.{kind}")
+        self.ex.call_bad(name, **args)
+
+    def teardown(self) -> None:
+        """Release everything (every page of both pools must be free again); count the
+        example, its calls, coverage events and steps (``machine.record_example``)."""
+        try:
+            if self.ex.model is not None and not self.group_open and not self.ex.failed:
+                for row in self.rows:
+                    self.ex.call("free_full", free_index=row.slots[:row.front])
+                    self.ex.call("free", free_index=row.slots[row.front:])
+                m = self.ex.model
+                assert m.full_available_size() == m.full.num_pages * self.ps
+                assert m.swa_available_size() == m.swa.num_pages * self.ps
+        finally:
+            record_example(type(self), self.ex, sys.exc_info()[1])
+
+
+def hybrid_machine_for(target: Target, config: Config) -> type[HybridMachine]:
+    """A machine class bound to one hybrid configuration."""
+    attrs = {"target": target, "config": config, "coverage": Counter(), "digest": sha256(),
+             "stats": {"examples": 0, "calls": 0, "failed": 0}}
+    name = f"Hybrid_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}"
+    return type(name, (HybridMachine,), attrs)

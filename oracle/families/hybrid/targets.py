@@ -1,0 +1,103 @@
+"""Hybrid sliding-window targets and what they support.
+
+A hybrid factory is called as ``factory(size=, size_swa=, page_size=, need_sort=, device=)`` and
+returns an allocator with SGLang 0.5.23's ``SWATokenToKVPoolAllocator`` methods;
+``factory.kvpool_hybrid_capabilities`` declares what it supports (:class:`HybridCapabilities`).
+Targets: kvpool's own allocator (checked and unchecked) and SGLang 0.5.23's, whose capabilities
+come from the divergence registry (``kvpool.oracle.divergences``, target ``sglang-swa``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ...engine.capabilities import Capabilities
+from ...peers.divergences import divergences_for
+
+
+@dataclass(frozen=True)
+class HybridCapabilities(Capabilities):
+    """The hybrid rules a target supports: the single-pool fields that apply to it, and two more.
+
+    Attributes (beside :class:`~kvpool.oracle.capabilities.Capabilities`'):
+        page_sizes / need_sort: the configurations the factory accepts.
+        checked: exception types raised on caller errors (``True``: ContractViolation, whose
+            clause must match the spec's); ``False``: no bad input is sent.
+        groups: free groups; ``capacity_hooks``: ``evict_to_free_tokens`` /
+            ``check_decode_capacity``; ``resize`` / ``clear``.
+        segments: ``"shared"`` (any start, touching segments share a boundary page) or
+            ``"disjoint"`` (page-aligned starts, page-disjoint segments).
+        ownership: the allocator keeps no reference to the tensors it is given or hands out
+            (the engine's probes: ``ALIAS-1..3``, and ``GROUP-3`` for a free inside a group).
+        atomic_decode: a decode refused by one side changes neither side (``SWA-9``).
+        resize_grow: ``resize`` may grow the full pool past the constructor's size.
+        divergences: registry ids explaining what is switched off.
+    """
+
+    atomic_decode: bool = True
+    resize_grow: bool = True
+
+    # single-pool fields that say nothing about a hybrid target (not printed)
+    UNUSED: ClassVar[tuple[str, ...]] = (
+        "paged", "extend", "decode_ps1", "reference_order", "page_ids", "base_api", "merge",
+        "capacity_context")
+
+    def replace(self, **changes: Any) -> HybridCapabilities:
+        return dataclasses.replace(self, **changes)
+
+
+FULL = HybridCapabilities()
+
+
+def _dtype() -> Any:
+    import torch
+
+    return torch.float16
+
+
+def kvpool_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+               device: str = "cpu") -> Any:
+    """``kvpool.impl.SWATokenToKVPoolAllocator`` in checked mode."""
+    from kvpool.impl import SWATokenToKVPoolAllocator
+
+    return SWATokenToKVPoolAllocator(size, size_swa, page_size, _dtype(), device, None,
+                                     need_sort, checked=True)
+
+
+def kvpool_swa_unchecked(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+                         device: str = "cpu") -> Any:
+    """``kvpool.impl.SWATokenToKVPoolAllocator`` in production (unchecked) mode."""
+    from kvpool.impl import SWATokenToKVPoolAllocator
+
+    return SWATokenToKVPoolAllocator(size, size_swa, page_size, _dtype(), device, None,
+                                     need_sort)
+
+
+def sglang_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+               device: str = "cpu") -> Any:
+    """SGLang 0.5.23 ``SWATokenToKVPoolAllocator`` with a KV pool object of its own
+    ``BaseSWAKVPool`` type (:mod:`kvpool.oracle.peer_swa`; naive CPU kernels)."""
+    from ...peers.peer_swa import load_sglang_swa, make_swa_kv_pool
+
+    return load_sglang_swa().SWATokenToKVPoolAllocator(
+        size, size_swa, page_size, _dtype(), device, make_swa_kv_pool(), need_sort)
+
+
+def declared_by_registry(base: HybridCapabilities, target: str) -> HybridCapabilities:
+    """``base`` with every rule excluded that a registry entry for ``target`` names."""
+    entries = divergences_for(target)
+    changes = {d.excludes[0]: d.excludes[1] for d in entries}
+    return base.replace(divergences=tuple(d.id for d in entries), **changes)
+
+
+kvpool_swa.kvpool_hybrid_capabilities = FULL  # type: ignore[attr-defined]
+kvpool_swa_unchecked.kvpool_hybrid_capabilities = FULL.replace(checked=False)  # type: ignore[attr-defined]
+sglang_swa.kvpool_hybrid_capabilities = declared_by_registry(FULL, "sglang-swa")  # type: ignore[attr-defined]
+
+HYBRID_TARGETS = {
+    "kvpool-swa": kvpool_swa,
+    "kvpool-swa-unchecked": kvpool_swa_unchecked,
+    "sglang-swa": sglang_swa,
+}

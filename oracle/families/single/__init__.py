@@ -1,0 +1,1 @@
+"""The single-pool family: SGLang's token and paged allocators (``python -m kvpool.oracle``)."""

@@ -1,0 +1,99 @@
+"""Capabilities of a factory that declares none, read off one instance's methods.
+
+The oracle builds one instance (``size`` of 16 pages at page size 4; if the factory rejects page
+size 4, at page size 1, and then it is a token allocator) and switches off the rules whose
+methods are missing (``METHOD_RULES``). Everything no method tells keeps the ``UNDECLARED``
+default: unchecked (no bad input is sent), contract order, page sizes 1 and 4. A factory whose
+instance lacks one of the ``REQUIRED`` methods, or that cannot be built at all, is a usage
+error (:class:`FactoryError`, with the constructor's traceback).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ...engine.capabilities import UNDECLARED, Capabilities
+
+PROBE_PAGES = 16
+# Without these the oracle cannot compare anything.
+REQUIRED = ("alloc", "free", "available_size", "get_all_free_pages")
+# Capability field, the value when a method is missing, the methods it needs.
+METHOD_RULES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
+    ("extend", False, ("alloc_extend", "alloc_decode")),
+    ("decode_ps1", False, ("alloc_decode",)),
+    ("groups", False, ("free_group_begin", "free_group_end")),
+    ("segments", "none", ("free_segment", "free_segments")),
+    ("page_ids", False, ("free_page_ids",)),
+    ("base_api", False, ("free_full", "translate_kv_indices_for_transfer", "verify_byte_accounting")),  # noqa: E501
+    ("merge", False, ("merge_and_sort_free",)),
+    ("need_sort", (False,), ("merge_and_sort_free",)),
+    ("clear", False, ("clear",)),
+    ("resize", False, ("resize",)),
+    ("capacity_hooks", False, ("evict_to_free_tokens", "check_decode_capacity")),
+)
+
+
+class FactoryError(Exception):
+    """The factory cannot be built or lacks a required method (a usage error).
+
+    ``trace`` holds the constructor's formatted traceback when it raised."""
+
+    def __init__(self, message: str, trace: str = "") -> None:
+        super().__init__(message)
+        self.trace = trace
+
+
+def build(factory: Callable[..., Any], *, page_size: int, device: str = "cpu") -> Any:
+    """One instance of ``PROBE_PAGES`` pages; raises :class:`FactoryError` with the traceback."""
+    try:
+        return factory(
+            size=PROBE_PAGES * page_size, page_size=page_size, need_sort=False, device=device
+        )
+    except Exception as err:
+        raise FactoryError(
+            f"the factory raised {type(err).__name__}: {err} when built with "
+            f"size={PROBE_PAGES * page_size}, page_size={page_size}, need_sort=False, "
+            f"device={device!r}",
+            traceback.format_exc(),
+        ) from err
+
+
+def missing_methods(instance: object, names: tuple[str, ...]) -> list[str]:
+    return [n for n in names if not callable(getattr(instance, n, None))]
+
+
+def infer(factory: Callable[..., Any], *, device: str = "cpu") -> tuple[Capabilities, list[str]]:
+    """The capabilities of an undeclared factory and one note per inference made.
+
+    Raises :class:`FactoryError` when no instance can be built or a ``REQUIRED`` method is
+    missing.
+    """
+    notes: list[str] = []
+    caps = UNDECLARED
+    try:
+        instance = build(factory, page_size=4, device=device)
+    except FactoryError as paged_err:
+        try:
+            instance = build(factory, page_size=1, device=device)
+        except FactoryError:
+            raise paged_err from None
+        caps = caps.with_source("inferred", paged=False, page_sizes=(1,), extend=False)
+        notes.append(f"a token allocator: page size 4 is rejected ({paged_err})")
+    else:
+        caps = caps.with_source("inferred", paged=True)
+    lacking = missing_methods(instance, REQUIRED)
+    if lacking:
+        raise FactoryError(
+            f"the allocator lacks {', '.join(lacking)} (needed for every comparison; "
+            "docs/writing-a-target.md lists the methods each capability needs)"
+        )
+    for name, off_value, methods in METHOD_RULES:
+        absent = missing_methods(instance, methods)
+        if absent and getattr(caps, name) != off_value:
+            caps = caps.with_source("inferred", **{name: off_value})
+            notes.append(f"{name}={caps.value_text(name)}: no {', '.join(absent)}")
+        elif not absent:
+            caps = caps.with_source("inferred", **{name: getattr(caps, name)})
+    return caps, notes

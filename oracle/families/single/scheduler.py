@@ -1,0 +1,256 @@
+"""The scheduler model behind the oracle's state machine: requests, raw blocks, a tree cache.
+
+It remembers what the caller owns (each request's kv row, raw ``alloc`` blocks, cache entries),
+draws sizes biased toward page boundaries and the free capacity, cuts rows into segments, and
+releases everything at the end. The rules that drive it live in :mod:`kvpool.oracle.machine`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+from kvpool.spec import AllocatorModel
+
+from ...engine.capabilities import Capabilities
+from ...engine.report import OracleError
+from .executor import Executor
+
+# Pool sizes in pages: small pools (shortages) and large ones (batches of dozens of requests).
+POOL_PAGES = st.one_of(st.integers(8, 24), st.integers(64, 256))
+_KIND_OF_2, _KIND_OF_3, _KIND_OF_4 = st.integers(0, 1), st.integers(0, 2), st.integers(0, 3)
+
+
+@dataclass
+class Request:
+    """A request's kv row: slots of positions ``[0, len(row))``; ``[0, start)`` were dropped."""
+
+    rid: int
+    row: list[int]
+    start: int = 0
+
+    def live(self) -> list[int]:
+        return self.row[self.start :]
+
+
+class Scheduler:
+    """Caller-side state of one run; ``ex`` performs and checks every allocator call."""
+
+    ex: Executor
+    caps: Capabilities
+    ps: int
+    reqs: dict[int, Request]
+    raw: list[list[int]]
+    cache: list[list[int]]
+    next_rid: int
+
+    def init_scheduler(self, ex: Executor) -> None:
+        """Start with nothing owned; ``ex`` performs and checks every call."""
+        self.ex, self.caps, self.ps = ex, ex.caps, ex.page_size
+        self.reqs, self.raw, self.cache = {}, [], []
+        self.next_rid = 0
+
+    @property
+    def model(self) -> AllocatorModel:
+        assert self.ex.model is not None
+        return self.ex.model
+
+    @property
+    def group_open(self) -> bool:
+        return self.model.free_group is not None
+
+    def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
+        """Draw a token count: small and near page boundaries, a few pages, many pages, near
+        this call's fair share of the free capacity, or just around it (so that shortages,
+        partial shortages and merges happen often)."""
+        ps = self.ps
+        room = self.model.available_size() // max(1, share)
+        if share > 8:  # a large batch: mostly within the fair share, so most batches fit
+            kind = data.draw(_KIND_OF_2)
+            values = [1, ps - 1, ps] if kind == 0 else []
+            span = (low, max(low, room))
+        else:
+            kind = data.draw(_KIND_OF_4)
+            values = {
+                0: [1, ps - 1, ps, ps + 1, 2 * ps],
+                2: [room, room - ps + 1, room + 1, room + ps],
+            }.get(kind, [])
+            span = (low, max(low, 3 * ps)) if kind == 1 else (3 * ps + 1, 10 * ps)
+        if values:
+            return max(low, values[data.draw(st.integers(0, len(values) - 1))])
+        return data.draw(st.integers(*span))
+
+    @staticmethod
+    def batch_size(data: st.DataObject, limit: int = 64) -> int:
+        """Draw a batch size in ``[1, limit]`` as a scheduler produces them: a third each of
+        1-3, 4-8 and 9-64 requests."""
+        lo, hi = ((1, 3), (4, 8), (9, 64))[data.draw(_KIND_OF_3)]
+        bs = data.draw(st.integers(lo, hi))
+        return max(1, min(bs, limit))
+
+    def admit(self, data: st.DataObject, batch_size: int) -> None:
+        """New requests arrive (``alloc_extend`` from an empty prefix; token targets: one
+        ``alloc``); the batch is capped at one request per available page (admission)."""
+        bs = max(1, min(batch_size, self.model.available_size() // self.ps))
+        seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
+        self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
+        if self.uses_extend():
+            out = self.ex.call(
+                "alloc_extend",
+                prefix_lens=[0] * bs,
+                seq_lens=seqs,
+                last_loc=[-1] * bs,
+                extend_num_tokens=sum(seqs),
+            )
+        elif not self.caps.paged:
+            out = self.ex.call("alloc", need_size=sum(seqs))
+        else:
+            return
+        if out is not None:
+            self.add_rows(self.split(out, seqs))
+
+    def pick_requests(self, data: st.DataObject) -> list[Request]:
+        """A batch of distinct live requests: all running ones (a scheduler's decode batch) or
+        a window of the request ids (wrapping)."""
+        rids = sorted(self.reqs)
+        bs = len(rids) if data.draw(st.booleans()) else self.batch_size(data, len(rids))
+        k = data.draw(st.integers(0, len(rids) - 1))
+        return [self.reqs[r] for r in (rids[k:] + rids[:k])[:bs]]
+
+    def pieces(self, data: st.DataObject, slots: list[int], start: int) -> list[list[int]]:
+        """``slots`` (positions from ``start``) cut into consecutive pieces for separate
+        ``free()`` calls. Inside an open group (or in a token allocator) a cut may fall
+        mid-page, so one page is named by several calls (``GROUP-6``); outside a group a paged
+        allocator is cut at page boundaries only, since each free releases whole pages."""
+        n = len(slots)
+        if self.group_open or not self.caps.paged:
+            cuts = list(range(1, n))
+        else:
+            cuts = [k for k in range(1, n) if (start + k) % self.ps == 0]
+        chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=3, unique=True)) if cuts else []
+        bounds = [0, *sorted(chosen), n]
+        out = [slots[a:b] for a, b in itertools.pairwise(bounds)]
+        if data.draw(st.booleans()):  # an empty free is a no-op (FREE-6), also inside a group
+            out.insert(data.draw(st.integers(0, len(out))), [])
+        return out
+
+    def free_page_ids(self, data: st.DataObject, slots: list[int]) -> None:
+        """Release the whole pages ``slots`` lie on by page id (``FREE-8``): in row order or
+        permuted (any order is legal); the caller then overwrites its tensor (``ALIAS-2``)."""
+        pages = list(dict.fromkeys(s // self.ps for s in slots))
+        if data.draw(st.booleans()):
+            pages = list(data.draw(st.permutations(pages)))
+        clobber = self.caps.ownership or self.group_open
+        self.ex.call("free_page_ids", page_ids=pages, clobber=clobber)
+
+    def squeeze(self, left_pages: int) -> None:
+        """Take raw pages until only ``left_pages`` remain in the free list (staged stay)."""
+        n = len(self.model.free_pages) - left_pages
+        if n > 0:
+            out = self.ex.call("alloc", need_size=n * self.ps)
+            if out:
+                self.raw.append(out)
+
+    def page_openers(self) -> list[Request]:
+        """Live requests whose next decode step opens a new page (``DECODE-4``)."""
+        return [r for r in self.reqs.values() if len(r.row) % self.ps == 0]
+
+    def make_room(self, data: st.DataObject, num_tokens: int, *, check: bool) -> None:
+        """Like SGLang's scheduler: evict from the tree cache before allocating (``CAP-*``)."""
+        if self.cache and self.caps.capacity_hooks and data.draw(st.booleans()):
+            name = "check_decode_capacity" if check else "evict_to_free_tokens"
+            entries = [list(e) for e in self.cache]
+            del self.cache[: self.ex.call(name, entries=entries, num_tokens=num_tokens)]
+
+    def uses_extend(self) -> bool:
+        return self.caps.paged and self.caps.extend
+
+    def forget_all(self) -> None:
+        self.reqs.clear()
+        self.raw.clear()
+        self.cache.clear()
+
+    def add_rows(self, rows: list[list[int]]) -> None:
+        for row in rows:
+            self.reqs[self.next_rid] = Request(self.next_rid, row)
+            self.next_rid += 1
+
+    @staticmethod
+    def split(slots: list[int], counts: list[int]) -> list[list[int]]:
+        out, k = [], 0
+        for n in counts:
+            out.append(slots[k : k + n])
+            k += n
+        return out
+
+    def segments(self, data: st.DataObject, req: Request, start: int, end: int) -> list[list[Any]]:
+        """Positions ``[start, end)`` of a row cut into touching segments (maybe an empty one)."""
+        if self.caps.segments == "shared":
+            cuts = list(range(start + 1, end))
+        else:
+            cuts = [p for p in range(start + 1, end) if p % self.ps == 0]
+        mids = [p for p in cuts if p % self.ps == self.ps // 2]  # mid-page cuts (shared mode)
+        chosen: list[int] = []
+        far = [m for m in mids if m - mids[0] > 2 * self.ps]
+        spans = bool(far) and data.draw(st.booleans())
+        if spans:  # a middle segment from mid-page to mid-page
+            chosen = [mids[0], far[data.draw(st.integers(0, len(far) - 1))]]  # across >= 3 pages
+        elif cuts:
+            pick = st.sampled_from(cuts)
+            if mids:
+                pick = st.one_of(pick, st.sampled_from(mids))
+            chosen = data.draw(st.lists(pick, max_size=2, unique=True))
+        bounds = [start, *sorted(chosen), end]
+        segs: list[list[Any]] = [[req.row[a:b], a] for a, b in itertools.pairwise(bounds)]
+        if data.draw(st.booleans()):
+            i = data.draw(st.integers(0, len(segs)))
+            segs.insert(i, [[], bounds[i]])
+        return segs
+
+    def maintenance_calls(self) -> list[str]:
+        calls = ["merge_and_sort_free"] if self.caps.merge else []
+        return calls + ["clear"] * self.caps.clear + ["resize"] * self.caps.resize
+
+    def window_reqs(self) -> list[int]:
+        return [
+            r.rid for r in self.reqs.values() if (len(r.row) - 1) // self.ps * self.ps > r.start
+        ]
+
+    def rollback_reqs(self) -> list[int]:
+        return [r.rid for r in self.reqs.values() if len(r.row) > r.start + self.ps]
+
+    def check_scheduler_invariants(self) -> None:
+        """(``check_invariants`` is Hypothesis's own hook on a state machine.)
+
+        The scheduler's bookkeeping matches the spec: every page the spec calls owned (and not
+        deferred by the open group) belongs to exactly one request, raw block or cache entry."""
+        held: list[int] = []
+        for req in self.reqs.values():
+            held += sorted({s // self.ps for s in req.live()})
+        for block in self.raw + self.cache:
+            held += sorted({s // self.ps for s in block})
+        owned = set(self.model.owned_pages()) - set(self.model.deferred_pages())
+        if sorted(held) != sorted(owned):
+            raise OracleError(
+                f"scheduler bookkeeping: holds pages {sorted(held)}, the spec "
+                f"says owned {sorted(owned)}\n{self.model.debug_print()}"
+            )
+
+    def release_everything(self) -> None:
+        """Close the group, free every request, raw block and cache entry; nothing may leak."""
+        self.broken = True
+        self.check_scheduler_invariants()
+        if self.group_open:
+            self.ex.call("free_group_end")
+        for req in list(self.reqs.values()):
+            if req.live():
+                self.ex.call("free", free_index=req.live())
+        for slots in self.raw + self.cache:
+            self.ex.call("free", free_index=slots)
+        self.forget_all()
+        self.broken = False
+        assert self.model.available_size() == self.model.num_pages * self.ps, (
+            "oracle bookkeeping leak"
+        )

@@ -1,0 +1,1 @@
+"""What a run prints: coverage and clause tables, page maps, hints, the unexercised clauses."""

@@ -1,0 +1,141 @@
+"""A run's report, the same for the command line, the pytest plugin and a parallel run's
+merged results: the summary, the coverage table and gate, the clause table and gate, and the
+JSON form (``--json``)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..engine.clausemap import ClauseMap
+from ..engine.runner import Result
+from ..engine.target import Config, Target
+from . import clauses, coverage_table
+
+
+def result_row(r: Result, t: Target, cmap: ClauseMap) -> dict[str, Any]:
+    """One configuration's result as the run report (and a parallel run's worker) writes it."""
+    return {
+        "target": r.target,
+        "family": t.family,
+        "capabilities": t.caps.describe(),
+        "page_size": r.config.page_size,
+        "need_sort": r.config.need_sort,
+        "device": r.config.device,
+        "order": r.config.order,
+        "status": r.status(),
+        "examples": r.examples,
+        "calls": r.calls,
+        "seconds": round(r.seconds, 3),
+        "step_hash": r.step_hash,
+        "clause": r.failure.clause if r.failure else None,
+        "error": r.error,
+        "coverage": dict(sorted(r.coverage.items())),
+        "clauses": dict(sorted(cmap.exercised(r.coverage, r.config.order).items())),
+    }
+
+
+def result_from_row(row: dict[str, Any]) -> Result:
+    """The :class:`Result` a worker's ``result_row`` stands for (its failure as its status)."""
+    config = Config(row["page_size"], row["need_sort"], row["device"], row["order"])
+    return Result(
+        row["target"], config, row["examples"], row["calls"], row["seconds"],
+        error=row["error"], coverage=Counter(row["coverage"]), step_hash=row["step_hash"],
+        reported=row["status"],
+    )
+
+
+def report_run(
+    results: list[Result],
+    targets: list[Target],
+    cmap: ClauseMap,
+    *,
+    seconds: float,
+    gate: bool = False,
+    json_path: str | None = None,
+) -> int:
+    """Print a run's summary, coverage table and clause table (the gate's verdicts with
+    ``gate``), write its JSON report to ``json_path``; the exit status: 0 conformant and some
+    call ran, 1 otherwise (or a gap under ``gate``). ``results[i]`` ran ``targets[i]``."""
+    _summary(results, seconds)
+    found = _coverage(results, targets, gate, cmap)
+    per_clause = clauses.per_target(results, targets, cmap)
+    print(clauses.report(per_clause, gate))
+    if json_path:
+        write_report(Path(json_path), results, targets, found, per_clause, cmap)
+    gaps = any(tc.missing() for tc in found) or any(tc.missing() for tc in per_clause)
+    failed = not all(r.ok for r in results) or (gate and gaps)
+    return 1 if failed or not results else 0
+
+
+def _coverage(
+    results: list[Result], targets: list[Target], gate: bool, cmap: ClauseMap
+) -> list[coverage_table.TargetCoverage]:
+    """Print the coverage table and the gate's verdict; return the coverage per target."""
+    per_target: dict[str, coverage_table.TargetCoverage] = {}
+    for r, t in zip(results, targets):
+        needed = cmap.required(t.caps, r.config.page_size, r.config.need_sort)
+        tc = per_target.setdefault(
+            r.target, coverage_table.TargetCoverage(r.target, [], events=cmap.events)
+        )
+        tc.columns.append((_short(r), r.coverage, needed))
+    found = list(per_target.values())
+    print("\ncoverage (events reached; - = cannot be reached, 0! = the gate's misses)")
+    for r in results:
+        print(f"  {_short(r):6s} = {r.target} {r.config.label()}")
+    print(coverage_table.table(found))
+    for tc in found:
+        if tc.missing() and gate:
+            print(f"  coverage gate: {tc.target}: never reached {', '.join(tc.missing())}")
+    if gate and not any(tc.missing() for tc in found):
+        print("  coverage gate: every reachable event reached")
+    return found
+
+
+def _short(r: Result) -> str:
+    kind = "tok" if r.target.endswith("token") else "swa" if "swa" in r.target else "pg"
+    return f"{kind}{r.config.page_size}{'s' if r.config.need_sort else ''}"
+
+
+def write_report(
+    path: Path,
+    results: list[Result],
+    targets: list[Target],
+    found: list[coverage_table.TargetCoverage],
+    per_clause: list[clauses.TargetClauses],
+    cmap: ClauseMap,
+) -> None:
+    """The run as JSON: per configuration its result, counts, coverage and clauses exercised;
+    per target the events and the expected clauses the gate found missing, and the clauses
+    exercised in all; the clauses no such run exercises (with the reason)."""
+    rows = [result_row(r, t, cmap) for r, t in zip(results, targets)]
+    gate = {tc.target: tc.missing() for tc in found}
+    report = {
+        "kvpool_run": 1,
+        "configurations": rows,
+        "coverage_missing": gate,
+        "clauses": {tc.target: dict(sorted(tc.found.items())) for tc in per_clause},
+        "clauses_missing": {tc.target: tc.missing() for tc in per_clause},
+        "clauses_not_exercised": dict(clauses.NOT_EXERCISED),
+    }
+    path.write_text(json.dumps(report, indent=1))
+
+
+def _summary(results: list[Result], seconds: float) -> None:
+    print("\nsummary")
+    print(f"  {'target':46s} {'configuration':36s} {'result':10s} {'examples':>8s} {'calls':>7s}")
+    for r in results:
+        print(
+            f"  {r.target:46s} {r.config.label():36s} {r.status():10s} {r.examples:8d} {r.calls:7d}"
+        )
+    bad = sum(not r.ok for r in results)
+    calls = sum(r.calls for r in results)
+    if calls == 0:
+        verdict = "no call ran: nothing was tested"
+    elif bad:
+        verdict = f"{bad} configuration(s) diverge or ran no call"
+    else:
+        verdict = "conformant"
+    print(f"  {len(results)} configurations, {calls} calls, {seconds:.1f} s: {verdict}")
