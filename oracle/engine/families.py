@@ -26,6 +26,7 @@ from .call import Call
 from .capabilities import Capabilities
 from .clausemap import ClauseMap
 from .core import Engine
+from .registry import FAMILY_MODULES
 from .target import Config, Target
 
 
@@ -55,10 +56,6 @@ class Family:
         return Target(factory, caps, path, family=self.name)
 
 
-FAMILY_MODULES: dict[str, str] = {
-    "single": "kvpool.oracle.families.single.family",
-    "hybrid": "kvpool.oracle.families.hybrid.family",
-}
 
 
 def family(name: str) -> Family:

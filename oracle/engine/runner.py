@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 from hypothesis import HealthCheck, Verbosity, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from ..families.single.targets import configs_for
 from .families import family
 from .minimize import minimize
 from .report import (
@@ -23,12 +22,12 @@ from .report import (
     latest_failure,
     reset_latest,
 )
-from .target import Config, Target
+from .target import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, Target
 
-__all__ = ["Config", "Result", "Target", "configs_for", "run_config", "run_for"]
+__all__ = [
+    "DEFAULT_EXAMPLES", "DEFAULT_STEPS", "Config", "Result", "Target", "run_config", "run_for",
+]
 
-DEFAULT_EXAMPLES = 150
-DEFAULT_STEPS = 20
 DEFAULT_SHRINK_SECONDS = 10.0
 
 

@@ -9,6 +9,9 @@ from typing import Any
 
 from .capabilities import Capabilities
 
+DEFAULT_EXAMPLES = 150  # Hypothesis examples per configuration (the single-pool family's default)
+DEFAULT_STEPS = 20  # rules per example
+
 
 class TargetError(Exception):
     """A target string that cannot be resolved (bad syntax, import error, not a factory)."""

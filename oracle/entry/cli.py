@@ -19,11 +19,12 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine.runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, Result, run_config, run_for
-from ..engine.target import Config, Target
-from ..reporting.run_report import report_run
+from ..engine.target import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, Target
+
+if TYPE_CHECKING:  # the runner (Hypothesis, torch) loads only when a run starts
+    from ..engine.runner import Result
 
 
 def _bools(text: str) -> list[bool]:
@@ -187,12 +188,14 @@ def run_main(argv: list[str]) -> int:
     soak = os.environ.get("KVPOOL_PROFILE") == "soak" and "--examples" not in argv
     if args.minutes is None and soak:
         args.minutes = SOAK_MINUTES
-    from ..engine.families import FAMILY_MODULES, family
-    from .plan import UsageError, plan
+    from ..engine.registry import FAMILY_MODULES
 
     if args.family not in FAMILY_MODULES:
         known = ", ".join(FAMILY_MODULES)
         return _fail_usage(f"unknown family {args.family!r} (known: {known})")
+    from ..engine.families import family
+    from .plan import UsageError, plan
+
     fam = family(args.family)
     args.examples = args.examples or fam.default_examples
     args.steps = args.steps or fam.default_steps
@@ -216,6 +219,8 @@ def run_main(argv: list[str]) -> int:
         print(p.in_force(), flush=True)
         if p.target.notes:
             print(f"  inferred from the instance: {'; '.join(p.target.notes)}", flush=True)
+    from ..reporting.run_report import report_run
+
     results: list[Result] = []
     start = time.perf_counter()
     for p in planned:
@@ -251,6 +256,8 @@ def trace_path(trace_dir: str | Path, target: str, config: Config) -> Path:
 
 def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result:
     """Run one configuration, print its progress line and, on failure, its report."""
+    from ..engine.runner import run_config, run_for
+
     if args.minutes is not None:
         r = run_for(
             target, config, seconds=args.minutes * 60, seed=args.seed or 0, step_count=args.steps
