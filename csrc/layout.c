@@ -128,17 +128,25 @@ static int lay_out(const Batch *b, const i64 *pages, i64 *out) {
     return 0;
 }
 
-/* 1 when every request that continues a prefix (pre > 0; a decode, pre NULL: seq > 1) has its
- * last_loc on a page handed out (EXTEND-3 / DECODE-3 on the guard's bits), else 0 */
+/* 1 when every request whose slots continue from its last_loc (the rest of an extend's partial
+ * prefix page; a decode that opens no page) has that last_loc on a page handed out (EXTEND-3 /
+ * DECODE-3 on the guard's bits), else 0. A last_loc the layout does not read is not checked
+ * (a hybrid allocator's SWA side gets 0 for a peer its window released). */
 static int lasts_owned(const Batch *b, const Owners *o) {
     if (o->bits == NULL) return 1;
     int shift = -1; /* a power-of-two page size divides by a shift (floor for any sign) */
     if ((b->ps & (b->ps - 1)) == 0)
         for (shift = 0; ((i64)1 << shift) < b->ps; shift++) {}
+    const i64 opening = 1 % b->ps;
     for (i64 r = 0; r < b->bs; r++) {
-        const int continues = b->pre != NULL ? b->pre[r] > 0 : b->seq[r] > 1;
+        /* the layout writes last_loc + 1, ... : the rest of an extend's partial prefix page
+         * (p1 > 0), a decode that does not open a page */
+        const int continues =
+            b->pre != NULL ? b->pre[r] < b->seq[r] && mod_floor(wrap_neg(b->pre[r]), b->ps) > 0
+                           : mod_floor(b->seq[r], b->ps) != opening;
+        if (!continues) continue;
         const i64 page = shift >= 0 ? b->last[r] >> shift : div_floor(b->last[r], b->ps);
-        if (continues && !is_owned(o, page)) return 0;
+        if (!is_owned(o, page)) return 0;
     }
     return 1;
 }

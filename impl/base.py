@@ -10,6 +10,7 @@ numpy on CPU, a Triton kernel or torch ops on CUDA.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -76,30 +77,54 @@ class AllocatorBase(SglangSurface):
 
     # -- lifecycle -------------------------------------------------------------------------
     def clear(self) -> None:
-        """Every page free ascending, nothing staged, no open group (``LIFE-1``). O(pool)."""
-        self.num_pages = self.size // self.page_size
-        if self._free.capacity != self.num_pages:
-            self._free = self._new_free_list(self.num_pages)
-            self._staged = Staging(self._free, self._ops)  # shares the list's buffer
+        """Every page free ascending, nothing staged, no open group (``LIFE-1``). O(pool).
+
+        Everything new is built before anything is replaced, so a failure (a size whose
+        buffers cannot be had: RuntimeError or MemoryError from torch) leaves the allocator as
+        it was."""
+        num_pages = self.size // self.page_size
+        free = self._free
+        if free.capacity != num_pages:
+            free = self._new_free_list(num_pages)
+        host = isinstance(self._ops, NumpyOps)
+        # the ownership guard (kvpool.impl.ownership) on the host backends; its bitmap is
+        # passed to the compiled one-pass calls
+        owners = Ownership(num_pages) if self.guard and host else None
+        table = PageStatusTable(num_pages) if self.checked else None
+        self.num_pages = num_pages
+        if free is not self._free:
+            self._free = free
+            self._staged = Staging(free, self._ops)  # shares the list's buffer
         self._free.fill()
         self._free_sorted = True  # ascending; a push without staging clears it
         self._staged.reset()
         self.free_group: list[Any] | None = None  # backend-form copies while a group is open
         self._group_segments: list[Any] | None = None  # backend-form pages while a group is open
-        self._table = PageStatusTable(self.num_pages) if self.checked else None
-        # the ownership guard (kvpool.impl.ownership) on the host backends; its bitmap is
-        # passed to the compiled one-pass calls
-        host = isinstance(self._ops, NumpyOps)
-        self._owners = Ownership(self.num_pages) if self.guard and host else None
-        self._owner_bits = None if self._owners is None else self._owners.raw
+        self._table = table
+        self._owners = owners
+        self._owner_bits = None if owners is None else owners.raw
 
     def resize(self, config: ResizeConfig) -> None:
-        """``size = config.max_total_num_tokens`` (non-negative), then ``clear()`` (``LIFE-2``)."""
+        """``size = config.max_total_num_tokens`` (a non-negative int, also unchecked:
+        ``LIFE-2``), then ``clear()``. A size whose buffers cannot be had raises torch's error
+        with the allocator unchanged."""
         size = config.max_total_num_tokens
         if self.checked:
             rules.check_count(size, "max_total_num_tokens", "LIFE-2")
-        self.size = size
-        self.clear()
+        else:  # a host value: free to check (any integer type, as SGLang's)
+            try:
+                size = operator.index(size)
+            except TypeError:
+                size = -1
+            if size < 0:
+                raise ContractViolation("LIFE-2", "max_total_num_tokens must be a non-negative "
+                                        f"int, got {config.max_total_num_tokens!r}")
+        old_size, self.size = self.size, size
+        try:
+            self.clear()
+        except BaseException:
+            self.size = old_size
+            raise
 
     # -- queries ---------------------------------------------------------------------------
     def available_size(self) -> int:

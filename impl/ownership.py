@@ -40,6 +40,23 @@ def host_pages(pages: Any) -> np.ndarray:
     return host if host.dtype == _INT64 else host.astype(np.int64)
 
 
+def continued_extend(prefix_lens: Any, seq_lens: Any, page_size: int) -> np.ndarray:
+    """Which requests of an extend write ``last_loc + 1, ...``: those with new tokens whose
+    prefix ends inside a page (the layout's part 1, ``EXTEND-5``)."""
+    pre, seq = host_pages(prefix_lens), host_pages(seq_lens)
+    if pre.size != seq.size:
+        return np.zeros(0, dtype=bool)
+    continued: np.ndarray = (pre < seq) & ((-pre) % page_size > 0)
+    return continued
+
+
+def continued_decode(seq_lens: Any, page_size: int) -> np.ndarray:
+    """Which requests of a decode write ``last_loc + 1``: those that open no page
+    (``DECODE-4``)."""
+    continued: np.ndarray = host_pages(seq_lens) % page_size != 1 % page_size
+    return continued
+
+
 class Ownership:
     """One bit per page of a pool of ``num_pages`` pages: set while the page is handed out.
 
@@ -123,11 +140,12 @@ class Ownership:
 
     def check_last_loc(self, continues: Any, last_loc: Any, *, page_size: int,
                        clause: str) -> None:
-        """For every request whose ``continues`` entry is true, its ``last_loc`` must lie on a
-        page handed out (``EXTEND-3`` / ``DECODE-3``, named by ``clause``); raises
+        """For every request whose ``continues`` entry is true (its slots continue from its
+        ``last_loc``: :func:`continued_extend` / :func:`continued_decode`), that ``last_loc``
+        must lie on a page handed out (``EXTEND-3`` / ``DECODE-3``, named by ``clause``); raises
         ContractViolation naming the first request that breaks it. Lengths that disagree are
         left to the layout, which raises its own error."""
-        going_on = host_pages(continues) > 0
+        going_on = np.asarray(continues, dtype=bool).reshape(-1)
         lasts = host_pages(last_loc)
         if going_on.size != lasts.size or not going_on.any():
             return

@@ -13,7 +13,7 @@ from .backend import check_host_batch
 from .base import AllocatorBase
 from .checked import host_list
 from .freelist import PageStack
-from .ownership import host_pages
+from .ownership import continued_decode, continued_extend
 
 
 class PagedTokenToKVPoolAllocator(AllocatorBase):
@@ -154,7 +154,8 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
         if self._owners is not None:  # the guard: a regular batch, a continued prefix's page
             check_host_batch(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
                              extend_num_tokens)  # handed out; before anything moves
-            self._owners.check_last_loc(prefix_lens, last_loc, page_size=ps, clause="EXTEND-3")
+            self._owners.check_last_loc(continued_extend(prefix_lens, seq_lens, ps), last_loc,
+                                        page_size=ps, clause="EXTEND-3")
         bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
         # counted even when given: the CPU backend keeps the host lengths it reads for the
         # layout of this very call (never a stale one from an earlier call)
@@ -184,7 +185,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                 return out
         if self._owners is not None:  # the guard: a request past its first token continues
             check_host_batch(seq_lens, None, seq_lens, seq_lens_cpu, last_loc, None)
-            self._owners.check_last_loc(host_pages(seq_lens) - 1, last_loc,
+            self._owners.check_last_loc(continued_decode(seq_lens, self.page_size), last_loc,
                                         page_size=self.page_size, clause="DECODE-3")
         num_new_pages = self._ops.decode_new_pages(seq_lens_cpu)
         return self._take_new_pages(num_new_pages, seq_lens_cpu.numel(),
