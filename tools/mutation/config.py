@@ -39,7 +39,8 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "impl/swa_census.py": IMPL_TESTS,
     "impl/swa_pairs.py": IMPL_TESTS,
     "impl/swa_tail.py": IMPL_TESTS,
-    "oracle/executor.py": ORACLE_TESTS,
+    "impl/ownership.py": IMPL_TESTS,
+    "oracle/families/single/executor.py": ORACLE_TESTS,
 }
 
 MARKERS = "not slow and not crosshair and not peers"
