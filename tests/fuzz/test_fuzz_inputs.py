@@ -19,7 +19,7 @@ from fuzz_judge import problems, repro, sglang_summary
 from fuzz_server import ForkServer
 from kvpool.impl.native_ops import native_available
 
-SAMPLE_CASES = 120
+SAMPLE_CASES = 200
 FULL_CASES = int(os.environ.get("KVPOOL_FUZZ_CASES", "3000"))
 TARGETS = ("numpy", "native") if native_available() else ("numpy",)
 # SGLang beside kvpool, for the failure reports (KVPOOL_FUZZ_SGLANG=0 leaves it out: the
@@ -39,6 +39,12 @@ def check_seed(server: ForkServer, seed: int) -> None:
         f"seed {seed} ({case['scenario']}, {case['alloc']}): " + "\n".join(found)
         + f"\nSGLang 0.5.23: {sglang_summary(answers.get('sglang'))}"
         + f"\ncase: {json.dumps(case)}\nreplay: {repro(case, 'native')}")
+
+
+@pytest.mark.parametrize("seed", range(SAMPLE_CASES))
+def test_fuzz_sample(fork_server: ForkServer, seed: int) -> None:
+    """The fast sample of the default run."""
+    check_seed(fork_server, seed)
 
 
 @pytest.mark.fuzz
