@@ -110,16 +110,22 @@ def _alloc(name: str, params: tuple[str, ...], target: Target, source: Callable[
         checks=forms.slots_checks, slot_args=("last_loc",) if "last_loc" in params else ())
 
 
-def _extend_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
-    pre, seq = a["prefix_lens"], a["seq_lens"]
-    return forms.no_inputs(x.alloc_extend(
-        t(pre, dev), t(pre), t(seq, dev), t(seq), t(a["last_loc"], dev), a["extend_num_tokens"]))
+def _extend_forms(name: str, extra: tuple[str, ...] = ()) -> tuple[Target, Callable[[Args], str]]:
+    """The target call and repro source of an extend-shaped call (``alloc_extend``, and
+    ``alloc_extend_swa_tail`` with ``extra=("swa_tail_len",)``)."""
+    def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
+        pre, seq = a["prefix_lens"], a["seq_lens"]
+        return forms.no_inputs(getattr(x, name)(
+            t(pre, dev), t(pre), t(seq, dev), t(seq), t(a["last_loc"], dev),
+            a["extend_num_tokens"], *(a[p] for p in extra)))
 
+    def source(a: Args) -> str:
+        pre, seq = a["prefix_lens"], a["seq_lens"]
+        more = "".join(f", {a[p]}" for p in extra)
+        return (f"a.{name}(t({pre!r}), t({pre!r}), t({seq!r}), t({seq!r}), "
+                f"t({a['last_loc']!r}), {a['extend_num_tokens']}{more})")
 
-def _extend_source(a: Args) -> str:
-    pre, seq = a["prefix_lens"], a["seq_lens"]
-    return (f"a.alloc_extend(t({pre!r}), t({pre!r}), t({seq!r}), t({seq!r}), "
-            f"t({a['last_loc']!r}), {a['extend_num_tokens']})")
+    return target, source
 
 
 def _decode_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
@@ -172,7 +178,10 @@ _TABLE = [
     _alloc("alloc", ("need_size",), lambda x, a, dev: forms.no_inputs(x.alloc(a["need_size"])),
            lambda a: f"a.alloc({a['need_size']})", "SWA-6"),
     _alloc("alloc_extend", ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
-           _extend_target, _extend_source, "SWA-7"),
+           *_extend_forms("alloc_extend"), "SWA-7"),
+    _alloc("alloc_extend_swa_tail",
+           ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens", "swa_tail_len"),
+           *_extend_forms("alloc_extend_swa_tail", ("swa_tail_len",)), "SWA-20"),
     _alloc("alloc_decode", ("seq_lens", "last_loc"), _decode_target,
            lambda a: (f"a.alloc_decode(t({a['seq_lens']!r}), t({a['seq_lens']!r}), "
                       f"t({a['last_loc']!r}))"), "SWA-9"),
