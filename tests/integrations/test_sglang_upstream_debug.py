@@ -7,10 +7,11 @@
 # class's tensors are made on "cpu" instead of "cuda" (its skipUnless(CUDA) dropped);
 # unittest.TestCase instead of CustomTestCase; the CI registration calls are dropped.
 """SGLang's own debug-mode tests of its paged allocator (SGLANG_DEBUG_MEMORY_POOL=1), on SGLang
-0.5.23 and on kvpool. kvpool must pass every test SGLang passes, except :data:`INTENDED`: three
-tests pass a ``last_loc`` on page 0 of a fresh allocator (a page nobody was handed) to exercise
-the alignment rule only; kvpool's default path refuses such a ``last_loc`` (EXTEND-3 /
-DECODE-3: the slots it would continue are on the padding page) whatever the debug switch."""
+0.5.23 and on kvpool: kvpool passes every one, unchanged. (Three of them pass a ``last_loc`` on
+page 0 of a fresh allocator, a page nobody was handed; kvpool's default path reads a
+``last_loc`` only where the layout continues from it -- an extend's partial prefix page, a
+decode that opens no page -- and none of the three does, so EXTEND-3 / DECODE-3 do not apply.
+``checked=True`` still refuses them: test_sglang_debug.py.)"""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from unittest.mock import MagicMock, patch
 
 import pytest
 import torch
-from kvpool.spec.errors import ContractViolation
 from sglang_upstream import load_runtime, variants
 
 pytestmark = pytest.mark.peers
@@ -110,27 +110,6 @@ class _TestPagedAllocatorDebugModeGPU:
         self.assertIsNotNone(out)
 
 
-# The differences kvpool keeps on purpose: a last_loc on page 0 of a fresh allocator names a
-# slot on the padding page, which nobody was handed (EXTEND-3 / DECODE-3: kvpool's default path
-# refuses it before anything changes; SGLang continues the padding page).
-INTENDED: dict[str, str] = {
-    "test_alloc_extend_debug_mode_succeeds_when_last_loc_aligned_with_prefix": "EXTEND-3",
-    "test_alloc_decode_debug_unique_assert": "DECODE-3",
-    "test_alloc_decode_debug_mode_succeeds_when_last_loc_aligned_with_seq_len": "DECODE-3",
-}
-
-
-def _refused_with(clause: str, test: Any) -> Any:
-    def refused(self: Any) -> None:
-        with pytest.raises(ContractViolation) as err:
-            test(self)
-        assert err.value.clause == clause
-    refused.__doc__ = f"intended difference ({clause}): kvpool refuses a last_loc on page 0"
-    return refused
-
-
 globals().update(variants(
     __name__, (_TestPagedAllocatorDebugModeCPU, _TestPagedAllocatorDebugModeGPU), _load,
-    {"sglang": {},
-     "kvpool": {name: _refused_with(clause, getattr(_TestPagedAllocatorDebugModeGPU, name))
-                for name, clause in INTENDED.items()}}))
+    {"sglang": {}, "kvpool": {}}))
