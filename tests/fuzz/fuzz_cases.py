@@ -278,7 +278,8 @@ def alloc_extend(w: World) -> dict[str, Any]:
         seq[i] = seq_cpu[i] = rng.choice([2**61, 2**62, INT64_MAX])
         ent = rng.choice([ent, seq[i] - prefix[i]])
     elif mutation in ("last_loc", "last_loc_guard"):
-        cont = [i for i, p in enumerate(prefix) if p > 0 and p % w.ps]
+        # a request whose layout continues last_loc's page: a partial prefix page, new tokens
+        cont = [i for i, p in enumerate(prefix) if p > 0 and p % w.ps and seq[i] > p]
         if mutation == "last_loc_guard" and cont and w.ps > 1 and w.kind in GUARDED_KINDS:
             i = rng.choice(cont)
             kind = rng.choice(["free", "page0", "oob"])
