@@ -192,6 +192,13 @@ static PyObject *take(PyObject *const *args, PyObject *owners, i64 top, i64 stag
     return result;
 }
 
+/* 1 when a length given as two tensors (the device one and the host *_cpu one) holds the same
+ * values in both: the counts come from the host one, the layout from the other, and a batch
+ * whose two disagree is the two-step form's to refuse (EXTEND-1 / DECODE-1) */
+static int same_values(const i64 *a, const i64 *b, i64 n) {
+    return a == b || memcmp(a, b, (size_t)n * sizeof(i64)) == 0;
+}
+
 /* 1 when the extends seq[r] - pre[r] are each >= 0 and sum to exactly num_tokens (no wrap),
  * else 0: only then is an output of num_tokens slots laid out here (an empty batch, a negative
  * extend or a count that disagrees goes to the caller's form, which raises) */
@@ -237,7 +244,9 @@ PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         tensor_or_same(args[8], args[9], scp, &bs, &sp) <= 0 ||
         tensor_data(args[10], &bs, &lp) <= 0)
         return not_taken();
-    if (!extend_regular(pp, sp, bs, num_tokens)) Py_RETURN_NONE;
+    if (!same_values(pp, pcp, bs) || !same_values(sp, scp, bs) ||
+        !extend_regular(pp, sp, bs, num_tokens))
+        Py_RETURN_NONE;
     const i64 count = count_extend(pcp, scp, bs, ps);
     if (count < 0) Py_RETURN_NONE;
     const Batch b = {pp, sp, lp, bs, ps, count, num_tokens};
@@ -285,10 +294,8 @@ PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     if (ps < 1 || may_read_tensors() <= 0 || tensor_data(args[7], &bs, &scp) <= 0 || bs == 0 ||
         tensor_or_same(args[6], args[7], scp, &bs, &sp) <= 0 || tensor_data(args[8], &bs, &lp) <= 0)
         return not_taken();
+    if (!same_values(sp, scp, bs)) Py_RETURN_NONE; /* else the layout could take a page twice */
     const i64 count = ps == 1 ? bs : count_decode(scp, bs, ps);
-    /* the layout opens pages from seq, the count from seq_cpu: they must agree, or the
-     * layout would hand a page out twice (the two-step form refuses such a batch) */
-    if (sp != scp && ps > 1 && count_decode(sp, bs, ps) != count) Py_RETURN_NONE;
     const Batch b = {NULL, sp, lp, bs, ps, count, bs};
     return take(args, args[9], top, staged, base, bs, &b);
 }

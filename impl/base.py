@@ -234,13 +234,7 @@ class AllocatorBase(SglangSurface):
         """
         table = self._table
         checked_pages = table.check_segments(segments, self.page_size) if table else None
-        per_segment: list[tuple[int, Any]] = []
-        prev_end: int | None = None
-        for i, (free_index, start_pos) in enumerate(segments):
-            trim, prev_end = next_trim(start_pos, free_index.numel(), prev_end, self.page_size)
-            pages = self._segment_pages(free_index, trim, start_pos + trim)
-            if pages is not None:
-                per_segment.append((i, pages))
+        per_segment = self._pages_of_segments(segments)
         if self.free_group is None:  # all or nothing, even for an unchecked double free
             self._guard_release([pages for _, pages in per_segment])
         for i, pages in per_segment:  # each a new backend-form array: the group may keep it
@@ -255,6 +249,42 @@ class AllocatorBase(SglangSurface):
                     table.released(checked_pages[i], need_sort=self.need_sort)
                 else:
                     table.deferred_segment(checked_pages[i], paged=self.paged)
+
+    def _pages_of_segments(self, segments: Sequence[Segment]) -> list[tuple[int, Any]]:
+        """Each non-empty segment's index and its pages after the boundary trim (``SEG-5``), in
+        row order: new backend-form arrays."""
+        per_segment: list[tuple[int, Any]] = []
+        prev_end: int | None = None
+        for i, (free_index, start_pos) in enumerate(segments):
+            trim, prev_end = next_trim(start_pos, free_index.numel(), prev_end, self.page_size)
+            pages = self._segment_pages(free_index, trim, start_pos + trim)
+            if pages is not None:
+                per_segment.append((i, pages))
+        return per_segment
+
+    def check_release_of_segments(self, segments: Sequence[Segment]) -> None:
+        """The ownership guard's check of ``free_segments(segments)`` without releasing anything
+        (``FREE-1..3``); no-op on device backends or inside a group (checked at its end)."""
+        if self._owners is None or self.free_group is not None:
+            return
+        parts = [pages for _, pages in self._pages_of_segments(segments)]
+        if parts:
+            self._owners.check_release(np.concatenate([host_pages(p) for p in parts]),
+                                       page_size=self.page_size)
+
+    def check_take(self, continued: Any, last_loc: torch.Tensor, clause: str) -> None:
+        """The ownership guard's ``last_loc`` check of an extend or decode (``continued``: which
+        requests continue from their ``last_loc``) without taking anything; a composite checks
+        every side before either takes."""
+        if self._owners is not None:
+            self._owners.check_last_loc(continued, last_loc, page_size=self.page_size,
+                                        clause=clause)
+
+    def check_release_of_pages(self, page_ids: Any) -> None:
+        """The ownership guard's check of ``free_page_ids(page_ids)`` (or, several
+        ``free()``s' sorted distinct pages with it, end to end) without releasing anything."""
+        if self._owners is not None and self.free_group is None:
+            self._owners.check_release(page_ids, page_size=self.page_size)
 
     def _segment_pages(self, free_index: torch.Tensor, trim: int,
                        start_pos: int) -> Any | None:

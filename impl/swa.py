@@ -14,8 +14,10 @@ from kvpool.spec import rules
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.segments import rep_offsets, segment_layout_ok, trim_boundary
 
+from .backend import check_host_batch
 from .checked import host_list
 from .hooks import EvictRequest, SglangSurface
+from .ownership import continued_decode, continued_extend
 from .paged import PagedTokenToKVPoolAllocator
 from .swa_census import HybridDiagnostics
 from .swa_pairs import PairTable
@@ -211,6 +213,11 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             full_side._table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu,
                                           last_loc, extend_num_tokens, self.page_size)
             self._check_last_loc(host_list(prefix_lens_cpu), host_list(seq_lens_cpu), last_loc)
+        elif full_side._owners is not None:  # the guard, on both sides before either moves
+            check_host_batch(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
+                             extend_num_tokens)
+            self._check_takes(continued_extend(prefix_lens, seq_lens, self.page_size), last_loc,
+                              "EXTEND-3")
         num_new_pages = full_side._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         if not self.new_pages_available(num_new_pages, num_new_pages):
             return None
@@ -235,6 +242,9 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             assert full_side._table is not None
             full_side._table.check_decode(seq_lens, seq_lens_cpu, last_loc, self.page_size)
             self._check_last_loc([s - 1 for s in seq], seq, last_loc)
+        elif full_side._owners is not None:  # the guard, on both sides before either moves
+            check_host_batch(seq_lens, None, seq_lens, seq_lens_cpu, last_loc, None)
+            self._check_takes(continued_decode(seq_lens, self.page_size), last_loc, "DECODE-3")
         num_new_pages = full_side._ops.decode_new_pages(seq_lens_cpu)
         if not self.new_pages_available(num_new_pages, num_new_pages):
             return None
@@ -244,6 +254,12 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
         assert full is not None and swa is not None
         self._pairs.set(full, swa)
         return full
+
+    def _check_takes(self, continued: Any, last_loc: torch.Tensor, clause: str) -> None:
+        """Each side's guard on the ``last_loc`` its layout continues from (the SWA side's: the
+        full slot's peer), before either side takes a page."""
+        self.full_attn_allocator.check_take(continued, last_loc, clause)
+        self.swa_attn_allocator.check_take(continued, self._pairs.gather(last_loc), clause)
 
     def _check_last_loc(self, prefix: list[int], seq: list[int], last_loc: torch.Tensor) -> None:
         hr.check_swa_last_loc(prefix, seq, self._peers(last_loc), self.page_size)
@@ -306,6 +322,8 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
     def free_swa_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
         """SWA pages of a row segment by stride representatives, in row order (``SWA-14``)."""
         heads = self._swa_heads([(free_index, start_pos)])
+        if not self.checked:  # the guard: the SWA pages first, before the pairs change
+            self._check_swa_heads(heads)
         self._release_swa_heads(heads)
 
     def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
@@ -318,6 +336,9 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             table = self.full_attn_allocator._table
             assert table is not None
             table.check_segments(segments, self.page_size)
+        else:  # the guard: both sides first, before the pairs or either side change
+            self.full_attn_allocator.check_release_of_segments(segments)
+            self._check_swa_heads(heads)
         self._release_swa_heads(heads)
         self.full_attn_allocator.free_segments(segments)
 
@@ -355,18 +376,32 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
             out.append((free_index[trim:], start_pos + trim))
         return out
 
-    def _release_swa_heads(self, heads: list[tuple[torch.Tensor, int]]) -> None:
+    def _head_reps(self, heads: list[tuple[torch.Tensor, int]]) -> list[torch.Tensor]:
+        """One full-page representative slot per logical page of each non-empty head."""
         ps = self.page_size
+        out = []
         for free_index, start_pos in heads:
             n = free_index.numel()
             if n == 0:
                 continue
             if ps == 1:
-                reps = free_index
+                out.append(free_index)
             elif start_pos % ps == 0:
-                reps = free_index[::ps]
+                out.append(free_index[::ps])
             else:
-                reps = free_index[torch.tensor(rep_offsets(n, start_pos, ps))]
+                out.append(free_index[torch.tensor(rep_offsets(n, start_pos, ps))])
+        return out
+
+    def _check_swa_heads(self, heads: list[tuple[torch.Tensor, int]]) -> None:
+        """The SWA side's guard on the pages a segment free would release (read from the
+        pairs, which are left as they are): ``FREE-1..3`` before anything changes."""
+        reps = self._head_reps(heads)
+        if reps and self.free_group is None:
+            pages = torch.cat([self._pairs.gather(r.reshape(-1)) for r in reps])
+            self.swa_attn_allocator.check_release_of_pages(pages // self.page_size)
+
+    def _release_swa_heads(self, heads: list[tuple[torch.Tensor, int]]) -> None:
+        for reps in self._head_reps(heads):
             self._release_swa_page_ids(self._pairs.take_rep_pages(reps))
 
     def _check_swa_release(self, free_index: torch.Tensor, call: str) -> None:
