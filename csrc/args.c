@@ -94,8 +94,18 @@ void mark_taken(Owners *o, const i64 *pages, i64 count, int ascending) {
         if (block_run(o, pages, i, count, ascending)) {
             span64(o, pages[i], 1);
             i += GUARD_BLOCK;
-        } else {
+        } else { /* a block that is not one run: by bytes of 8 consecutive pages, else by page */
             const i64 stop = i + GUARD_BLOCK < count ? i + GUARD_BLOCK : count;
+            for (; i + 8 <= stop && i + 8 <= count; i += 8) {
+                if (pages[i] >= 0 && pages[i] <= o->num_bits - 8 && consecutive(pages + i, 8)) {
+                    const i64 at = pages[i] >> 3;
+                    const unsigned shift = (unsigned)(pages[i] & 7);
+                    o->bits[at] |= (unsigned char)(0xFFu << shift);
+                    if (shift) o->bits[at + 1] |= (unsigned char)((1u << shift) - 1u);
+                } else {
+                    for (int k = 0; k < 8; k++) set_owned(o, pages[i + k]);
+                }
+            }
             for (; i < stop; i++) set_owned(o, pages[i]);
         }
     }

@@ -133,20 +133,28 @@ static int lay_out(const Batch *b, const i64 *pages, i64 *out) {
  * DECODE-3 on the guard's bits), else 0. A last_loc the layout does not read is not checked
  * (a hybrid allocator's SWA side gets 0 for a peer its window released). */
 static int lasts_owned(const Batch *b, const Owners *o) {
-    if (o->bits == NULL) return 1;
-    int shift = -1; /* a power-of-two page size divides by a shift (floor for any sign) */
-    if ((b->ps & (b->ps - 1)) == 0)
-        for (shift = 0; ((i64)1 << shift) < b->ps; shift++) {}
-    const i64 opening = 1 % b->ps;
+    /* at page size 1 every new token opens its own page: no request continues */
+    if (o->bits == NULL || b->ps == 1) return 1;
+    const i64 ps = b->ps, opening = 1;
+    if ((ps & (ps - 1)) == 0) { /* a power of two: a mask and a shift (floor for any sign) */
+        int shift = 0;
+        while (((i64)1 << shift) < ps) shift++;
+        const u64 mask = (u64)ps - 1;
+        for (i64 r = 0; r < b->bs; r++) {
+            const int continues = b->pre != NULL
+                                      ? b->pre[r] < b->seq[r] && ((0u - (u64)b->pre[r]) & mask)
+                                      : (i64)((u64)b->seq[r] & mask) != opening;
+            if (continues && !is_owned(o, b->last[r] >> shift)) return 0;
+        }
+        return 1;
+    }
     for (i64 r = 0; r < b->bs; r++) {
         /* the layout writes last_loc + 1, ... : the rest of an extend's partial prefix page
          * (p1 > 0), a decode that does not open a page */
-        const int continues =
-            b->pre != NULL ? b->pre[r] < b->seq[r] && mod_floor(wrap_neg(b->pre[r]), b->ps) > 0
-                           : mod_floor(b->seq[r], b->ps) != opening;
-        if (!continues) continue;
-        const i64 page = shift >= 0 ? b->last[r] >> shift : div_floor(b->last[r], b->ps);
-        if (!is_owned(o, page)) return 0;
+        const int continues = b->pre != NULL
+                                  ? b->pre[r] < b->seq[r] && mod_floor(wrap_neg(b->pre[r]), ps) > 0
+                                  : mod_floor(b->seq[r], ps) != opening;
+        if (continues && !is_owned(o, div_floor(b->last[r], ps))) return 0;
     }
     return 1;
 }
