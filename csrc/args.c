@@ -121,6 +121,16 @@ int claim_pages(Owners *o, const i64 *pages, i64 count) {
             if (!span64(o, pages[i], 0)) break;
             span64(o, pages[i], -1);
             i += GUARD_BLOCK;
+        } else if (i + 8 <= count && pages[i] >= 0 && pages[i] <= o->num_bits - 8 &&
+                   consecutive(pages + i, 8)) { /* 8 consecutive pages: one or two bytes */
+            const i64 at = pages[i] >> 3;
+            const unsigned shift = (unsigned)(pages[i] & 7);
+            const unsigned char low = (unsigned char)(0xFFu << shift);
+            const unsigned char high = (unsigned char)((1u << shift) - 1u);
+            if ((o->bits[at] & low) != low || (shift && (o->bits[at + 1] & high) != high)) break;
+            o->bits[at] &= (unsigned char)~low;
+            if (shift) o->bits[at + 1] &= (unsigned char)~high;
+            i += 8;
         } else {
             if (!is_owned(o, pages[i])) break;
             clear_owned(o, pages[i]);
