@@ -26,6 +26,9 @@ class KnownDivergence:
     reason: str
     pointer: str
     reported: tuple[str, ...] = ()  # clauses an oracle report names when the rule is re-enabled
+    # the shortest call sequence that shows it, one call per line in the target's own API
+    # (``a = alloc.alloc(4)``); a test replays it where the target can be built here
+    sequence: str = ""
 
     def reported_clauses(self) -> tuple[str, ...]:
         return (self.clause, *self.reported)
