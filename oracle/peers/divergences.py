@@ -49,6 +49,11 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "the state changed. No ContractViolation exists in SGLang. Found by re-enabling the "
         "rule: paged alloc(-4) at page size 4 returns every free page but one (free_pages[:-1]).",
         "sglang/srt/mem_cache/allocator/{token,paged}.py@0.5.23; SPEC.md §14 bugs B2, B7",
+        sequence=(
+            'alloc = make("sglang-paged", size=16, page_size=4)\n'
+            'slots = alloc.alloc(-4)  # a negative size is not refused\n'
+            'assert len(slots) == 12  # every free page but one'
+        ),
     ),
     KnownDivergence(
         "SGL-SEG-DISJOINT",
@@ -62,6 +67,13 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "(SPEC.md §14 bug B17(c)). At page size 1 (the token class) segments never "
         "share a page, so the token allocator keeps the SEG-5 rule.",
         ("SEG-2",),
+        sequence=(
+            'alloc = make("sglang-paged", size=32, page_size=4)\n'
+            "row = alloc.alloc(8)  # one request's kv row: two pages\n"
+            "# legal under SEG-5: the two segments share the row's second page\n"
+            'with raises(AssertionError):\n'
+            '    alloc.free_segments([(row[:6], 0), (row[6:], 6)])'
+        ),
     ),
     KnownDivergence(
         "SGL-HOOKS-IMPORT",
@@ -75,6 +87,11 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 evict_to_free_tokens (local import of "
         "EvictParams); oracle/peer_import.py PLACEHOLDER_NAMES",
         ("CAP-2",),
+        sequence=(
+            'alloc = make("sglang-token", size=8)\n'
+            "with raises(ModuleNotFoundError):  # the hook's local import, before any change\n"
+            '    alloc.evict_to_free_tokens(None, 1)'
+        ),
     ),
     KnownDivergence(
         "SGL-DECODE-PS1",
@@ -88,6 +105,13 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang/srt/utils/common.py get_num_new_pages(decode=True)@0.5.23; "
         "SPEC.md §14 (DECODE-4 row)",
         ("DECODE-4", "DECODE-5", "DECODE-7", "INV-1", "INV-2", "INV-4"),
+        sequence=(
+            'alloc = make("sglang-paged", size=16, page_size=1)\n'
+            'slot = alloc.alloc(1)\n'
+            'new = alloc.alloc_decode(seq_lens=t([2]), seq_lens_cpu=t([2]), last_loc=slot)\n'
+            'assert alloc.available_size() == 15  # no page was taken for new\n'
+            'assert alloc.alloc(1).tolist() == new.tolist()  # so it is handed out twice'
+        ),
     ),
     KnownDivergence(
         "SGL-RESIZE-PS1",
@@ -99,6 +123,11 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "available_size() reports the old size (INV-4). Page size 1 is the token class's job.",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 resize ('if self.page_size > 1')",
         ("INV-4", "INV-1", "LIFE-1"),
+        sequence=(
+            'alloc = make("sglang-paged", size=16, page_size=1)\n'
+            'alloc.resize(SimpleNamespace(max_total_num_tokens=8))\n'
+            'assert alloc.available_size() == 16  # the old page count'
+        ),
     ),
     KnownDivergence(
         "SGL-SWA-UNCHECKED",
@@ -114,6 +143,13 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang/srt/mem_cache/allocator/swa.py@0.5.23 _free_swa_pages_none_cuda, free_full "
         "(_SWA_PEER_MAPPED / _SWA_PEER_RELEASED); SPEC.md §14 bug B13",
         ("SWA-12", "SWA-16", "SWA-8", "ERR-1"),
+        sequence=(
+            'alloc = make("sglang-swa", size=16, size_swa=8, page_size=1)\n'
+            'slots = alloc.alloc(2)\n'
+            'alloc.free_swa(slots[:1])\n'
+            'alloc.free_swa(slots[:1])  # accepted: releases the padding slot 0 into the SWA pool\n'
+            'assert alloc.swa_available_size() == 8  # the whole SWA pool, while a slot is held'
+        ),
     ),
     KnownDivergence(
         "SGL-SWA-DECODE-LEAK",
@@ -127,6 +163,16 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang/srt/mem_cache/allocator/swa.py@0.5.23 alloc_decode; PR #35338 (SPEC.md §14 "
         "bug B14)",
         ("INV-1", "SWA-5"),
+        sequence=(
+            'alloc = make("sglang-swa", size=32, size_swa=8, page_size=4)\n'
+            'row = alloc.alloc_extend(prefix_lens=t([0]), prefix_lens_cpu=t([0]),\n'
+            '                         seq_lens=t([8]), seq_lens_cpu=t([8]),\n'
+            '                         last_loc=t([-1]), extend_num_tokens=8)\n'
+            'assert alloc.full_available_size() == 24 and alloc.swa_available_size() == 0\n'
+            'new = alloc.alloc_decode(seq_lens=t([9]), seq_lens_cpu=t([9]), last_loc=row[-1:])\n'
+            'assert new is None\n'
+            'assert alloc.full_available_size() == 20  # a full page taken, no slot returned'
+        ),
     ),
     KnownDivergence(
         "SGL-SWA-RESIZE-GROW",
@@ -140,6 +186,16 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang/srt/mem_cache/allocator/swa.py@0.5.23 resize / clear (mapping[:-1].fill_(0) "
         "on the constructor's tensor)",
         ("SWA-2", "SWA-1", "ERR-1", "SWA-6", "SWA-7", "SWA-9", "SWA-16"),
+        sequence=(
+            'alloc = make("sglang-swa", size=16, size_swa=8, page_size=1)\n'
+            'config = SimpleNamespace(full_max_total_num_tokens=32, swa_max_total_num_tokens=8)\n'
+            'alloc.resize(config)\n'
+            'for _ in range(2):  # 16 full slots, their SWA peers released\n'
+            '    alloc.free_swa(alloc.alloc(8))\n'
+            "# the pairing table still has the constructor's 16 + 2 entries\n"
+            'with raises(IndexError):\n'
+            '    alloc.alloc(8)'
+        ),
     ),
     KnownDivergence(
         "SGL-SWA-SEG-DISJOINT",
@@ -151,6 +207,15 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "pools (SGL-SEG-DISJOINT).",
         "sglang/srt/mem_cache/allocator/swa.py@0.5.23 _free_swa_pages; base.py _page_disjoint",
         ("ERR-1", "SWA-14"),
+        sequence=(
+            'alloc = make("sglang-swa", size=32, size_swa=32, page_size=4)\n'
+            'row = alloc.alloc_extend(prefix_lens=t([0]), prefix_lens_cpu=t([0]),\n'
+            '                         seq_lens=t([8]), seq_lens_cpu=t([8]),\n'
+            '                         last_loc=t([-1]), extend_num_tokens=8)\n'
+            "# legal under SEG-5: the two segments share the row's second page\n"
+            'with raises(AssertionError):\n'
+            '    alloc.free_segments([(row[:6], 0), (row[6:], 6)])'
+        ),
     ),
     KnownDivergence(
         "SGL-CENSUS-ALIAS",
@@ -164,6 +229,12 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "(torch.cat) and keeps the rule. The probes of the token target are switched off "
         "together (inputs included; one capability).",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 get_all_free_pages",
+        sequence=(
+            'alloc = make("sglang-token", size=8)\n'
+            'census = alloc.get_all_free_pages()\n'
+            'census[:] = -1  # the caller writes into the census it received\n'
+            'assert alloc.alloc(2).tolist() == [-1, -1]'
+        ),
     ),
     KnownDivergence(
         "SGL-PAGE-IDS-ALIAS",
@@ -179,6 +250,14 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "capability); free / free_segments keep their probes.",
         "sglang/srt/mem_cache/allocator/paged.py@0.5.23 free_page_ids, _release_page_ids "
         "(lines 359-380)",
+        sequence=(
+            'alloc = make("sglang-paged", size=16, page_size=4, need_sort=True)\n'
+            'pages = alloc.alloc(4)[::4] // 4\n'
+            'alloc.free_page_ids(pages)\n'
+            'pages[:] = 0  # the caller reuses its tensor\n'
+            'alloc.merge_and_sort_free()\n'
+            'assert alloc.alloc(4).tolist() == [0, 1, 2, 3]  # the padding page'
+        ),
     ),
     KnownDivergence(
         "VLLM-UNCHECKED",
@@ -192,6 +271,14 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "scheduler does. No ContractViolation exists in vLLM.",
         "vllm/v1/core/block_pool.py@0.33.0 BlockPool.free_blocks, get_new_blocks; "
         "oracle/adapters.py",
+        sequence=(
+            'alloc = make("vllm", size=16, page_size=4)\n'
+            'slots = alloc.alloc(4)\n'
+            'alloc.free(slots)\n'
+            "alloc.free(slots)  # accepted: the block's ref_cnt drops to -1\n"
+            'with raises(AssertionError):  # noticed only by the next allocation\n'
+            '    alloc.alloc(4)'
+        ),
     ),
     KnownDivergence(
         "VLLM-ORDER",
@@ -203,6 +290,12 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sorted distinct pages; any order is conformant (contract order).",
         "vllm/v1/core/block_pool.py@0.33.0 free_blocks (free_block_queue.prepend_n)",
         ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4"),
+        sequence=(
+            'alloc = make("vllm", size=16, page_size=4)\n'
+            'a, b = alloc.alloc(4), alloc.alloc(4)\n'
+            'alloc.free(torch.cat([b, a]))\n'
+            "assert alloc.alloc(4).tolist() == b.tolist()  # SGLang's order: a (sorted) first"
+        ),
     ),
     KnownDivergence(
         "KVC-UNCHECKED",
@@ -216,6 +309,11 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "No ContractViolation exists in kvcached.",
         "kvcached/kv_cache_manager.py@0.1.6 KVCacheManager._alloc, free (SANITY_CHECK); "
         "kvcached/integration/sglang/patches.py@0.1.6 alloc",
+        sequence=(
+            'alloc = make("kvcached-token", size=8)\n'
+            'assert alloc.alloc(-2).numel() == 0  # a negative size is not refused\n'
+            'assert alloc.available_size() == 8'
+        ),
     ),
     KnownDivergence(
         "KVC-SHORT-RAISES",
@@ -231,6 +329,12 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "(ElasticTokenToKVPoolAllocator.alloc: torch.tensor(self.kvcached_allocator.alloc("
         "need_size))); kvcached/kv_cache_manager.py@0.1.6 lines 446-450 (_alloc returns None); "
         "the paged class's alloc, patches.py lines 492-496, returns None",
+        sequence=(
+            'alloc = make("kvcached-token", size=8)\n'
+            'with raises(TypeError):  # a shortage should return None\n'
+            '    alloc.alloc(9)\n'
+            'assert alloc.available_size() == 8  # nothing was taken'
+        ),
     ),
     KnownDivergence(
         "KVC-ORDER",
@@ -245,6 +349,12 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "kvcached/kv_cache_manager.py@0.1.6 _alloc, _pick_avail_page, free; "
         "csrc/page_allocator.cpp@0.1.6 PageAllocator::alloc_page, free_pages",
         ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4"),
+        sequence=(
+            'alloc = make("kvcached-paged", size=64, page_size=4)\n'
+            'a, b = alloc.alloc(4), alloc.alloc(4)\n'
+            'alloc.free(a)\n'
+            'assert alloc.alloc(4).tolist() != a.tolist()  # FIFO reuse; SGLang hands out a again'
+        ),
     ),
 )
 

@@ -24,13 +24,23 @@ def divergence_page() -> str:
     """The registry ``kvpool.oracle.divergences.REGISTRY`` as a table, one row per entry."""
     from kvpool.oracle.divergences import REGISTRY
 
-    rows = ["| entry | target | clause | rule switched off | what differs | where it comes from |",
-            "|---|---|---|---|---|---|"]
+    rows = ["| entry | target | clause | rule switched off | what differs | minimal sequence "
+            "| where it comes from |", "|---|---|---|---|---|---|---|"]
+    sequences = ["## Minimal sequences", "",
+                 "Each entry's shortest call sequence, in the target's own API. "
+                 "`tests/oracle/test_oracle_divergence_sequences.py` runs every one on the real "
+                 "allocator (`kvpool.oracle.peers.sequences`: `make` builds the target as the "
+                 "oracle does, `t` is `torch.tensor`); its asserts hold exactly while the "
+                 "divergence does.", ""]
     for entry in REGISTRY:
         field, value = entry.excludes
         clauses = ", ".join(_clause_link(c) for c in entry.reported_clauses())
+        anchor = f"seq-{entry.id.lower()}"
         rows.append(f"| `{entry.id}` | `{entry.target}` | {clauses} | `{field}={value!r}` | "
-                    f"{_cell(entry.reason)} | {_cell(entry.pointer)} |")
+                    f"{_cell(entry.reason)} | [sequence](#{anchor}) | {_cell(entry.pointer)} |")
+        fence = code_fence(entry.sequence)
+        sequences += [f"### {entry.id} {{#{anchor}}}", "", f"{fence}python", entry.sequence,
+                      fence, ""]
     intro = (
         "# Known divergences\n\n"
         "Real allocators that differ from the specification on purpose or by a known bug. "
@@ -40,7 +50,7 @@ def divergence_page() -> str:
         "built; `tests/oracle/test_oracle_peers.py` re-enables each entry and requires the "
         "oracle to report the registered clause.\n\n"
     )
-    return intro + "\n".join(rows) + "\n"
+    return intro + "\n".join(rows) + "\n\n" + "\n".join(sequences) + "\n"
 
 
 # The oracle's public API as ``kvpool.oracle`` exports it; each is documented where it is

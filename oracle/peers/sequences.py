@@ -1,0 +1,74 @@
+"""Replaying a known divergence's minimal call sequence on the real allocator.
+
+Each :class:`~kvpool.oracle.peers.divergences.KnownDivergence` carries ``sequence``: Python
+lines in the target's own API that show the divergence and end in asserts that hold exactly
+while it does. The lines run with these names bound: ``make(target, **kwargs)`` builds the
+named target as the oracle does (``need_sort`` defaults to False), ``t`` is ``torch.tensor``,
+``raises`` is ``pytest.raises``-like (a context manager requiring the exception),
+``SimpleNamespace`` stands in for SGLang's server config, and ``torch``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+from ..engine.registry import FAMILY_MODULES
+
+# the single-pool peers by registry target name (the hybrid and later families name theirs
+# in their family's ``aliases``)
+SINGLE_PEERS = {
+    "sglang-token": "sglang_token",
+    "sglang-paged": "sglang_paged",
+    "vllm": "vllm_block_pool",
+    "kvcached-token": "kvcached_token",
+    "kvcached-paged": "kvcached_paged",
+}
+
+
+def factory_of(target: str) -> Callable[..., Any]:
+    """The oracle's factory for the registry target name ``target``. Raises KeyError for a
+    name no family knows."""
+    if target in SINGLE_PEERS:
+        module = importlib.import_module("kvpool.oracle.families.single.targets")
+        found: Callable[..., Any] = getattr(module, SINGLE_PEERS[target])
+        return found
+    for module_name in FAMILY_MODULES.values():
+        aliases = importlib.import_module(module_name).FAMILY.aliases
+        if target in aliases:
+            return aliases[target]  # type: ignore[no-any-return]
+    raise KeyError(f"no family has a target called {target!r}")
+
+
+def make(target: str, **kwargs: Any) -> Any:
+    """A fresh ``target`` allocator built by its oracle factory."""
+    kwargs.setdefault("need_sort", False)
+    return factory_of(target)(**kwargs)
+
+
+@contextlib.contextmanager
+def raises(kind: type[BaseException]) -> Iterator[None]:
+    """Require the block to raise ``kind`` (AssertionError naming it otherwise)."""
+    try:
+        yield
+    except kind:
+        return
+    raise AssertionError(f"expected {kind.__name__}")
+
+
+def run_sequence(sequence: str, name: str = "<sequence>") -> None:
+    """Execute ``sequence`` (see the module docstring). Raises AssertionError when one of its
+    asserts fails (the divergence no longer shows), or what the target raised unexpectedly."""
+    import torch
+
+    scope = {
+        "make": make,
+        "t": torch.tensor,
+        "raises": raises,
+        "torch": torch,
+        "SimpleNamespace": SimpleNamespace,
+    }
+    exec(compile(sequence, name, "exec"), scope)
