@@ -29,6 +29,7 @@ from kvpool.spec.contract import Divergence
 
 from ..reporting.hints import hint_for
 from ..reporting.pagemap import render
+from . import dataplane
 from .call import MAX_HELD, Call
 from .report import Failure, OracleError, OracleFailure, record_failure
 from .repro import error_type_names
@@ -44,6 +45,7 @@ class Engine:
     """
 
     family = ""  # the family's name, as a trace records it
+    data_plane_default = False  # a family whose runs check KV bytes by default (dataplane)
     calls: Mapping[str, Call] = {}  # the family's call table
 
     def __init__(self, target: Target, config: Config) -> None:
@@ -67,6 +69,8 @@ class Engine:
         self.failed = False
         self.events: Counter[str] = Counter()  # coverage events reached
         self._alias_step: int | None = None  # the step whose held result changed (ALIAS-1)
+        self.data_plane = self.trace.data_plane = self.data_plane_default or dataplane.requested()
+        self.plane: dataplane.DataPlane | None = None  # built for each target (dataplane)
 
     # -- family hooks ----------------------------------------------------------------------------
     def create_from(self, args: Mapping[str, Any]) -> None:
@@ -111,6 +115,10 @@ class Engine:
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         """Complete a valid call's arguments before it is recorded (e.g. keywords it carries)."""
 
+    def _data_sides(self) -> list[dataplane.Side]:
+        """The KV sides the data plane checks for the current target (none by default)."""
+        return []
+
     def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
         """The clause to report for a divergence seen at ``step``: a family names the rule of
         an earlier call that explains the symptom (the symptom's clause stays in the detail)."""
@@ -129,6 +137,8 @@ class Engine:
         def run() -> Any:
             result = self._valid(step)
             self._post(step)
+            if self.data_plane:
+                dataplane.after_call(self, len(self.trace.steps) - 1, name, result)
             return result
 
         result = self._checked(len(self.trace.steps) - 1, before, run)
@@ -237,7 +247,7 @@ class Engine:
         clause = step.raises
         before = self._census()
         self._record_rejected_state(step, before)
-        accepted = self.caps.error_types
+        accepted = self.caps.error_types_for(step.call)
         try:
             self.calls[step.call].target(self.target, step.args, self.device)
         except ContractViolation as err:  # kvpool's own type: the clause must be the spec's
@@ -261,6 +271,8 @@ class Engine:
             change = _change(before, after, available=True)
             raise Divergence("ERR-1", f"the rejected call changed the state: {change}")
         self._check_held()
+        if self.data_plane:
+            dataplane.after_call(self, len(self.trace.steps) - 1, step.call, None)
 
     # -- failure ---------------------------------------------------------------------------------
     def _fail(self, clause: str, detail: str, index: int, before: Callable[[], str]) -> None:

@@ -32,6 +32,7 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
     if target.family != trace.family:
         raise ValueError(f"a {trace.family} trace cannot replay on a {target.family} target")
     ex = fam.executor(target, Config(trace.page_size, trace.need_sort, trace.device, mode))
+    ex.data_plane = ex.trace.data_plane = ex.data_plane or trace.data_plane
     slots: dict[int, int] = {}
     end = len(trace.steps) if trace.failing_step is None else trace.failing_step + 1
     try:

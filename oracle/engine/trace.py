@@ -51,6 +51,7 @@ class Trace:
     error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
     shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
     family: str = "single"  # the allocator family whose call table the steps use (calltables)
+    data_plane: bool = False  # KV signatures were checked (kvpool.oracle.engine.dataplane)
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -19,6 +19,7 @@ from kvpool.spec import ContractViolation, HybridModel
 from kvpool.spec.contract import Divergence
 
 from ...engine.core import Engine
+from ...engine.dataplane import Side, TensorStore, live_slot
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, target_line
@@ -91,6 +92,18 @@ class HybridExecutor(Engine):
         self.events[event] += 1
 
     # -- engine hooks ----------------------------------------------------------------------------
+    def _data_sides(self) -> list[Side]:
+        """Two KV sides: the full one by full slot, live while the full pool holds its page; the
+        SWA one through the target's ``translate_loc_from_full_to_swa``, live while the slot has
+        its pair (a window release ends the SWA side's liveness only)."""
+        return [Side("full", TensorStore(), lambda slot: live_slot(self._spec().full, slot)),
+                Side("swa", TensorStore(), lambda slot: slot in self._spec().mapping,
+                     translate=self.target.translate_loc_from_full_to_swa)]
+
+    def _spec(self) -> HybridModel:
+        assert self.model is not None
+        return self.model
+
     def _valid(self, step: TraceStep) -> Any:
         model = self.model
         assert model is not None

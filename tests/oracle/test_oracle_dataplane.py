@@ -1,0 +1,238 @@
+"""The oracle's data plane (``kvpool.oracle.engine.dataplane``, SPEC.md DATA-1..3): signatures
+written into the KV bytes of every slot handed out, read back after every call.
+
+Pinned here: the plane is off unless asked for (and then costs the engine nothing); with it on,
+kvpool's and SGLang's allocators of both families stay conformant and every check runs; a window
+release ends the SWA side's liveness only; and broken allocators the census cannot see are
+caught by the plane and pass without it: a hybrid translation that maps two live full slots to
+one SWA slot (DATA-1), a ``load_cpu_copy`` that restores to other slots (DATA-3, single and
+hybrid); DATA-2 on a slot handed out while live; a DATA failure's trace replays with the plane.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import torch
+from kvpool.oracle.engine import dataplane
+from kvpool.oracle.engine.dataplane import DataPlane, Side, TensorStore
+from kvpool.oracle.engine.families import family
+from kvpool.oracle.engine.replay import replay
+from kvpool.oracle.engine.report import OracleFailure
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.engine.target import Config
+from kvpool.oracle.engine.trace import Trace
+from kvpool.oracle.families.hybrid.executor import HybridExecutor
+from kvpool.oracle.families.hybrid.targets import kvpool_swa
+from kvpool.oracle.families.single.executor import Executor
+from kvpool.oracle.families.single.targets import kvpool_paged, kvpool_token
+from kvpool.spec.contract import Divergence
+from kvpool.spec.dataplane import KVSignatures
+
+SINGLE, HYBRID = family("single"), family("hybrid")
+
+
+@pytest.fixture
+def plane_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(dataplane.ENV, "1")
+
+
+# -- broken allocators: each breaks only the bytes' contract, never the census --------------------
+def _flip_load(cls: type) -> type:
+    class RestoresReversed(cls):  # type: ignore[misc, valid-type]
+        """DATA-3: ``load_cpu_copy`` restores the copy to the slots in reverse order."""
+
+        def load_cpu_copy(self, kv_cache_cpu: Any, indices: torch.Tensor, *a: Any,
+                          **k: Any) -> Any:
+            return super().load_cpu_copy(kv_cache_cpu, indices.flip(0), *a, **k)
+
+    return RestoresReversed
+
+
+def token_restores_reversed(*, size: int, page_size: int = 1, need_sort: bool,
+                            device: str = "cpu") -> Any:
+    base = kvpool_token(size=size, page_size=page_size, need_sort=need_sort, device=device)
+    base.__class__ = _flip_load(type(base))
+    return base
+
+
+def swa_restores_reversed(**kwargs: Any) -> Any:
+    base = kvpool_swa(**kwargs)
+    base.__class__ = _flip_load(type(base))
+    return base
+
+
+def swa_folded_translation(**kwargs: Any) -> Any:
+    """DATA-1: ``translate_loc_from_full_to_swa`` folds SWA slots pairwise (2k and 2k+1 read
+    as 2k+1): two live full slots write into one SWA slot; the mapping tensor is intact."""
+    base = kvpool_swa(**kwargs)
+    cls = type(base)
+
+    class Folded(cls):  # type: ignore[misc, valid-type]
+        def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
+            out = super().translate_loc_from_full_to_swa(kv_indices)
+            return torch.where(out > 0, out | 1, out)
+
+    base.__class__ = Folded
+    return base
+
+
+def _hybrid(factory: Any, ps: int = 1) -> HybridExecutor:
+    target = HYBRID.target(factory, kvpool_swa.kvpool_hybrid_capabilities)  # type: ignore[attr-defined]
+    ex = HybridExecutor(target, Config(ps, False))
+    ex.create(32, 16)
+    return ex
+
+
+def _single(factory: Any, caps_of: Any = kvpool_token, ps: int = 1) -> Executor:
+    ex = Executor(SINGLE.target(factory, caps_of.kvpool_capabilities), Config(ps, False))
+    ex.create(32)
+    return ex
+
+
+def _target_of(ex: Any) -> Any:
+    fam = HYBRID if isinstance(ex, HybridExecutor) else SINGLE
+    return fam.target(ex.factory, ex.caps)
+
+
+# -- off by default -----------------------------------------------------------------------------
+def test_the_plane_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(dataplane.ENV, raising=False)
+    ex = _single(token_restores_reversed)  # broken only in its bytes: passes with the plane off
+    ex.call("alloc", need_size=4)
+    assert ex.plane is None and not ex.data_plane and not ex.trace.data_plane
+    monkeypatch.setenv(dataplane.ENV, "0")
+    assert not dataplane.requested()
+
+
+# -- conformant targets with the plane on ----------------------------------------------------------
+@pytest.mark.parametrize("path", ["kvpool.oracle.targets:kvpool_token",
+                                  "kvpool.oracle.targets:kvpool_paged",
+                                  "kvpool.oracle.targets:sglang_paged"])
+def test_single_pool_targets_keep_their_bytes(plane_on: None, path: str) -> None:
+    from kvpool.oracle.families.single.targets import load_target
+
+    target = load_target(path)
+    ps = 1 if path.endswith("token") else 4
+    result = run_config(target, Config(ps, False), max_examples=15, shrink_seconds=0)
+    assert result.ok, (result.error, result.failure and result.failure.detail)
+    # DATA-1 checked after every call, DATA-2 at every hand-out, DATA-3 through get_cpu_copy
+    assert result.coverage["data.check"] >= result.calls // 2
+    assert result.coverage["data.hand_out"] > 0 and result.coverage["data.round_trip"] > 0
+
+
+@pytest.mark.parametrize("alias", ["kvpool-swa", "sglang-swa"])
+@pytest.mark.parametrize("ps", [1, 4])
+def test_hybrid_targets_keep_both_sides_bytes(plane_on: None, alias: str, ps: int) -> None:
+    target = HYBRID.target(HYBRID.aliases[alias])
+    result = run_config(target, Config(ps, False), max_examples=10, step_count=30,
+                        shrink_seconds=0)
+    assert result.ok, (result.error, result.failure and result.failure.detail)
+    assert result.coverage["data.check"] > 0 and result.coverage["data.round_trip"] > 0
+
+
+def test_a_window_release_ends_the_swa_sides_liveness_only(plane_on: None) -> None:
+    ex = _hybrid(kvpool_swa)
+    first = ex.call("alloc", need_size=3)
+    assert ex.plane is not None
+    full, swa = ex.plane.sides
+    ex.call("free_swa", free_index=first[:2])
+    assert sorted(full.kv.expected) == sorted(first)  # the full side still holds its bytes
+    assert sorted(swa.kv.expected) == first[2:]
+    ex.call("alloc", need_size=12)  # reuses the released SWA slots: no DATA-2, full side intact
+    assert full.kv.expected[first[0]] == (1, 0)
+    ex.call("free", free_index=first[2:])
+    ex.call("free_full", free_index=first[:2])
+    assert not set(first) & set(full.kv.expected)
+
+
+# -- broken allocators the census cannot see --------------------------------------------------
+def test_a_translation_folding_two_live_slots_breaks_DATA_1(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(dataplane.ENV, raising=False)
+    ex = _hybrid(swa_folded_translation)
+    ex.call("alloc", need_size=4)  # the census (mapping tensor, free lists) is right
+    monkeypatch.setenv(dataplane.ENV, "1")
+    ex = _hybrid(swa_folded_translation)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    assert err.value.failure.clause == "DATA-1"
+    assert "swa side" in err.value.failure.detail
+
+
+@pytest.mark.parametrize("factory,make", [
+    (token_restores_reversed, lambda f: _single(f)),
+    (swa_restores_reversed, lambda f: _hybrid(f)),
+])
+def test_a_load_cpu_copy_to_other_slots_breaks_DATA_3(
+        monkeypatch: pytest.MonkeyPatch, factory: Any, make: Any) -> None:
+    monkeypatch.delenv(dataplane.ENV, raising=False)
+    make(factory).call("alloc", need_size=4)
+    monkeypatch.setenv(dataplane.ENV, "1")
+    ex = make(factory)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    failure = err.value.failure
+    assert failure.clause == "DATA-3" and "load_cpu_copy" in failure.detail
+    assert failure.trace.data_plane
+    # the trace replays with the plane on, even where the environment leaves it off
+    monkeypatch.delenv(dataplane.ENV)
+    again = replay(Trace.from_json(failure.trace.to_json()), _target_of(ex))
+    assert again is not None and again.clause == "DATA-3"
+
+
+def test_the_run_finds_a_restore_to_other_slots(plane_on: None) -> None:
+    target = SINGLE.target(token_restores_reversed, kvpool_token.kvpool_capabilities)
+    result = run_config(target, Config(1, False), max_examples=20, shrink_seconds=2)
+    assert result.failure is not None and result.failure.clause == "DATA-3"
+
+
+# -- the plane's own rules ------------------------------------------------------------------------
+def test_a_live_slot_handed_out_again_breaks_DATA_2() -> None:
+    store, live = TensorStore(), {3, 4}
+    plane = DataPlane(object(), [Side("kv", store, lambda s: s in live)])
+    events: Counter[str] = Counter()
+    plane.after(1, "alloc", [3, 4], events)
+    with pytest.raises(Divergence, match=r"\[DATA-2\] slot 4 handed out to request 2 while "
+                                         r"still live \(request 1, position 1\)"):
+        plane.after(2, "alloc", [4], events)
+    assert plane.sides[0].kv.expected == {3: (1, 0), 4: (1, 1)}  # nothing recorded
+    live.discard(4)
+    plane.after(3, "alloc", [], events)  # slot 4 freed: its bytes may change now
+    store.write(torch.tensor([4]), torch.tensor([[9, 9]]))
+    plane.check("after a write into a freed slot")
+    store.write(torch.tensor([3]), torch.tensor([[9, 9]]))
+    with pytest.raises(Divergence, match=r"\[DATA-1\] .*live slot 3 holds \(9, 9\)"):
+        plane.check("after a write into a live slot")
+
+
+def test_a_slot_translated_to_no_index_reads_as_no_bytes() -> None:
+    side = Side("swa", TensorStore(4), lambda s: True, translate=lambda t: t - 2)
+    side.write([1, 3], torch.tensor([[5, 0], [5, 1]]))
+    assert side.read([1, 3]) == [(-1, -1), (5, 1)]
+    kv = KVSignatures()
+    kv.hand_out([1, 3], request=5)
+    with pytest.raises(Divergence, match="DATA-1"):
+        kv.check_read([1, 3], side.read([1, 3]), "now")
+
+
+def test_the_store_grows_and_refuses_negative_slots() -> None:
+    store = TensorStore(2)
+    store.write(torch.tensor([7]), torch.tensor([[1, 2]]))
+    assert store.rows.shape == (8, 2) and store.read(torch.tensor([7])).tolist() == [[1, 2]]
+    with pytest.raises(IndexError):
+        store.read(torch.tensor([-1]))
+    store.check_invariants()
+
+
+def test_a_paged_allocators_partial_page_slots_join_their_request(plane_on: None) -> None:
+    ex = _single(kvpool_paged, kvpool_paged, ps=4)
+    first = ex.call("alloc_extend", prefix_lens=[0], seq_lens=[3], last_loc=[-1],
+                    extend_num_tokens=3)
+    more = ex.call("alloc_extend", prefix_lens=[3], seq_lens=[6], last_loc=[first[-1]],
+                   extend_num_tokens=3)
+    assert ex.plane is not None
+    kv = ex.plane.sides[0].kv
+    assert kv.expected[more[0]] == (2, 0) and kv.expected[first[0]] == (1, 0)
