@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -88,6 +89,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add("--kvpool-json", default=None, metavar="PATH", help="write the merged run report")
     add("--kvpool-require-coverage", action="store_true", help="fail on a coverage gap")
     add("--kvpool-trace-dir", default=None, metavar="DIR", help="write failing traces here")
+    add("--kvpool-data-plane", action="store_true",
+        help="also check the KV bytes of every live slot (SPEC.md DATA-1..3)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -96,6 +99,10 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from .entry.plan import UsageError, plan
 
+    if config.getoption("kvpool_data_plane"):  # the engines of this process and its workers
+        from .engine.dataplane import ENV
+
+        os.environ[ENV] = "1"
     for name in ("kvpool_examples", "kvpool_steps", "kvpool_rounds"):
         value = config.getoption(name)
         if value is not None and value < 1:

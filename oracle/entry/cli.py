@@ -169,6 +169,12 @@ def _run_parser() -> argparse.ArgumentParser:
         "through the pytest plugin, like --jobs)",
     )
     p.add_argument(
+        "--data-plane",
+        action="store_true",
+        help="also check the KV bytes: a signature written into every slot handed out, read "
+        "back after every call (SPEC.md DATA-1..3; kvpool.oracle.engine.dataplane)",
+    )
+    p.add_argument(
         "--trace-dir",
         default="kvpool-traces",
         help="where failing traces are written as JSON",
@@ -197,6 +203,10 @@ def run_main(argv: list[str]) -> int:
     from .plan import UsageError, plan
 
     fam = family(args.family)
+    if args.data_plane:  # every engine of this process and of its workers (the environment)
+        from ..engine.dataplane import ENV
+
+        os.environ[ENV] = "1"
     args.examples = args.examples or fam.default_examples
     args.steps = args.steps or fam.default_steps
     if args.jobs > 1 or args.rounds > 1:

@@ -40,7 +40,7 @@ def summary(found: Counter[str], wanted: set[str]) -> str:
 
 
 FAMILIES = ("MODEL", "INV", "ERR", "ALLOC", "EXTEND", "DECODE", "FREE", "SEG", "GROUP", "SORT",
-            "CAP", "LIFE", "ALIAS", "SWA")
+            "CAP", "LIFE", "ALIAS", "SWA", "UNI", "DATA")
 
 
 def clause_key(clause: str) -> tuple[int, int]:

@@ -31,3 +31,12 @@ _UNIFIED = (
     "by tests/spec/test_spec_unified_sglang.py; this entry goes when a unified family maps it"
 )
 NOT_EXERCISED.update({f"UNI-{n}": _UNIFIED for n in range(1, 14)})
+
+# The data plane (SPEC.md §17): judged only when it is on.
+_DATA = (
+    "the KV bytes are checked only with the data plane on (python -m kvpool.oracle --data-plane, "
+    "pytest --kvpool-data-plane, or a family that runs it by default); "
+    "tests/oracle/test_oracle_dataplane.py judges it on both families and on broken allocators; "
+    "this entry goes when a family that runs the plane by default maps it"
+)
+NOT_EXERCISED.update({f"DATA-{n}": _DATA for n in range(1, 4)})

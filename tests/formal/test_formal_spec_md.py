@@ -23,7 +23,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_MD = ROOT / "SPEC.md"
-PREFIXES = "MODEL|INV|ERR|ALLOC|EXTEND|DECODE|FREE|SEG|GROUP|SORT|CAP|LIFE|ALIAS|SWA|UNI"
+PREFIXES = "MODEL|INV|ERR|ALLOC|EXTEND|DECODE|FREE|SEG|GROUP|SORT|CAP|LIFE|ALIAS|SWA|UNI|DATA"
 TOKEN = re.compile(rf"(?<![A-Za-z0-9])({PREFIXES})[-_](\d+)(?:\.\.(\d+))?(?![\d])")
 ANCHOR = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\*')
 RULE = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\* \(`([A-Za-z_][\w.]*)`\)')

@@ -41,7 +41,7 @@ def plane_on(monkeypatch: pytest.MonkeyPatch) -> None:
 
 # -- broken allocators: each breaks only the bytes' contract, never the census --------------------
 def _flip_load(cls: type) -> type:
-    class RestoresReversed(cls):  # type: ignore[misc, valid-type]
+    class RestoresReversed(cls):  # type: ignore[misc]
         """DATA-3: ``load_cpu_copy`` restores the copy to the slots in reverse order."""
 
         def load_cpu_copy(self, kv_cache_cpu: Any, indices: torch.Tensor, *a: Any,
@@ -80,7 +80,7 @@ def swa_folded_translation(**kwargs: Any) -> Any:
 
 
 def _hybrid(factory: Any, ps: int = 1) -> HybridExecutor:
-    target = HYBRID.target(factory, kvpool_swa.kvpool_hybrid_capabilities)  # type: ignore[attr-defined]
+    target = HYBRID.target(factory, kvpool_swa.kvpool_hybrid_capabilities)
     ex = HybridExecutor(target, Config(ps, False))
     ex.create(32, 16)
     return ex
@@ -236,3 +236,42 @@ def test_a_paged_allocators_partial_page_slots_join_their_request(plane_on: None
     assert ex.plane is not None
     kv = ex.plane.sides[0].kv
     assert kv.expected[more[0]] == (2, 0) and kv.expected[first[0]] == (1, 0)
+
+
+# -- the options that turn it on ----------------------------------------------------------------
+token_restores_reversed.kvpool_capabilities = kvpool_token.kvpool_capabilities  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("option", [[], ["--data-plane"]])
+def test_the_command_lines_option(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                  capsys: pytest.CaptureFixture[str], option: list[str]) -> None:
+    from kvpool.oracle.entry.cli import main
+
+    monkeypatch.setenv(dataplane.ENV, "0")  # restored after the test
+    code = main([*option, "--examples", "20", "--page-sizes", "1", "--need-sort", "false",
+                 "--trace-dir", str(tmp_path), "test_oracle_dataplane:token_restores_reversed"])
+    out = capsys.readouterr().out
+    if option:
+        assert code != 0 and "FAIL DATA-3" in out
+    else:
+        assert code == 0 and "FAIL DATA" not in out
+
+
+def test_the_pytest_plugins_option(tmp_path: Any) -> None:
+    """``pytest --kvpool-target ... --kvpool-data-plane`` runs the items with the plane on."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = str(Path(__file__).parent)
+    env = {k: v for k, v in os.environ.items() if k != dataplane.ENV}
+    env["PYTHONPATH"] = os.pathsep.join([here, env.get("PYTHONPATH", "")])
+    args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--kvpool-target",
+            "test_oracle_dataplane:token_restores_reversed", "--kvpool-examples", "20",
+            "--kvpool-page-sizes", "1", "--kvpool-need-sort", "false",
+            "--kvpool-trace-dir", str(tmp_path), "-k", "kvpool_conformance"]
+    run = subprocess.run([*args, "--kvpool-data-plane"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=240, check=False)
+    # (without the option the same items pass: test_the_command_lines_option's run)
+    assert run.returncode == 1 and "DATA-3" in run.stdout, run.stdout + run.stderr
