@@ -8,8 +8,9 @@
 - ``benchmarks/``: ``benchmarks/README.md`` with the plots of ``benchmarks/results/``;
 - ``source/``: the spec modules and test files the clauses link to.
 
-SPEC.md's worked examples run as doctests first; a failing one or a clause whose function is
-missing stops the build (``PluginError``).
+SPEC.md's worked examples and the clauses' own (``docs/clause_examples/``, sources of the
+clause pages, not pages themselves) run as doctests first; a failing one or a clause whose
+function is missing stops the build (``PluginError``).
 """
 
 from __future__ import annotations
@@ -27,7 +28,13 @@ from mkdocs.exceptions import PluginError  # noqa: E402
 from mkdocs.plugins import event_priority  # noqa: E402
 from mkdocs.structure.files import File, Files  # noqa: E402
 
-from tools.docs_site import clause_tests, reference_pages, spec_md, spec_pages  # noqa: E402
+from tools.docs_site import (  # noqa: E402
+    clause_examples,
+    clause_tests,
+    reference_pages,
+    spec_md,
+    spec_pages,
+)
 
 NAV_ENTRY = "Specification"
 # mkdocs.yml's mkdocstrings ``paths`` entry: the kvpool package as the wheel lays it out.
@@ -63,10 +70,22 @@ def on_pre_build(config: Any) -> None:
             if result.failed:
                 raise PluginError(f"SPEC.md: a worked example of '{section.title}' fails:\n"
                                   + "".join(report))
+    try:
+        examples = clause_examples.by_clause(clause_examples.load())
+    except ValueError as exc:
+        raise PluginError(str(exc)) from exc
+    for clause, (example_file, example) in examples.items():
+        failed = clause_examples.run(example_file, example)
+        if failed:
+            raise PluginError(f"{example_file.path}: the example of {clause} fails:\n{failed}")
 
 
 def on_files(files: Files, config: Any) -> Files:
-    """Add the generated pages and images to the build."""
+    """Add the generated pages and images to the build; the clause examples' sources are
+    shown on the clause pages, not as pages of their own."""
+    examples_dir = clause_examples.EXAMPLES_DIR.relative_to(ROOT / "docs").as_posix() + "/"
+    for source in [f for f in files if f.src_uri.startswith(examples_dir)]:
+        files.remove(source)
     spec = spec_md.load()
     try:
         generated: dict[str, str | bytes] = dict(spec_pages.render_all(spec))

@@ -96,13 +96,14 @@ def test_sections_with_examples_link_them(spec: spec_md.Spec, pages: dict[str, s
 def test_a_clause_shows_the_example_lines_that_call_its_function(
         spec: spec_md.Spec, pages: dict[str, str]) -> None:
     """SEG-5's block shows the doctest line calling ``trim_boundary`` with its result; a clause
-    whose function the example does not call shows none."""
+    whose function the example does not call shows none of its lines, only a link to it."""
     page = pages["spec/segments.md"]
     seg5 = page.split("{ #SEG-5 }", 1)[1].split("\n### ", 1)[0]
     assert ">>> segments.trim_boundary(6, 5, 6, 4)" in seg5
     assert seg5.split(">>> segments.trim_boundary(6, 5, 6, 4)", 1)[1].splitlines()[1] == "2"
     seg4 = page.split("{ #SEG-4 }", 1)[1].split("\n### ", 1)[0]
-    assert ">>>" not in seg4 and "(#example-1)" in seg4
+    assert "that call it" not in seg4 and "(#example-1)" in seg4
+    assert ">>> segments.segments_pages" not in seg4
 
 
 def test_a_missing_function_is_an_error_naming_it() -> None:

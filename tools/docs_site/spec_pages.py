@@ -2,8 +2,9 @@
 
 Every clause becomes a heading whose anchor is its ID (``spec/segments/#SEG-5``), followed by
 its prose, the source of the ``kvpool.spec`` function that is the rule (read with ``inspect``
-at build time), a link to its section's worked example and the tests that name it. Clause IDs
-in prose link to their clause; SPEC.md's own ``#section`` links point at the section pages.
+at build time), its worked example (its own from ``docs/clause_examples/``, then the lines of
+its section's example that call its function) and the tests that name it. Clause IDs in prose
+link to their clause; SPEC.md's own ``#section`` links point at the section pages.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from __future__ import annotations
 import doctest
 import re
 
+from tools.docs_site import clause_examples
+from tools.docs_site.clause_examples import ClauseExample, ExampleFile
 from tools.docs_site.clause_tests import TestFile
 from tools.docs_site.clause_tests import index as test_index
 from tools.docs_site.spec_md import CLAUSE, Clause, Section, Spec, rule_source
@@ -31,15 +34,21 @@ def source_page(path: str) -> str:
     return f"{SOURCE_DIR}/{path}.md"
 
 
-def render_all(spec: Spec) -> dict[str, str]:
+Examples = dict[str, tuple[ExampleFile, ClauseExample]]
+
+
+def render_all(spec: Spec, examples: Examples | None = None) -> dict[str, str]:
     """Every specification page, by its path in the docs: the index, then one per section.
 
+    ``examples`` are the clauses' own worked examples (default: ``docs/clause_examples/``).
     Raises LookupError when a clause names a function that does not exist.
     """
     tests = test_index({c.id for c in spec.clauses()})
+    if examples is None:
+        examples = clause_examples.by_clause(clause_examples.load())
     pages = {f"{SPEC_DIR}/index.md": render_index(spec)}
     for section in spec.sections:
-        pages[page_path(section)] = render_section(spec, section, tests)
+        pages[page_path(section)] = render_section(spec, section, tests, examples)
     return pages
 
 
@@ -53,7 +62,8 @@ def render_index(spec: Spec) -> str:
     return text + "\n\n## Sections\n\n" + "\n".join(rows) + "\n"
 
 
-def render_section(spec: Spec, section: Section, tests: dict[str, list[TestFile]]) -> str:
+def render_section(spec: Spec, section: Section, tests: dict[str, list[TestFile]],
+                   examples: Examples) -> str:
     """One section's page: its text in SPEC.md's order, each clause as an anchored block."""
     out = [f"# {section.title}", ""]
     lines = section.body.splitlines()
@@ -67,7 +77,8 @@ def render_section(spec: Spec, section: Section, tests: dict[str, list[TestFile]
             i += 1
             while i < len(lines) and lines[i].startswith("  ") and lines[i].strip():
                 i += 1
-            out.append(render_clause(spec, section, clause, tests.get(clause.id, [])))
+            out.append(render_clause(spec, section, clause, tests.get(clause.id, []),
+                                     examples.get(clause.id)))
             continue
         if line.startswith("```python") and _is_example(lines, i):
             example += 1
@@ -79,8 +90,10 @@ def render_section(spec: Spec, section: Section, tests: dict[str, list[TestFile]
     return "\n".join(out).rstrip() + "\n"
 
 
-def render_clause(spec: Spec, section: Section, clause: Clause, files: list[TestFile]) -> str:
-    """A clause's block: heading with the ID as anchor, prose, rule source, example, tests."""
+def render_clause(spec: Spec, section: Section, clause: Clause, files: list[TestFile],
+                  own: tuple[ExampleFile, ClauseExample] | None = None) -> str:
+    """A clause's block: heading with the ID as anchor, prose, rule source, worked example
+    (``own``, then the section example's lines that call the function), tests."""
     code, where, first = rule_source(clause.function)
     count = code.count("\n")
     title = f"kvpool.spec.{clause.function} ({where}, line {first})"
@@ -95,14 +108,7 @@ def render_clause(spec: Spec, section: Section, clause: Clause, files: list[Test
     else:
         block += [f'{fence}python linenums="{first}" title="{title}"', code.rstrip(), fence]
     block.append("")
-    if section.examples():
-        link = "[this section's example](#example-1), run as a doctest when the site is built"
-        calls = example_lines(section, clause)
-        if calls:
-            block += [f"**Worked example:** the lines of {link}, that call it:", "",
-                      "```python", *calls, "```", ""]
-        else:
-            block += [f"**Worked example:** {link}.", ""]
+    block += _worked_example(section, clause, own)
     block += ["**Tests that name it:**", ""]
     for test_file in files:
         names = test_file.functions.get(clause.id, [])
@@ -112,6 +118,30 @@ def render_clause(spec: Spec, section: Section, clause: Clause, files: list[Test
     if not files:
         block.append("- none")
     return "\n".join(block) + "\n"
+
+
+def _worked_example(section: Section, clause: Clause,
+                    own: tuple[ExampleFile, ClauseExample] | None) -> list[str]:
+    """The clause's own example (prose, then its file's setup and its doctest lines), then the
+    lines of the section's example that call its function, or a link to that example."""
+    block: list[str] = []
+    if own is not None:
+        example_file, example = own
+        block += [f"**Worked example:** {example.prose} (`{example_file.path}`, run as a "
+                  "doctest by the tests and when the site is built)", "",
+                  "```python", *clause_examples.shown(example_file, example), "```", ""]
+    if not section.examples():
+        return block
+    link = "[this section's example](#example-1), run as a doctest when the site is built"
+    calls = example_lines(section, clause)
+    lead = "Also the lines of" if own is not None else "**Worked example:** the lines of"
+    if calls:
+        block += [f"{lead} {link}, that call it:", "", "```python", *calls, "```", ""]
+    elif own is not None:
+        block += [f"See also {link}.", ""]
+    else:
+        block += [f"**Worked example:** {link}.", ""]
+    return block
 
 
 def example_lines(section: Section, clause: Clause) -> list[str]:
