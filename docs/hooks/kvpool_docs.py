@@ -8,6 +8,8 @@
 - ``benchmarks/``: ``benchmarks/README.md`` with the plots of ``benchmarks/results/``;
 - ``source/``: the spec modules and test files the clauses link to.
 
+Sphinx roles left in docstrings (``:class:`X```) are shown as code spans on every page.
+
 SPEC.md's worked examples and the clauses' own (``docs/clause_examples/``, sources of the
 clause pages, not pages themselves) run as doctests first; a failing one or a clause whose
 function is missing stops the build (``PluginError``).
@@ -74,8 +76,8 @@ def on_pre_build(config: Any) -> None:
         examples = clause_examples.by_clause(clause_examples.load())
     except ValueError as exc:
         raise PluginError(str(exc)) from exc
-    for clause, (example_file, example) in examples.items():
-        failed = clause_examples.run(example_file, example)
+    for clause, (example_file, own) in examples.items():
+        failed = clause_examples.run(example_file, own)
         if failed:
             raise PluginError(f"{example_file.path}: the example of {clause} fails:\n{failed}")
 
@@ -104,3 +106,8 @@ def on_files(files: Files, config: Any) -> Files:
             files.remove(existing)
         files.append(File.generated(config, path, content=content))
     return files
+
+
+def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
+    """Docstrings' Sphinx roles as code spans (``reference_pages.sphinx_roles``)."""
+    return reference_pages.sphinx_roles(html)

@@ -152,3 +152,23 @@ def package_tree(out: Path) -> Path:
         if name.startswith("kvpool."):
             (package / name.split(".", 1)[1]).symlink_to(ROOT / folder, target_is_directory=True)
     return package
+
+
+# A Sphinx cross-reference role as mkdocstrings renders it: ``:class:`X``` becomes
+# ``:class:<code>X</code>`` (the role is not Markdown, the backticks are).
+_SPHINX_ROLE = re.compile(
+    r":(?:py:)?(?:class|func|meth|mod|attr|exc|data|obj|const|ref):<code>(~?)([^<]*)</code>")
+
+
+def sphinx_roles(html: str) -> str:
+    """Sphinx roles left in rendered docstrings (``:class:<code>~a.b.C</code>``) as code spans:
+    the role dropped, a ``~`` target shown by its last name (Sphinx's rule), and a link to the
+    target's heading when the page documents it (mkdocstrings anchors are full dotted names)."""
+
+    def code(match: re.Match[str]) -> str:
+        tilde, target = match.groups()
+        shown = target.rsplit(".", 1)[-1] if tilde else target
+        span = f"<code>{shown}</code>"
+        return f'<a href="#{target}">{span}</a>' if f'id="{target}"' in html else span
+
+    return _SPHINX_ROLE.sub(code, html)
