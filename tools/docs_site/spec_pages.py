@@ -108,7 +108,7 @@ def render_clause(spec: Spec, section: Section, clause: Clause, files: list[Test
     else:
         block += [f'{fence}python linenums="{first}" title="{title}"', code.rstrip(), fence]
     block.append("")
-    block += _worked_example(section, clause, own)
+    block += _worked_example(spec, section, clause, own)
     block += ["**Tests that name it:**", ""]
     for test_file in files:
         names = test_file.functions.get(clause.id, [])
@@ -120,14 +120,15 @@ def render_clause(spec: Spec, section: Section, clause: Clause, files: list[Test
     return "\n".join(block) + "\n"
 
 
-def _worked_example(section: Section, clause: Clause,
+def _worked_example(spec: Spec, section: Section, clause: Clause,
                     own: tuple[ExampleFile, ClauseExample] | None) -> list[str]:
     """The clause's own example (prose, then its file's setup and its doctest lines), then the
     lines of the section's example that call its function, or a link to that example."""
     block: list[str] = []
     if own is not None:
         example_file, example = own
-        block += [f"**Worked example:** {example.prose} (`{example_file.path}`, run as a "
+        prose = _links(spec, example.prose, here=section)
+        block += [f"**Worked example:** {prose} (`{example_file.path}`, run as a "
                   "doctest by the tests and when the site is built)", "",
                   "```python", *clause_examples.shown(example_file, example), "```", ""]
     if not section.examples():
