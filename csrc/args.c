@@ -41,104 +41,124 @@ int arg_owners(PyObject *o, Py_buffer *b, Owners *out) {
     return 0;
 }
 
-/* 1 when p[0, n) are the consecutive pages p[0], p[0] + 1, ... (one pass the compiler
- * vectorises: an OR of each page XOR its place; AVX2 where the CPU has it) */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-__attribute__((target_clones("avx2", "default")))
-#endif
-static int consecutive(const i64 *p, i64 n) {
-    const u64 first = (u64)p[0];
-    u64 differ = 0;
-    for (i64 j = 0; j < n; j++) differ |= (u64)p[j] ^ (first + (u64)j);
-    return differ == 0;
-}
-
-/* The 64 bits of pages [first, first + 64) (0 <= first, first + 64 <= num_bits) as the
- * little-endian word at byte first >> 3 shifted by first & 7, and the low bits of the byte
- * after it when that shift is not 0 (then inside the bitmap: page first + 63 lies there).
- * op 1: set them; 0: 1 when all are set; -1: clear them. */
-static int span64(Owners *o, i64 first, int op) {
-    unsigned char *at = o->bits + (first >> 3);
-    const unsigned shift = (unsigned)(first & 7);
-    const u64 word_mask = ~(u64)0 << shift;
-    const unsigned char tail_mask = (unsigned char)((1u << shift) - 1u);
-    u64 word = 0;
-    for (int b = 0; b < 8; b++) word |= (u64)at[b] << (8 * b); /* little-endian, any host */
-    if (op == 0)
-        return (word & word_mask) == word_mask && (!shift || (at[8] & tail_mask) == tail_mask);
-    word = op > 0 ? word | word_mask : word & ~word_mask;
-    for (int b = 0; b < 8; b++) at[b] = (unsigned char)(word >> (8 * b));
-    if (shift) at[8] = op > 0 ? (unsigned char)(at[8] | tail_mask)
-                              : (unsigned char)(at[8] & ~tail_mask);
+/* The bits of pages [first, first + n) (n >= 1, 0 <= first, first + n <= num_bits): bytes
+ * first >> 3 .. last >> 3, the two ends masked, the bytes between whole (tested 8 at a time).
+ * op 1: set them; -1: clear them; 0: 1 when every one is set. */
+static inline int span_bits(unsigned char *bits, i64 first, i64 n, int op) {
+    const i64 last = first + n - 1;
+    unsigned char *lo = bits + (first >> 3), *hi = bits + (last >> 3);
+    unsigned char lo_mask = (unsigned char)(0xFFu << (first & 7));
+    const unsigned char hi_mask = (unsigned char)(0xFFu >> (7 - (last & 7)));
+    if (lo == hi) lo_mask &= hi_mask;
+    if (op == 0) {
+        if ((*lo & lo_mask) != lo_mask) return 0;
+        if (lo == hi) return 1;
+        if ((*hi & hi_mask) != hi_mask) return 0;
+        const unsigned char *p = lo + 1;
+        for (; p + 8 <= hi; p += 8) {
+            u64 word;
+            memcpy(&word, p, 8);
+            if (word != ~(u64)0) return 0;
+        }
+        for (; p < hi; p++)
+            if (*p != 0xFF) return 0;
+        return 1;
+    }
+    *lo = op > 0 ? (unsigned char)(*lo | lo_mask) : (unsigned char)(*lo & ~lo_mask);
+    if (lo != hi) {
+        *hi = op > 0 ? (unsigned char)(*hi | hi_mask) : (unsigned char)(*hi & ~hi_mask);
+        memset(lo + 1, op > 0 ? 0xFF : 0, (size_t)(hi - lo - 1));
+    }
     return 1;
 }
 
-#define GUARD_BLOCK 64
-/* 1 when pages[i, i + GUARD_BLOCK) is a run of consecutive pages inside the bitmap;
- * ``ascending``: the caller vouches that the pages ascend strictly (a free list known to be
- * sorted: its pages are distinct), so that its ends decide it */
-static inline int block_run(const Owners *o, const i64 *pages, i64 i, i64 count,
-                            int ascending) {
-    if (i + GUARD_BLOCK > count || pages[i] < 0 || pages[i] > o->num_bits - GUARD_BLOCK)
-        return 0;
-    return ascending ? (u64)pages[i + GUARD_BLOCK - 1] - (u64)pages[i] == GUARD_BLOCK - 1
-                     : consecutive(pages + i, GUARD_BLOCK);
+/* 1 when pages[i, i + 8) (i + 8 <= count) are 8 consecutive pages: its ends first (one compare
+ * turns away almost every block of scattered pages), then all of them (no branch: vectorised) */
+static inline int starts_run(const i64 *pages, i64 i, i64 count) {
+    if (i + 8 > count || (u64)pages[i + 7] - (u64)pages[i] != 7) return 0;
+    const u64 first = (u64)pages[i];
+    u64 differ = 0;
+    for (int j = 1; j < 7; j++) differ |= (u64)pages[i + j] ^ (first + (u64)j);
+    return differ == 0;
 }
 
+/* The end of the run of consecutive pages that starts at pages[i] (i < count): the first j > i
+ * where pages[j] != pages[i] + (j - i), or count. ``ascending``: the caller vouches that the
+ * pages ascend strictly (a free list known to be sorted: distinct pages), so that when the
+ * last page lies count - 1 - i above pages[i] the rest is one run, decided by its ends. */
+static inline i64 run_end(const i64 *pages, i64 i, i64 count, int ascending) {
+    const u64 first = (u64)pages[i];
+    if (ascending && (u64)pages[count - 1] - first == (u64)(count - 1 - i)) return count;
+    i64 j = i + 1;
+    while (j < count && (u64)pages[j] == first + (u64)(j - i)) j++;
+    return j;
+}
+
+/* 1 when the run pages [first, first + n) lies inside the bitmap */
+static inline int run_inside(const Owners *o, i64 first, i64 n) {
+    return first >= 0 && n <= o->num_bits - first;
+}
+
+/* Pages go by runs or one by one: a run (8 or more consecutive pages, starts_run) is set,
+ * tested or cleared by its bytes (span_bits); otherwise the next LONE_PAGES pages go one bit
+ * each in a tight loop, the common case of a token ring after some traffic, whose pages are
+ * scattered (a run that starts inside such a stretch is taken by its single bits). */
+#define LONE_PAGES 16
+
 /* The take side of the guard: set the bits of pages[0, count) (pages from a free list, which
- * ``ascending`` says is known to ascend; a block of consecutive pages, the common case, by
- * its word) */
+ * ``ascending`` says is known to ascend) */
 void mark_taken(Owners *o, const i64 *pages, i64 count, int ascending) {
     if (o->bits == NULL) return;
+    unsigned char *bits = o->bits;
+    const u64 num_bits = (u64)o->num_bits;
     for (i64 i = 0; i < count;) {
-        if (block_run(o, pages, i, count, ascending)) {
-            span64(o, pages[i], 1);
-            i += GUARD_BLOCK;
-        } else { /* a block that is not one run: by bytes of 8 consecutive pages, else by page */
-            const i64 stop = i + GUARD_BLOCK < count ? i + GUARD_BLOCK : count;
-            for (; i + 8 <= stop && i + 8 <= count; i += 8) {
-                if (pages[i] >= 0 && pages[i] <= o->num_bits - 8 && consecutive(pages + i, 8)) {
-                    const i64 at = pages[i] >> 3;
-                    const unsigned shift = (unsigned)(pages[i] & 7);
-                    o->bits[at] |= (unsigned char)(0xFFu << shift);
-                    if (shift) o->bits[at + 1] |= (unsigned char)((1u << shift) - 1u);
-                } else {
-                    for (int k = 0; k < 8; k++) set_owned(o, pages[i + k]);
-                }
-            }
-            for (; i < stop; i++) set_owned(o, pages[i]);
+        if (starts_run(pages, i, count)) {
+            const i64 j = run_end(pages, i, count, ascending);
+            if (run_inside(o, pages[i], j - i))
+                span_bits(bits, pages[i], j - i, 1);
+            else /* (no free list holds such a page: memory stays safe, nothing is marked) */
+                for (i64 k = i; k < j; k++) set_owned(o, pages[k]);
+            i = j;
+            continue;
+        }
+        const i64 stop = count - i > LONE_PAGES ? i + LONE_PAGES : count;
+        for (; i < stop; i++) {
+            const u64 page = (u64)pages[i];
+            if (page < num_bits) bits[page >> 3] |= (unsigned char)(1u << (page & 7));
         }
     }
 }
 
 /* The release side of the guard: clear the bits of pages[0, count), each of which must be set
- * (a page handed out, named once here): 0; -1 when one is not, every bit as it was before. */
+ * (a page handed out, named once here): 0; -1 when one is not (outside the bitmap, clear, or
+ * named again after its bit was cleared here), every bit as it was before. */
 int claim_pages(Owners *o, const i64 *pages, i64 count) {
     if (o->bits == NULL) return 0;
+    unsigned char *bits = o->bits;
+    const u64 num_bits = (u64)o->num_bits;
     i64 i = 0;
     while (i < count) {
-        if (block_run(o, pages, i, count, 0)) {
-            if (!span64(o, pages[i], 0)) break;
-            span64(o, pages[i], -1);
-            i += GUARD_BLOCK;
-        } else if (i + 8 <= count && pages[i] >= 0 && pages[i] <= o->num_bits - 8 &&
-                   consecutive(pages + i, 8)) { /* 8 consecutive pages: one or two bytes */
-            const i64 at = pages[i] >> 3;
-            const unsigned shift = (unsigned)(pages[i] & 7);
-            const unsigned char low = (unsigned char)(0xFFu << shift);
-            const unsigned char high = (unsigned char)((1u << shift) - 1u);
-            if ((o->bits[at] & low) != low || (shift && (o->bits[at + 1] & high) != high)) break;
-            o->bits[at] &= (unsigned char)~low;
-            if (shift) o->bits[at + 1] &= (unsigned char)~high;
-            i += 8;
-        } else {
-            if (!is_owned(o, pages[i])) break;
-            clear_owned(o, pages[i]);
-            i++;
+        if (starts_run(pages, i, count)) {
+            const i64 j = run_end(pages, i, count, 0);
+            if (!run_inside(o, pages[i], j - i) || !span_bits(bits, pages[i], j - i, 0))
+                goto refuse;
+            span_bits(bits, pages[i], j - i, -1);
+            i = j;
+            continue;
+        }
+        const i64 stop = count - i > LONE_PAGES ? i + LONE_PAGES : count;
+        for (; i < stop; i++) {
+            const u64 page = (u64)pages[i]; /* a negative page: beyond every bitmap */
+            if (page >= num_bits) goto refuse;
+            unsigned char *at = bits + (page >> 3);
+            const unsigned char mask = (unsigned char)(1u << (page & 7));
+            if (!(*at & mask)) goto refuse;
+            *at = (unsigned char)(*at & ~mask);
         }
     }
-    if (i == count) return 0;
-    for (i64 j = 0; j < i; j++) set_owned(o, pages[j]); /* exactly the bits cleared here */
+    return 0;
+refuse:
+    mark_taken(o, pages, i, 0); /* exactly the bits cleared here: pages[0, i) */
     return -1;
 }
 

@@ -80,9 +80,6 @@ static inline int is_owned(const Owners *o, i64 page) {
 static inline void set_owned(Owners *o, i64 page) {
     if (page >= 0 && page < o->num_bits) o->bits[page >> 3] |= (unsigned char)(1u << (page & 7));
 }
-static inline void clear_owned(Owners *o, i64 page) {
-    if (page >= 0 && page < o->num_bits) o->bits[page >> 3] &= (unsigned char)~(1u << (page & 7));
-}
 
 /* up to this many values, sorts are insertion sorts (dedup.c, merge.c) */
 #define SMALL_SORT 64
