@@ -4,10 +4,12 @@ A target is a factory ``factory(size=..., page_size=..., need_sort=..., device=.
 object with SGLang's allocator methods. Its :class:`Capabilities` come from three places, each
 recorded per field in ``Capabilities.sources``:
 
-- *declared*: the attribute ``factory.kvpool_capabilities`` (a :class:`Capabilities`);
-- *inferred*: for a factory that declares nothing, the methods of one instance decide which
-  rules run (:mod:`kvpool.oracle.inference`); what no method tells is *default*: unchecked (no
-  bad input is sent), contract order, page sizes 1 and 4;
+- *declared*: the attribute ``factory.kvpool_capabilities`` (a :class:`Capabilities`): the
+  fields its constructor call names (``Capabilities(checked=X)`` declares ``checked`` only;
+  ``PAGED.replace(...)`` / ``TOKEN.replace(...)`` declare every field);
+- *inferred*: every field the factory does not declare comes from the methods of one instance
+  (:mod:`kvpool.oracle.inference`, merged by :func:`merge_declared`); what no method tells is
+  *default*: unchecked (no bad input is sent), contract order, page sizes 1 and 4;
 - *option*: ``--declare KEY=VALUE,...`` / ``--page-sizes`` / ``--need-sort`` (CLI) or the pytest
   plugin's ``--kvpool-declare`` / ``--kvpool-page-sizes`` / ``--kvpool-need-sort``.
 
@@ -16,15 +18,17 @@ recorded per field in ``Capabilities.sources``:
 
 from __future__ import annotations
 
-import builtins
 import dataclasses
-import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 SEGMENT_MODES = ("shared", "disjoint", "none")
 ERROR_FIELDS = ("checked", "shortage_raises")  # fields holding exception types
 ErrorTypes = tuple[type[BaseException], ...]
+CheckedCalls = tuple[tuple[str, ErrorTypes], ...]  # per call name, its exception types
+# Fields that say how the others were given, not what the target supports (never printed).
+META_FIELDS = ("sources", "declared_fields", "checked_calls", "lacking")
 
 
 def _contract_violation() -> type[BaseException]:
@@ -48,6 +52,28 @@ def error_types(value: object) -> ErrorTypes:
     return items
 
 
+def checked_form(value: object, callable_names: tuple[str, ...]) -> tuple[ErrorTypes, CheckedCalls]:
+    """``checked`` split into (all its exception types, per-call types).
+
+    A mapping ``{"alloc": E, ("free", "free_segments"): (E, F)}`` checks only the calls named
+    (each a name of ``callable_names``), with those types; any other value checks every call
+    (per-call part empty). Raises TypeError for a non-exception, ValueError for an unknown call.
+    """
+    if not isinstance(value, Mapping):
+        return error_types(value), ()
+    per_call: dict[str, ErrorTypes] = {}
+    for calls, types in value.items():
+        for name in (calls,) if isinstance(calls, str) else tuple(calls):
+            if name not in callable_names:
+                raise ValueError(
+                    f"checked: {name!r} is not a call bad input is sent to "
+                    f"(one of {', '.join(callable_names)})"
+                )
+            per_call[name] = tuple(dict.fromkeys((*per_call.get(name, ()), *error_types(types))))
+    union = tuple(dict.fromkeys(t for types in per_call.values() for t in types))
+    return union, tuple(sorted(per_call.items()))
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """The rules a target supports (docs/writing-a-target.md lists every field).
@@ -68,7 +94,9 @@ class Capabilities:
         checked: the exception types the target raises on caller errors, leaving its state
             unchanged (``ERR-1``); ``True`` means ``kvpool.spec.ContractViolation`` (its clause
             must then match the spec's), ``False`` / ``()`` = unchecked, no bad input is sent.
-            Always stored as a tuple of classes.
+            A mapping from call names (``CHECKABLE_CALLS``) to types checks only those calls:
+            ``{("alloc", "free"): MyError}`` sends bad input to ``alloc`` and ``free`` only.
+            Stored as the tuple of all its classes, the per-call part in ``checked_calls``.
         shortage_raises: exception types an allocation raises on a shortage instead of
             returning None (``ALLOC-3`` / ``EXTEND-6`` / ``DECODE-6`` relaxed): such a raise is
             taken as the None only where the spec's answer is None, and the oracle still
@@ -91,6 +119,11 @@ class Capabilities:
             switched off.
         sources: where a field's value came from (``inferred``, ``default``, ``option``);
             a field not named here was declared. Not compared.
+        declared_fields: the fields the constructor call named (a :func:`merge_declared`
+            fills the others); ``replace`` adds the fields it changes. Not compared.
+        checked_calls: ``checked``'s per-call form (empty: every call is checked).
+        lacking: declared capabilities whose methods the factory's instance lacks (set when a
+            target is resolved; the failure hint lists them all). Not compared.
     """
 
     paged: bool = True
@@ -113,11 +146,30 @@ class Capabilities:
     ownership: bool = True
     divergences: tuple[str, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    declared_fields: frozenset[str] | None = field(default=None, compare=False, repr=False)
+    checked_calls: CheckedCalls = ()
+    lacking: tuple[str, ...] = field(default=(), compare=False)
     # fields a family's targets do not use: not printed (HybridCapabilities names some)
     UNUSED: ClassVar[tuple[str, ...]] = ()
+    # the calls bad input is sent to (``checked``'s per-call keys)
+    CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (
+        "alloc", "free", "alloc_extend", "alloc_decode", "free_segments", "free_group_begin"
+    )
+
+    def __new__(cls, *args: object, **kwargs: object) -> Capabilities:
+        """Record which fields the constructor call names (``declared_fields``)."""
+        self = super().__new__(cls)
+        names = [f.name for f in dataclasses.fields(cls) if f.init][: len(args)] + list(kwargs)
+        object.__setattr__(self, "_named", frozenset(names) - set(META_FIELDS))
+        return self
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "checked", error_types(self.checked))
+        if self.declared_fields is None:
+            object.__setattr__(self, "declared_fields", getattr(self, "_named", frozenset()))
+        checked, per_call = checked_form(self.checked, self.CHECKABLE_CALLS)
+        object.__setattr__(self, "checked", checked)
+        if per_call:
+            object.__setattr__(self, "checked_calls", per_call)
         object.__setattr__(self, "shortage_raises", error_types(self.shortage_raises))
         if self.segments not in SEGMENT_MODES:
             raise ValueError(f"segments must be one of {SEGMENT_MODES}, got {self.segments!r}")
@@ -131,8 +183,29 @@ class Capabilities:
         """The exception classes accepted as a rejection of a bad call (empty: unchecked)."""
         return self.checked  # type: ignore[no-any-return]
 
+    def checks(self, call: str) -> bool:
+        """Whether bad input is sent to ``call`` (its rejections are then required)."""
+        return bool(self.checked) and (
+            not self.checked_calls or any(name == call for name, _ in self.checked_calls)
+        )
+
+    def error_types_for(self, call: str) -> ErrorTypes:
+        """The exception classes accepted as ``call``'s rejection of a bad call."""
+        if not self.checked_calls:
+            return self.error_types
+        return dict(self.checked_calls).get(call, ())
+
+    @property
+    def complete(self) -> bool:
+        """Every field declared (nothing left to infer)."""
+        return self.declared_fields is not None and self.declared_fields >= set(field_names(self))
+
     def replace(self, **changes: object) -> Capabilities:
-        """A copy with some fields changed (their sources kept)."""
+        """A copy with some fields changed (their sources kept; they count as declared)."""
+        if "checked" in changes and "checked_calls" not in changes:
+            changes["checked_calls"] = ()  # a new ``checked`` replaces the per-call form
+        named = (self.declared_fields or frozenset()) | (set(changes) - set(META_FIELDS))
+        changes.setdefault("declared_fields", frozenset(named))
         return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
 
     def with_source(self, source: str, **changes: object) -> Capabilities:
@@ -147,12 +220,13 @@ class Capabilities:
     def value_text(self, name: str) -> str:
         """A field's value in the ``--declare`` syntax."""
         value = getattr(self, name)
+        if name == "checked" and self.checked_calls:
+            groups: dict[ErrorTypes, list[str]] = {}
+            for call, types in self.checked_calls:
+                groups.setdefault(types, []).append(call)
+            return "/".join(f"{'+'.join(c)}:{_types_text(t)}" for t, c in groups.items())
         if name in ERROR_FIELDS:
-            if not value:
-                return "false"
-            if value == (_contract_violation(),):
-                return "true"
-            return "+".join(_class_name(t) for t in value)
+            return _types_text(value)
         if isinstance(value, bool):
             return str(value).lower()
         if isinstance(value, tuple):
@@ -166,7 +240,7 @@ class Capabilities:
         fields = [
             f.name
             for f in dataclasses.fields(self)
-            if f.name not in ("sources", "divergences", *self.UNUSED)
+            if f.name not in (*META_FIELDS, "divergences", *self.UNUSED)
         ]
         items = [f"{n}={self.value_text(n)} ({self.source_of(n)})" for n in fields]
         if self.divergences:
@@ -178,7 +252,7 @@ class Capabilities:
         off = [
             f.name
             for f in dataclasses.fields(self)
-            if f.name not in ("paged", "sources")
+            if f.name not in ("paged", *META_FIELDS)
             and (isinstance(getattr(self, f.name), bool) or f.name == "checked")
             and not getattr(self, f.name)
         ]
@@ -187,73 +261,53 @@ class Capabilities:
         return f"{kind} ps={list(self.page_sizes)}{seg}" + (f" off={off}" if off else "")
 
 
+def field_names(caps: Capabilities | type[Capabilities]) -> list[str]:
+    """The fields that say what a target supports (``META_FIELDS`` left out)."""
+    return [f.name for f in dataclasses.fields(caps) if f.name not in META_FIELDS]
+
+
+def _types_text(value: ErrorTypes) -> str:
+    if not value:
+        return "false"
+    if value == (_contract_violation(),):
+        return "true"
+    return "+".join(_class_name(t) for t in value)
+
+
 def _class_name(cls: type) -> str:
     return cls.__name__ if cls.__module__ == "builtins" else f"{cls.__module__}.{cls.__qualname__}"
 
 
-def exception_class(name: str) -> type[BaseException]:
-    """A builtin exception by name (``ValueError``) or a class by dotted path
-    (``mypkg.errors.AllocError``). Raises ValueError naming what is wrong."""
-    if "." not in name:
-        found = getattr(builtins, name, None)
-    else:
-        module_name, _, attr = name.rpartition(".")
-        try:
-            found = getattr(importlib.import_module(module_name), attr, None)
-        except ImportError as err:
-            raise ValueError(f"checked: cannot import {module_name!r} ({err})") from None
-    if not (isinstance(found, type) and issubclass(found, BaseException)):
-        raise ValueError(f"checked: {name!r} is not an exception class")
-    return found
+def merge_declared(declared: Capabilities, base: Capabilities) -> Capabilities:
+    """``declared``'s fields where its declaration names them, ``base``'s (with their sources:
+    inferred or default) for every other field; the result counts as complete.
+
+    A declared ``paged=False`` without ``page_sizes`` takes page size 1 (a token allocator)."""
+    named = declared.declared_fields or frozenset()
+    changes: dict[str, Any] = {n: getattr(base, n) for n in field_names(base) if n not in named}
+    if "checked" not in named:
+        changes["checked_calls"] = base.checked_calls
+    if "paged" in named and not declared.paged and "page_sizes" not in named:
+        changes.update(page_sizes=(1,), extend=False)
+    sources = tuple((k, v) for k, v in base.sources if k not in named and k in changes)
+    sources += tuple((k, v) for k, v in declared.sources if k in named)
+    everything = frozenset(field_names(base))
+    return dataclasses.replace(declared, **changes, sources=sources, declared_fields=everything)
 
 
-def _parse_bool(key: str, value: str) -> bool:
-    if value.lower() not in ("true", "false", "1", "0"):
-        raise ValueError(f"{key} takes true or false, got {value!r}")
-    return value.lower() in ("true", "1")
+def declare_all(caps: Capabilities) -> Capabilities:
+    """``caps`` with every field counted as declared (nothing left to infer)."""
+    return dataclasses.replace(caps, declared_fields=frozenset(field_names(caps)))
 
 
-def parse_declaration(text: str, base: Capabilities, source: str = "option") -> Capabilities:
-    """``base`` changed by ``"checked=ValueError,segments=disjoint,page_sizes=4+16"``.
-
-    Booleans take true/false; ``page_sizes`` and ``need_sort`` take ``+``-separated values;
-    ``checked`` takes true/false or ``+``-separated exception classes (a builtin name or a dotted
-    path). The changed fields are recorded as coming from ``source``. Raises ValueError naming
-    the bad item.
-    """
-    changes: dict[str, object] = {}
-    names = [f.name for f in dataclasses.fields(Capabilities) if f.name != "sources"]
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = item.partition("=")
-        key, value = key.strip(), value.strip()
-        if not sep or key not in names or key == "divergences":
-            raise ValueError(f"unknown capability {item!r} (fields: {', '.join(names[:-1])})")
-        if key in ERROR_FIELDS:
-            low = value.lower()
-            changes[key] = (
-                _parse_bool(key, value)
-                if low in ("true", "false", "1", "0")
-                else tuple(exception_class(v) for v in value.split("+"))
-            )
-        elif key == "page_sizes":
-            try:
-                changes[key] = tuple(int(v) for v in value.split("+"))
-            except ValueError:
-                raise ValueError(f"page_sizes takes integers like 1+16, got {value!r}") from None
-        elif key == "need_sort":
-            changes[key] = tuple(_parse_bool(key, v) for v in value.split("+"))
-        elif isinstance(getattr(base, key), bool):
-            changes[key] = _parse_bool(key, value)
-        else:
-            changes[key] = value
-    return base.with_source(source, **changes)
-
-
-TOKEN = Capabilities(paged=False, page_sizes=(1,), extend=False)
-PAGED = Capabilities()
-# What an undeclared factory is assumed to be before its methods are looked at.
-UNDECLARED = Capabilities(checked=False, reference_order=False).with_source(
-    "default", page_sizes=(1, 4), checked=False, reference_order=False, capacity_context=True
+# Full declarations: every field declared (``.replace(...)`` keeps them complete).
+TOKEN = declare_all(Capabilities(paged=False, page_sizes=(1,), extend=False))
+PAGED = declare_all(Capabilities())
+# What an undeclared factory is assumed to be before its methods are looked at: every field
+# the methods cannot tell comes from here (source ``default``).
+_ASSUMED = Capabilities(checked=False, reference_order=False)
+UNDECLARED = _ASSUMED.with_source(
+    "default", **{n: getattr(_ASSUMED, n) for n in field_names(_ASSUMED)}
 )
 
 
@@ -266,5 +320,18 @@ def declared_capabilities(factory: object) -> Capabilities | None:
 
 
 def capabilities_of(factory: object) -> Capabilities:
-    """The capabilities a factory declares, else ``UNDECLARED`` (before inference)."""
-    return declared_capabilities(factory) or UNDECLARED
+    """The capabilities a factory declares, else ``UNDECLARED`` (before inference); a partial
+    declaration is completed from ``UNDECLARED`` (no inference: see ``load_target``)."""
+    declared = declared_capabilities(factory)
+    if declared is None:
+        return UNDECLARED
+    return declared if declared.complete else merge_declared(declared, UNDECLARED)
+
+
+def __getattr__(name: str) -> Any:
+    """``parse_declaration`` / ``exception_class`` live in :mod:`.declaration` (older path)."""
+    if name in ("parse_declaration", "exception_class"):
+        from . import declaration
+
+        return getattr(declaration, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

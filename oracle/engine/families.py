@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .call import Call
-from .capabilities import Capabilities
+from .capabilities import Capabilities, field_names, merge_declared
 from .clausemap import ClauseMap
 from .core import Engine
 from .registry import FAMILY_MODULES
@@ -47,11 +47,18 @@ class Family:
 
     def target(self, factory: Callable[..., Any], caps: Capabilities | None = None) -> Target:
         """``factory`` as a :class:`Target` of this family: ``caps``, else its declaration
-        (``caps_attr``), else unchecked with the class's defaults."""
+        (``caps_attr``; the fields it does not name as undeclared), else unchecked with the
+        class's defaults."""
         if caps is None:
             caps = getattr(factory, self.caps_attr, None)
+        assumed = self.caps_class(checked=False)
+        default = assumed.with_source(
+            "default", **{n: getattr(assumed, n) for n in field_names(assumed)}
+        )
         if caps is None:
-            caps = self.caps_class(checked=False).with_source("default", checked=False)
+            caps = default
+        elif not caps.complete:  # a partial declaration: the rest is the undeclared default
+            caps = merge_declared(caps, default)
         path = f"{factory.__module__}:{factory.__qualname__}"
         return Target(factory, caps, path, family=self.name)
 

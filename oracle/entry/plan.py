@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..engine.capabilities import declared_capabilities, parse_declaration
+from ..engine.declaration import parse_declaration
 from ..engine.target import Config, Target
-from ..families.single.inference import FactoryError, build
+from ..families.single.inference import FactoryError, build, lacking
 from ..families.single.targets import configs_for
 
 
@@ -63,13 +63,13 @@ def apply_options(
 ) -> None:
     """Options on an undeclared factory declare; on a declared one they only select.
 
-    ``declared``: whether the factory declares its capabilities (default: it has
-    ``kvpool_capabilities``). Raises :class:`UsageError` for a bad declaration or a value the
+    ``declared``: whether the factory declares its page sizes (default: their source is
+    ``declared``). Raises :class:`UsageError` for a bad declaration or a value the
     target does not declare.
     """
     caps = target.caps
-    if declared is None:
-        declared = declared_capabilities(target.factory) is not None
+    if declared is None:  # a partial declaration that leaves page_sizes out: options declare
+        declared = caps.source_of("page_sizes") == "declared"
     if not declared:
         changes: dict[str, object] = {}
         if page_sizes:
@@ -199,8 +199,14 @@ def plan(
             raise UsageError(f"no configuration matches the options ({path}: {caps.describe()})")
         for ps in sorted({c.page_size for c in configs}):
             try:
-                build(target.factory, page_size=ps, device=device)
+                instance = build(target.factory, page_size=ps, device=device)
             except FactoryError as err:
                 raise UsageError(f"{path}: {err}", err.trace) from None
+            missing = lacking(target.caps, instance)
+            if missing and not target.caps.lacking:
+                target.caps = target.caps.replace(lacking=missing)
+                target.notes.append(
+                    f"declared but its methods are missing: {', '.join(missing)}"
+                )
         out.append(Planned(target, configs, order))
     return out

@@ -4,12 +4,14 @@ A failure is a real divergence under the capabilities in force; it may also mean
 target was judged by a rule it never meant to support. :func:`hint_for` names the declaration
 (or option) under which the same behaviour would be legal, so a user can tell a bug from a
 missing declaration. The capability that a missing method switches off comes from the one table
-``kvpool.oracle.inference.METHOD_RULES``.
+``kvpool.oracle.inference.METHOD_RULES``; a target resolved with ``Capabilities.lacking`` set
+(declared capabilities whose methods its instance lacks) gets all of them in one hint.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from ..engine.capabilities import Capabilities
 from ..engine.trace import Trace
@@ -27,14 +29,47 @@ def _declaration_for_call(call: str) -> str | None:
     return None
 
 
+# single-pool calls bad input goes to only when a capability is on
+_CALL_NEEDS: dict[str, Callable[[Capabilities], bool]] = {
+    "alloc_extend": lambda c: c.extend,
+    "alloc_decode": lambda c: c.extend,
+    "free_segments": lambda c: c.segments != "none",
+    "free_group_begin": lambda c: c.groups,
+}
+
+
+def _always(caps: Capabilities) -> bool:
+    return True
+
+
+def _checked_except(caps: Capabilities, call: str) -> str:
+    """The per-call ``checked`` declaration of every checked call but ``call`` (empty: none)."""
+    calls = [
+        name
+        for name in caps.CHECKABLE_CALLS
+        if name != call and caps.checks(name) and _CALL_NEEDS.get(name, _always)(caps)
+    ]
+    if not calls:
+        return ""
+    types = caps.replace(checked=caps.error_types)
+    return f"{'+'.join(calls)}:{types.value_text('checked')}"
+
+
 def hint_for(clause: str, detail: str, trace: Trace, caps: Capabilities) -> str | None:
     """The declaration under which this failure would not be one, or None."""
     step = trace.steps[trace.failing_step] if trace.failing_step is not None else None
     call = step.call if step is not None else ""
     if step is not None and step.raises is not None:  # a bad call (checked mode)
         if "accepted the call" in detail:
+            others = _checked_except(caps, call)
+            partial = (
+                f"if it validates only some calls: --declare checked={others} (bad input is "
+                "sent to those only); "
+                if others
+                else ""
+            )
             return (
-                "a target that does not reject caller errors is unchecked: --declare "
+                f"{partial}a target that does not reject caller errors is unchecked: --declare "
                 "checked=false (no bad input is sent then)"
             )
         raised = re.match(r"raised (\w+(?:\.\w+)*):", detail)
@@ -49,6 +84,12 @@ def hint_for(clause: str, detail: str, trace: Trace, caps: Capabilities) -> str 
             "not used with it: --declare capacity_context=false"
         )
     if any(text in detail for text in _NOT_IMPLEMENTED):
+        if caps.lacking:  # every declared capability whose methods the instance lacks
+            return (
+                "the target lacks the methods of capabilities switched on: --declare "
+                f"{','.join(caps.lacking)} (or declare only what it has: "
+                "Capabilities(checked=...) infers the rest)"
+            )
         declaration = _declaration_for_call(call)
         if declaration:
             return f"if the target does not implement {call}: {declaration}"

@@ -195,12 +195,12 @@ def test_oracle_writing_a_target_doc_lists_every_capability() -> None:
     """Every Capabilities field, every required method and every exit status is documented."""
     import dataclasses
 
-    from kvpool.oracle.engine.capabilities import Capabilities
+    from kvpool.oracle.engine.capabilities import META_FIELDS, Capabilities
     from kvpool.oracle.families.single.inference import METHOD_RULES, REQUIRED
 
     text = DOC.read_text()
     for f in dataclasses.fields(Capabilities):
-        if f.name != "sources":
+        if f.name not in META_FIELDS:
             assert f"`{f.name}`" in text, f.name
     for method in (*REQUIRED, *(m for _, _, methods in METHOD_RULES for m in methods)):
         assert f"`{method}(" in text, method

@@ -26,8 +26,9 @@ def _paged(c: Any, ps: int, ns: bool) -> bool:
     return ps > 1
 
 
-def _checked_and(pred: Needs) -> Needs:
-    return lambda c, ps, ns: bool(c.error_types) and pred(c, ps, ns)
+def _checked_and(kind: str, pred: Needs) -> Needs:
+    """A bad-input kind is sent when the target checks its call (``BAD_KIND_CALLS``)."""
+    return lambda c, ps, ns: c.checks(BAD_KIND_CALLS[kind]) and pred(c, ps, ns)
 
 
 _ROWS: list[tuple[str, str, Needs, str]] = [
@@ -70,9 +71,18 @@ BAD_CLAUSES: dict[str, str] = {
     "translate_freed": "SWA-16",
     "extend_released": "SWA-8",
 }
+# bad-input kinds -> the call each is sent to (a partially checked target gets its calls' kinds)
+BAD_KIND_CALLS: dict[str, str] = {
+    "swa_double": "free_swa",
+    "free_released": "free",
+    "segment_released": "free_swa_segment",
+    "free_full_live": "free_full",
+    "translate_freed": "translate_loc_from_full_to_swa",
+    "extend_released": "alloc_extend",
+}
 _BAD_NEEDS: dict[str, Needs] = {"extend_released": _paged}
 for _kind in BAD_CLAUSES:
-    _ROWS.append((f"bad.{_kind}", "ERR-1", _checked_and(_BAD_NEEDS.get(_kind, always)),
+    _ROWS.append((f"bad.{_kind}", "ERR-1", _checked_and(_kind, _BAD_NEEDS.get(_kind, always)),
                   f"bad input: {_kind}"))
 EVENTS: dict[str, Event] = {name: Event(name, clause, needs, doc)
                             for name, clause, needs, doc in _ROWS}

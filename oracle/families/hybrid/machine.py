@@ -23,6 +23,7 @@ from kvpool.spec.window import released_frontier, slide_end
 
 from ...engine.examples import record_example
 from ...engine.target import Config, Target
+from .coverage import BAD_KIND_CALLS
 from .executor import HybridExecutor
 from .targets import HybridCapabilities
 
@@ -246,6 +247,9 @@ class HybridMachine(RuleBasedStateMachine):
             kinds += ["swa_double", "free_released", "segment_released"]
         if self.ps > 1 and len(row.slots) % self.ps:
             kinds.append("extend_released")
+        kinds = [k for k in kinds if self.caps.checks(BAD_KIND_CALLS[k])]  # partially checked
+        if not kinds:
+            return
         kind = data.draw(st.sampled_from(kinds))
         head = row.slots[:row.front]
         if kind == "swa_double":

@@ -9,11 +9,10 @@ come from the divergence registry (``kvpool.oracle.divergences``, target ``sglan
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
-from ...engine.capabilities import Capabilities
+from ...engine.capabilities import Capabilities, declare_all
 from ...peers.divergences import divergences_for
 
 
@@ -24,7 +23,10 @@ class HybridCapabilities(Capabilities):
     Attributes (beside :class:`~kvpool.oracle.capabilities.Capabilities`'):
         page_sizes / need_sort: the configurations the factory accepts.
         checked: exception types raised on caller errors (``True``: ContractViolation, whose
-            clause must match the spec's); ``False``: no bad input is sent.
+            clause must match the spec's); ``False``: no bad input is sent; a mapping from call
+            names (``CHECKABLE_CALLS``) to types checks those calls only. A declaration that
+            names some fields only (``HybridCapabilities(checked=X)``) takes the others from the
+            undeclared default (unchecked, page sizes 1 and 4, everything else on).
         groups: free groups; ``capacity_hooks``: ``evict_to_free_tokens`` /
             ``check_decode_capacity``; ``resize`` / ``clear``.
         segments: ``"shared"`` (any start, touching segments share a boundary page) or
@@ -44,11 +46,16 @@ class HybridCapabilities(Capabilities):
         "paged", "extend", "decode_ps1", "reference_order", "page_ids", "base_api", "merge",
         "capacity_context")
 
+    # the calls the hybrid run sends bad input to
+    CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (
+        "free", "free_swa", "free_swa_segment", "free_full", "translate_loc_from_full_to_swa",
+        "alloc_extend")
+
     def replace(self, **changes: Any) -> HybridCapabilities:
-        return dataclasses.replace(self, **changes)
+        return cast(HybridCapabilities, super().replace(**changes))
 
 
-FULL = HybridCapabilities()
+FULL = cast(HybridCapabilities, declare_all(HybridCapabilities()))
 
 
 def _dtype() -> Any:

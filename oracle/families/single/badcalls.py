@@ -1,7 +1,8 @@
 """Bad input for checked targets: calls the spec rejects, one kind per caller error.
 
 ``BAD_CALLS[kind]`` holds a precondition on the scheduler's state and a builder that draws a call
-of that kind in that state. The executor asks the spec for the clause the call violates and
+of that kind in that state; a kind is sent only when the target checks its call
+(:mod:`.badkinds`). The executor asks the spec for the clause the call violates and
 expects the target to raise the same clause with its state unchanged (``ERR-1``).
 """
 
@@ -14,6 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from .badkinds import kind_checked
 from .scheduler import Scheduler
 
 Call = tuple[str, dict[str, Any]]
@@ -238,8 +240,11 @@ BAD_KINDS = tuple(BAD_CALLS)
 
 
 def applicable_kinds(s: Scheduler) -> list[str]:
-    """The kinds that can build a bad call in the scheduler's current state."""
-    return [kind for kind, bad in BAD_CALLS.items() if bad.applies(s)]
+    """The kinds that can build a bad call in the scheduler's current state, among those whose
+    call the target checks (``Capabilities.checks``; every kind for a fully checked target)."""
+    return [
+        kind for kind, bad in BAD_CALLS.items() if kind_checked(kind, s.caps) and bad.applies(s)
+    ]
 
 
 def make_bad_call(s: Scheduler, data: st.DataObject, kind: str) -> Call:

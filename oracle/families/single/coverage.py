@@ -21,6 +21,7 @@ from kvpool.spec.segments import trim_boundary
 from ...engine.capabilities import Capabilities
 from ...engine.events import Event, Needs, always, cap
 from ...engine.trace import TraceStep
+from .badkinds import kind_checked
 from .calls import FREE_CALLS
 
 BATCH_BUCKETS = ((1, 1), (2, 8), (9, 32), (33, 64))
@@ -48,7 +49,12 @@ def _both(*preds: Needs) -> Needs:
 
 _groups, _segs = cap("groups"), (lambda c, ps, ns: c.segments != "none")
 _shared = lambda c, ps, ns: c.segments == "shared" and ps > 1  # noqa: E731
-_checked = cap("checked")
+
+
+def _sent(kind: str) -> Needs:
+    """A bad-input kind is sent when the target checks its call (``badkinds``)."""
+    return lambda c, ps, ns: kind_checked(kind, c)
+
 
 
 def _table() -> dict[str, Event]:
@@ -122,7 +128,7 @@ def _table() -> dict[str, Event]:
         rows.append((f"extend.bs_{lo}_{hi}", "EXTEND-4", _extend, f"alloc_extend of {lo}-{hi}"))
         rows.append((f"decode.bs_{lo}_{hi}", "DECODE-4", _decode, f"alloc_decode of {lo}-{hi}"))
     for kind, needs in BAD_NEEDS.items():
-        rows.append((f"bad.{kind}", "ERR-1", _both(_checked, needs), f"bad input: {kind}"))
+        rows.append((f"bad.{kind}", "ERR-1", _both(_sent(kind), needs), f"bad input: {kind}"))
     return {name: Event(name, clause, needs, doc) for name, clause, needs, doc in rows}
 
 

@@ -292,7 +292,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     def finish_batch_in_group(self, data: st.DataObject, times: int) -> None:
         """The scheduler's pattern: one group around several finishes, then end (maybe twice)."""
         self.ex.call("free_group_begin")
-        if self.caps.checked and data.draw(st.booleans()):
+        if self.caps.checks("free_group_begin") and data.draw(st.booleans()):
             self.ex.call_bad("free_group_begin")  # groups do not nest (GROUP-1)
             self.ex.events["bad.nested_group"] += 1
         for _ in range(data.draw(st.integers(1, min(4, len(self.reqs))))):
@@ -343,7 +343,10 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     def bad_call(self, data: st.DataObject) -> None:
         """One to three bad calls (cheap: each is rejected and changes nothing)."""
         for _ in range(data.draw(st.integers(1, 3))):
-            kind = data.draw(st.sampled_from(applicable_kinds(self)))
+            kinds = applicable_kinds(self)  # a partially checked target: maybe none here
+            if not kinds:
+                return
+            kind = data.draw(st.sampled_from(kinds))
             name, args = make_bad_call(self, data, kind)
             self.ex.call_bad(name, **args)
             self.ex.events[f"bad.{kind}"] += 1

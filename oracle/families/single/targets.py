@@ -227,11 +227,12 @@ def load_target(
 ) -> Target:
     """Resolve ``module:factory`` (or a factory object) to a :class:`Target`.
 
-    Its capabilities: ``caps`` if given, else the factory's declaration, else inferred from one
-    instance built on ``device`` (:mod:`kvpool.oracle.inference`; the inferences become the
-    target's ``notes``). Raises :class:`TargetError` with a one-line reason when it cannot be
-    imported, :class:`~kvpool.oracle.inference.FactoryError` when an undeclared factory cannot
-    be built or lacks a required method.
+    Its capabilities: ``caps`` if given, else the factory's declaration, where a declaration
+    that names some fields only (``Capabilities(checked=X)``) or none takes the others as
+    inferred from one instance built on ``device`` (:mod:`kvpool.oracle.inference`; the
+    inferences become the target's ``notes``). Raises :class:`TargetError` with a one-line
+    reason when it cannot be imported, :class:`~kvpool.oracle.inference.FactoryError` when a
+    factory not declaring every field cannot be built or lacks a required method.
     """
     if callable(spec):
         factory = spec
@@ -260,10 +261,10 @@ def load_target(
             caps = declared_capabilities(factory)
         except TypeError as err:
             raise TargetError(str(err)) from None
-    if caps is None:
-        from .inference import infer
+    if caps is None or not caps.complete:
+        from .inference import infer  # the fields a partial declaration leaves out
 
-        caps, notes = infer(factory, device=device)
+        caps, notes = infer(factory, device=device, declared=caps)
     return Target(factory, caps, path, notes)
 
 
