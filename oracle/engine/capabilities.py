@@ -327,11 +327,3 @@ def capabilities_of(factory: object) -> Capabilities:
         return UNDECLARED
     return declared if declared.complete else merge_declared(declared, UNDECLARED)
 
-
-def __getattr__(name: str) -> Any:
-    """``parse_declaration`` / ``exception_class`` live in :mod:`.declaration` (older path)."""
-    if name in ("parse_declaration", "exception_class"):
-        from . import declaration
-
-        return getattr(declaration, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

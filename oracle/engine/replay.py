@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 from .call import map_slots
-from .capabilities import exception_class
+from .declaration import exception_class
 from .families import family
 from .report import Failure, OracleFailure
 from .target import Config, Target

@@ -13,7 +13,8 @@ from typing import Any
 
 import minimal_allocator
 import pytest
-from kvpool.oracle.engine.capabilities import PAGED, UNDECLARED, parse_declaration
+from kvpool.oracle.engine.capabilities import PAGED, UNDECLARED
+from kvpool.oracle.engine.declaration import parse_declaration
 from kvpool.oracle.engine.runner import Result, run_config
 from kvpool.oracle.engine.target import Config
 from kvpool.oracle.entry import cli
