@@ -34,7 +34,7 @@ from ...engine.target import Config, Target
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, status_line, target_line
 from .asserts import failure_asserts
-from .attribution import attribute
+from .attribution import attribute, attribute_group_end, census_clause
 from .calls import ALLOC_CALLS, CALLS, as_list, clone_model
 from .coverage import Before, events_of, snapshot
 from .treecache import TinyTreeCache
@@ -314,13 +314,25 @@ class Executor(Engine):
                 extra=extra,
                 lacking=lacking,
                 group_open=model.free_group is not None,
+                available_delta=available - model.available_size(),
+            ) or (
+                attribute_group_end(
+                    self.trace.steps,
+                    page_size=self.page_size,
+                    extra=extra,
+                    lacking=lacking,
+                    available_delta=available - model.available_size(),
+                )
+                if step.call == "free_group_end"
+                else None
             )
             if explained is not None:  # the call's own rule covers exactly these pages
                 clause, detail = explained
                 raise Divergence(
                     clause,
                     f"{detail}; available_size() is {available}, the spec says "
-                    f"{model.available_size()}",
+                    f"{model.available_size()} (the cause; the symptom: "
+                    f"[{census_clause(model, free, available)}])",
                 )
             check_census(model, free, available)
         if self.order == "exact" and free != model.get_all_free_pages():
