@@ -42,6 +42,8 @@ from sglang.srt.sampling.sampling_params import SamplingParams
 from sglang.srt.server_args import ServerArgs
 from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
+from .sglang_replay_kv import KVForward
+
 # (what, details): ("extend"|"decode", slots), ("evict", (asked, evicted)), ("retract"|"abort"|
 # "finish", rid)
 Event = tuple[str, Any]
@@ -98,6 +100,7 @@ class ReplayResult:
     available_end: int = 0
     evictable_end: int = 0
     steps: int = 0
+    kv_reads: int = 0  # (position, layer) pairs of live requests whose K/V was checked
 
 
 def publish_cpu_runtime(page_size: int) -> None:
@@ -137,8 +140,9 @@ class _Scheduler:
     """The loop: state of one replay. ``check`` runs after every step (e.g. invariants)."""
 
     def __init__(self, trace: ServingTrace, allocator: Any, check: Callable[[], None],
-                 make_cache: CacheFactory = radix_cache) -> None:
+                 make_cache: CacheFactory = radix_cache, check_kv: bool = False) -> None:
         self.trace, self.allocator, self.check = trace, allocator, check
+        self.kv = KVForward(allocator) if check_kv else None  # K/V writes and their check
         self.pool = ReqToTokenPool(size=trace.max_running + 2, max_context_len=512,
                                    device="cpu", enable_memory_saver=False)
         self.cache = make_cache(self.pool, allocator, trace.page_size)
@@ -242,6 +246,8 @@ class _Scheduler:
         batch.forward_mode = ForwardMode.EXTEND
         out, _, _ = alloc_for_extend(batch)
         self.result.events.append(("extend", out.tolist()))
+        if self.kv is not None:
+            self.kv.extend(reqs, out)
         for req in reqs:
             if req is self.chunked:
                 checkpoint_kv_cache(req, self.cache)
@@ -270,6 +276,8 @@ class _Scheduler:
         batch.seq_lens_cpu = batch.seq_lens.clone()
         batch.forward_mode = ForwardMode.DECODE  # an SWA cache slides windows in decode only
         out = alloc_for_decode(batch, 1)
+        if self.kv is not None:
+            self.kv.decode(batch.reqs, out)
         for req in batch.reqs:
             req.decode_batch_idx += 1  # as ScheduleBatch.prepare_for_decode does
         self.result.events.append(("decode", out.tolist()))
@@ -295,6 +303,9 @@ class _Scheduler:
             self.decode()
             elapsed = time.perf_counter() - start
             self.check()
+            if self.kv is not None:  # every live request: running, or between prefill chunks
+                live = [*self.running, *([self.chunked] if self.chunked else [])]
+                self.result.kv_reads += self.kv.check(live, self.pool.req_to_token)
             step += 1
             yield elapsed
         result = self.result
@@ -307,30 +318,34 @@ class _Scheduler:
 
 def replay_steps(trace: ServingTrace, make_allocator: AllocatorFactory, *,
                  check: Callable[[Any], None] | None = None, max_steps: int = 2000,
-                 make_cache: CacheFactory = radix_cache) -> Generator[float, None, ReplayResult]:
+                 make_cache: CacheFactory = radix_cache,
+                 check_kv: bool = False) -> Generator[float, None, ReplayResult]:
     """:func:`replay` one scheduler step at a time: yields each step's seconds (``check``
     excluded), returns the :class:`ReplayResult`."""
     publish_cpu_runtime(trace.page_size)
     allocator = make_allocator(trace.pool_tokens, trace.page_size)
     scheduler = _Scheduler(trace, allocator, lambda: check(allocator) if check else None,
-                           make_cache)
+                           make_cache, check_kv)
     return (yield from scheduler.steps(max_steps))
 
 
 def replay(trace: ServingTrace, make_allocator: AllocatorFactory, *,
            check: Callable[[Any], None] | None = None, max_steps: int = 2000,
-           make_cache: CacheFactory = radix_cache) -> ReplayResult:
+           make_cache: CacheFactory = radix_cache, check_kv: bool = False) -> ReplayResult:
     """Run ``trace`` through SGLang's components with ``make_allocator(pool_tokens, page_size)``
     and the tree cache ``make_cache(req_to_token_pool, allocator, page_size)`` (SGLang's
     ``RadixCache`` by default; :mod:`kvpool.integrations.sglang_replay_hybrid` has the hybrid
     SWA configuration).
 
-    ``check(allocator)`` runs after every step. Publishes SGLang's runtime config for the
-    trace's page size. Raises RuntimeError when SGLang's helpers run out of memory or the
-    trace does not drain in ``max_steps``.
+    ``check(allocator)`` runs after every step. ``check_kv``: the allocator's KV cache (a real
+    SGLang pool, :mod:`kvpool.integrations.sglang_replay_kv`) gets every new token's K/V at its
+    ``out_cache_loc``, and every live request's K/V is checked after every step (``kv_reads``
+    counts the reads; :class:`~kvpool.integrations.sglang_replay_kv.KVMismatch` on a wrong one).
+    Publishes SGLang's runtime config for the trace's page size. Raises RuntimeError when
+    SGLang's helpers run out of memory or the trace does not drain in ``max_steps``.
     """
     steps = replay_steps(trace, make_allocator, check=check, max_steps=max_steps,
-                         make_cache=make_cache)
+                         make_cache=make_cache, check_kv=check_kv)
     while True:
         try:
             next(steps)
