@@ -9,10 +9,13 @@ from collections.abc import Mapping
 
 from ..families.hybrid import calls as hybrid_calls
 from ..families.single.calls import CALLS
+from ..families.unified import calls as unified_calls
 from .call import Call
 
-TABLES: dict[str, Mapping[str, Call]] = {"single": CALLS, "hybrid": hybrid_calls.HYBRID_CALLS}
-REPRO_IMPORTS: dict[str, tuple[str, ...]] = {"single": (), "hybrid": hybrid_calls.REPRO_IMPORTS}
+TABLES: dict[str, Mapping[str, Call]] = {"single": CALLS, "hybrid": hybrid_calls.HYBRID_CALLS,
+                                         "unified": unified_calls.UNIFIED_CALLS}
+REPRO_IMPORTS: dict[str, tuple[str, ...]] = {"single": (), "hybrid": hybrid_calls.REPRO_IMPORTS,
+                                             "unified": unified_calls.REPRO_IMPORTS}
 
 
 def calls_for(family: str) -> Mapping[str, Call]:

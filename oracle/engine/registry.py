@@ -8,4 +8,5 @@ from __future__ import annotations
 FAMILY_MODULES: dict[str, str] = {
     "single": "kvpool.oracle.families.single.family",
     "hybrid": "kvpool.oracle.families.hybrid.family",
+    "unified": "kvpool.oracle.families.unified.family",
 }

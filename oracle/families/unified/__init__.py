@@ -1,0 +1,1 @@
+"""The unified memory-pool family (full + SWA in one byte buffer); see ``family.py``."""

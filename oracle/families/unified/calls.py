@@ -1,0 +1,126 @@
+"""The unified call table: every call the oracle makes on a unified full + SWA composite.
+
+``UNIFIED_CALLS[name]`` is a :class:`~kvpool.oracle.engine.call.Call` like the other families':
+the invocation on :class:`kvpool.spec.unified.UnifiedSWAModel` (``spec``: plain lists), the
+invocation on a target with SGLang 0.5.23's signatures (``target``), the same call as Python
+source for a repro, the slot-carrying arguments and the clauses it can fail. Token ids are
+*virtual* ids (``UNI-10``); the two translations read their physical rows (``UNI-11``).
+``free_full`` releases what ``free`` does on a page whose SWA side is already released, so its
+spec form is the model's ``free``. ``evict_to_free_tokens`` takes a tree cache with nothing to
+evict (:class:`ZeroCache`): the hook is then the allocation gate alone (``UNI-8``: True when the
+pages fit, after compaction under lazy compaction, which it then performs; None otherwise).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from kvpool.spec.unified import UnifiedSWAModel
+
+from ...engine import callforms as forms
+from ...engine.call import Call
+from ...engine.callforms import Args
+from ..single.calls import free_call, plain_call
+
+__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "ZeroCache", "evict_spec"]
+
+REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",)
+
+
+class ZeroCache:
+    """A prefix cache with nothing evictable; records the composite's eviction requests."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[int, int]] = []
+
+    def supports_prefix_sharing(self) -> bool:
+        return True
+
+    def full_evictable_size(self) -> int:
+        return 0
+
+    def swa_evictable_size(self) -> int:
+        return 0
+
+    def evict_for_alloc(self, params: Any, **_: Any) -> None:
+        self.requests.append((int(params.num_tokens), int(params.swa_num_tokens)))
+
+
+def evict_spec(model: UnifiedSWAModel, num_tokens: int) -> bool | None:
+    """``evict_to_free_tokens`` with nothing evictable (``UNI-8``'s gate): True when
+    ``ceil(num_tokens / page_size)`` pages fit now; under lazy compaction, when they fit after
+    both sides are compacted, both are compacted and True; else None, nothing changed."""
+    pages = -(-num_tokens // model.page_size)
+    if pages == 0 or model.fits(pages, compacted=False):
+        return True
+    if model.lazy and model.fits(pages, compacted=True):
+        model.full.flush()
+        model.swa.flush()
+        return True
+    return None
+
+
+def _free(name: str, spec_name: str) -> Call:
+    call = free_call(name, "UNI-10")
+    return dataclasses.replace(call, spec=lambda m, a: getattr(m, spec_name)(a["free_index"]),
+                               order_clause="UNI-10")
+
+
+def _translate(name: str, side: str) -> Call:
+    return Call(
+        name, "state", ("kv_indices",),
+        spec=lambda m, a: m.translate(a["kv_indices"], side),
+        target=lambda x, a, dev: forms.no_inputs(getattr(x, name)(
+            forms.tensor(a["kv_indices"], dev))),
+        source=lambda a, var: [f"{var} = a.{name}(t({a['kv_indices']!r}))"],
+        raise_clause="UNI-11", order_clause="UNI-11", result_clause="UNI-11",
+        checks=forms.slots_checks, slot_args=("kv_indices",))
+
+
+def _alloc_source(a: Args, var: str) -> list[str]:
+    return [f"{var} = a.alloc({a['need_size']})"]
+
+
+def _evict_target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
+    return forms.no_inputs(x.evict_to_free_tokens(a["tree_cache"], a["num_tokens"]))
+
+
+def _create_source(a: Args, var: str) -> list[str]:
+    return [f"a = factory(total_bytes={a['total_bytes']}, page_size={a['page_size']}, "
+            f"lazy={a['lazy']}, device=DEVICE)"]
+
+
+_TABLE = [
+    Call("create", "state", ("total_bytes", "page_size", "lazy"),
+         spec=forms.performed_by_executor, target=forms.performed_by_executor,
+         source=_create_source, raise_clause="UNI-2", order_clause="UNI-2"),
+    Call("alloc", "alloc", ("need_size",), spec=lambda m, a: m.alloc(a["need_size"]),
+         target=lambda x, a, dev: forms.no_inputs(x.alloc(a["need_size"])),
+         source=_alloc_source, raise_clause="UNI-8", order_clause="UNI-8",
+         result_clause="UNI-8", checks=forms.slots_checks),
+    Call("alloc_extend", "alloc", ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
+         spec=lambda m, a: m.alloc_extend(a["prefix_lens"], a["seq_lens"], a["last_loc"]),
+         target=forms.extend_target, source=forms.extend_source, raise_clause="UNI-8",
+         order_clause="UNI-8", result_clause="UNI-8", checks=forms.slots_checks,
+         slot_args=("last_loc",)),
+    Call("alloc_decode", "alloc", ("seq_lens", "last_loc"),
+         spec=lambda m, a: m.alloc_decode(a["seq_lens"], a["last_loc"]),
+         target=forms.decode_target, source=forms.decode_source, raise_clause="UNI-8",
+         order_clause="UNI-8", result_clause="UNI-8", checks=forms.slots_checks,
+         slot_args=("last_loc",)),
+    _free("free", "free"),
+    _free("free_swa", "free_swa"),
+    _free("free_full", "free"),
+    _translate("translate_kv_indices_for_transfer", "full"),
+    _translate("translate_loc_from_full_to_swa", "swa"),
+    Call("evict_to_free_tokens", "cache", ("num_tokens",),
+         spec=lambda m, a: evict_spec(m, a["num_tokens"]), target=_evict_target,
+         source=lambda a, var: ["cache = ZeroCache()",
+                                f"{var} = a.evict_to_free_tokens(cache, {a['num_tokens']})"],
+         raise_clause="UNI-8", order_clause="UNI-8", result_clause="UNI-8",
+         checks=lambda a, e, var: [f"assert {var} == {e!r}"]),
+    plain_call("clear", "state", "UNI-12", "UNI-12"),
+]
+
+UNIFIED_CALLS: dict[str, Call] = {c.name: c for c in _TABLE}

@@ -1,0 +1,237 @@
+"""Run one unified call on the target and on :class:`kvpool.spec.unified.UnifiedSWAModel`.
+
+The unified family's part of the engine (:class:`~kvpool.oracle.engine.Engine`: trace, bad
+calls and ``ERR-1``, failures). After every valid call:
+
+- the result (virtual token ids are fixed by the contract: ``UNI-8``, ``UNI-10``);
+- the capacity views ``available_size()`` (``UNI-7``) and ``full_/swa_available_size()``
+  (``UNI-9``), exactly, in both compaction modes;
+- both translations of every live token (``translate_kv_indices_for_transfer``,
+  ``translate_loc_from_full_to_swa``): row for row under eager compaction (``UNI-6``), by what
+  must hold under lazy compaction (:mod:`.placement`);
+- a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
+- the spec's own census and the target's ``verify_byte_accounting()`` (``UNI-13``), and at
+  every ``create`` the census probes (:mod:`.probes`);
+- with the data plane (on by default): every live token's K/V bytes, written through
+  ``translate_write_loc`` (full) and the SWA translation when handed out, read back through
+  the read translations (``DATA-1``; :mod:`.store`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from kvpool.spec import ContractViolation
+from kvpool.spec.contract import Divergence
+from kvpool.spec.unified import UnifiedSWAModel
+
+from ...engine.core import Engine
+from ...engine.report import OracleError
+from ...engine.trace import TraceStep
+from ..single.calls import as_list
+from .calls import UNIFIED_CALLS, ZeroCache
+from .coverage import events_of
+from .placement import MoveLog, pages_of, placement_problems
+from .probes import census_probe
+from .targets import UnifiedCapabilities
+
+FIELDS = ("available_size()", "full_available_size()", "swa_available_size()",
+          "full rows of the live tokens", "SWA rows of the live tokens")
+CLAUSES = ("UNI-7", "UNI-9", "UNI-9", "UNI-6", "UNI-6")
+_SOURCES = ("a.available_size()", "a.full_available_size()", "a.swa_available_size()",
+            "a.translate_kv_indices_for_transfer(t({ids!r})).tolist()",
+            "a.translate_loc_from_full_to_swa(t({ids!r})).tolist()")
+
+
+def live_tokens(model: UnifiedSWAModel) -> list[int]:
+    """Every token id of every live virtual page, ascending."""
+    ps = model.page_size
+    return [v * ps + k for v in sorted(model.full.v2p) for k in range(ps)]
+
+
+def spec_census(model: UnifiedSWAModel) -> tuple[Any, ...]:
+    """What the contract fixes after a call: the three capacity views and both sides' rows."""
+    ids = live_tokens(model)
+    return (model.available_size(), model.full_available_size(), model.swa_available_size(),
+            model.translate(ids), model.translate(ids, "swa"))
+
+
+def census(target: Any, ids: list[int]) -> tuple[Any, ...]:
+    """The target's side of :func:`spec_census`, its translations read for ``ids``."""
+    x = torch.tensor(ids, dtype=torch.int64)
+    rows = ((target.translate_kv_indices_for_transfer(x).tolist(),
+             target.translate_loc_from_full_to_swa(x).tolist()) if ids else ([], []))
+    return (target.available_size(), target.full_available_size(),
+            target.swa_available_size(), *rows)
+
+
+class UnifiedExecutor(Engine):
+    """A unified full + SWA target and the spec, call by call (see the module docstring)."""
+
+    family = "unified"
+    calls = UNIFIED_CALLS
+    data_plane_default = True
+    model: UnifiedSWAModel | None
+    caps: UnifiedCapabilities
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._field: int | None = None  # the census field that differed (the repro asserts it)
+        self._probe_lines: list[str] = []  # a census probe's sequence (UNI-13 at create)
+        self._moves: list[MoveLog] = []
+        self._where: tuple[dict[int, int], dict[int, int]] = ({}, {})
+
+    # -- construction ----------------------------------------------------------------------------
+    def create(self, total_bytes: int, lazy: bool) -> None:
+        """A fresh target and model over a ``total_bytes`` buffer, lazy or eager compaction."""
+        ps = self.page_size
+        step = TraceStep("create", {"total_bytes": total_bytes, "page_size": ps, "lazy": lazy})
+        self.trace.steps.append(step)
+        full_bytes, swa_bytes = self.caps.entry_bytes
+        cap = self.caps.static_cap_pages * ps
+        try:
+            self.model = UnifiedSWAModel(total_bytes, ps, full_bytes, swa_bytes, lazy=lazy,
+                                         full_max_tokens=cap, swa_max_tokens=cap)
+        except ContractViolation as err:
+            raise OracleError(f"create({total_bytes}) is invalid under the spec: {err}") from err
+        self.target = self._build(total_bytes, lazy)
+        kv = self.target.get_kvcache()
+        self._moves = [MoveLog(kv.full_kv_pool), MoveLog(kv.swa_kv_pool)]
+        self._where = ({}, {})
+        self._checked(0, lambda: "", lambda: self._created(step, total_bytes))
+
+    def create_from(self, args: Mapping[str, Any]) -> None:
+        self.create(args["total_bytes"], args["lazy"])
+
+    def _build(self, total_bytes: int, lazy: bool) -> Any:
+        try:
+            return self.factory(total_bytes=total_bytes, page_size=self.page_size, lazy=lazy,
+                                device=self.device)
+        except Exception as err:
+            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+
+    def _created(self, step: TraceStep, total_bytes: int) -> None:
+        modes = tuple(m == "lazy" for m in self.caps.compaction)
+        missed = census_probe(lambda lazy: self._build(total_bytes, lazy), self.caps,
+                              self.page_size, modes)
+        self.events["probe.census"] += 1
+        if missed is not None:
+            name, self._probe_lines, seen = missed
+            raise Divergence("UNI-13", f"verify_byte_accounting() returned {seen} after the "
+                                       f"{name} probe: {'; '.join(self._probe_lines[1:])}")
+        self._post(step)
+
+    def note(self, event: str) -> None:
+        """Count a coverage event the scheduler model recognises."""
+        self.events[event] += 1
+
+    # -- engine hooks ----------------------------------------------------------------------------
+    def _valid(self, step: TraceStep) -> Any:
+        model = self.model
+        assert model is not None
+        call = self.calls[step.call]
+        try:
+            want = call.spec(model, {**step.args, "tree_cache": ZeroCache()})
+        except (ContractViolation, NotImplementedError) as err:
+            raise OracleError(f"step {step.call}({step.args}) is invalid under the spec: "
+                              f"{err}") from err
+        step.expect = want
+        got_obj, _ = self._guard(step, call, lambda: call.target(
+            self.target, {**step.args, "tree_cache": ZeroCache()}, self.device))
+        got = as_list(got_obj) if isinstance(got_obj, torch.Tensor) else got_obj
+        if step.call.startswith("translate") and model.lazy:
+            return want  # placement is free under lazy compaction (judged in _post)
+        if got != want:
+            raise Divergence(call.result_clause or "UNI-8",
+                             f"{step.call} returned {got!r}, the spec says {want!r}")
+        return want
+
+    def _post(self, step: TraceStep) -> None:
+        model = self.model
+        assert model is not None
+        step.available_after = model.available_size()
+        ids = live_tokens(model)
+        got, want = census(self.target, ids), spec_census(model)
+        exact = len(FIELDS) if not model.lazy else 3
+        for i, (name, clause, g, w) in enumerate(zip(FIELDS, CLAUSES, got, want)):
+            if i < exact and g != w:
+                self._field = i
+                raise Divergence(clause, f"after {step.call}: {name} is {_short(g)}, the spec "
+                                         f"says {_short(w)}")
+        self.events["placement"] += bool(ids)
+        for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
+            raise Divergence(clause, f"after {step.call}: {detail}")
+        self._check_moves(step, ids, got[3], got[4])
+        try:
+            model.check_invariants()
+        except AssertionError as err:
+            raise OracleError(f"the spec's invariants broke: {err}") from err
+        problems = self.target.verify_byte_accounting()
+        self.events["cap.byte_accounting"] += 1
+        if problems:
+            raise Divergence("UNI-13", f"after {step.call}: verify_byte_accounting() reports "
+                                       f"{list(problems)[:3]} on a state the spec holds healthy")
+
+    def _check_moves(self, step: TraceStep, ids: list[int], full: list[int],
+                     swa: list[int]) -> None:
+        """``UNI-6``: live pages moved only along the copies issued since the last call."""
+        ps = self.page_size
+        model = self.model
+        assert model is not None
+        bound = [i for i, t in enumerate(ids) if t // ps in model.swa.v2p]
+        now = (pages_of(full, ids, ps),
+               pages_of([swa[i] for i in bound], [ids[i] for i in bound], ps))
+        for side, log, before, after in zip(("full", "SWA"), self._moves, self._where, now):
+            moved = sum(before.get(v, p) != p for v, p in after.items())
+            self.events["compaction.move"] += moved > 0
+            wrong = log.unexplained(before, after)
+            if wrong:
+                raise Divergence("UNI-6", f"after {step.call}: {side} {wrong[0]}")
+        self._where = now
+
+    def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
+        """A divergence seen right after ``clear()`` breaks ``UNI-12`` (the symptom's clause
+        stays in the detail)."""
+        if step.call == "clear" and step.raised is None:
+            return "UNI-12", f"[{clause}] {detail}"
+        return clause, detail
+
+    def _census(self) -> tuple[Any, ...]:
+        assert self.model is not None
+        return census(self.target, live_tokens(self.model))
+
+    def _record_rejected_state(self, step: TraceStep, census: Any) -> None:
+        step.available_after = census[0]
+
+    def _data_sides(self) -> list[Any]:
+        from .store import unified_sides
+
+        assert self.model is not None
+        return unified_sides(self.target, self.model)
+
+    def _final_asserts(self, index: int) -> list[str]:
+        step, clause = self.trace.steps[index], self.trace.clause
+        call = self.calls[step.call]
+        if step.call == "create" and self._probe_lines:
+            return [*self._probe_lines[1:], "assert a.verify_byte_accounting()  # UNI-13"]
+        if clause == "UNI-13":
+            return ["assert not a.verify_byte_accounting()  # UNI-13"]
+        if self._field is not None and self.model is not None:
+            ids = live_tokens(self.model)
+            want = spec_census(self.model)[self._field]
+            return [f"assert {_SOURCES[self._field].format(ids=ids)} == {want!r}  # [{clause}]"]
+        if step.raises is None and call.checks is not None and not step.call.startswith("tr"):
+            return call.checks(step.args, step.expect, f"r{index}")
+        return []
+
+    def _events_of(self, step: TraceStep, state: Any, result: Any) -> list[str]:
+        assert self.model is not None
+        m = self.model
+        return events_of(step, result, bool(m.full.holes or m.swa.holes))
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 160 else text[:157] + "..."

@@ -1,0 +1,211 @@
+"""The unified scheduler model: a Hypothesis state machine that drives a unified full + SWA target.
+
+A run builds a small buffer (a few dozen pages a side, so shortages and compaction happen),
+eager or lazy. Requests arrive (``alloc_extend`` from an empty prefix, or ``alloc`` of whole
+pages), grow by chunks from their prefix, decode (``alloc_decode``; at page size 1 without
+``decode_ps1``: ``alloc``), and their window slides: ``free_swa`` of the whole pages before the
+window (never the last page, which the next token continues). A request finishes by ``free``, or
+by ``free_full`` of its released head and ``free`` of the rest. Translations, the capacity hook,
+``clear`` and (checked targets) bad input run between. Each row remembers ``front``: its
+positions below it have no SWA page.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from hashlib import sha256
+from typing import ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+
+from ...engine.examples import record_example
+from ...engine.target import Config, Target
+from .executor import UnifiedExecutor
+from .targets import UnifiedCapabilities
+
+
+@dataclass
+class Row:
+    """One request: its virtual token ids in position order and its released frontier."""
+
+    slots: list[int]
+    front: int = 0
+
+
+class UnifiedMachine(RuleBasedStateMachine):
+    """Scheduler model over one unified configuration (class attributes: ``machine_for``)."""
+
+    target: ClassVar[Target]
+    config: ClassVar[Config]
+    stats: ClassVar[dict[str, int]]
+    coverage: ClassVar[Counter[str]]
+
+    def __init__(self) -> None:
+        super().__init__()
+        cls = type(self)
+        self.ps = cls.config.page_size
+        self.ex = UnifiedExecutor(cls.target, cls.config)
+        self.caps: UnifiedCapabilities = cls.target.caps  # type: ignore[assignment]
+        self.rows: list[Row] = []
+
+    @initialize(pages=st.integers(8, 30), ragged=st.booleans(), lazy=st.booleans())
+    def create(self, pages: int, ragged: bool, lazy: bool) -> None:
+        modes = self.caps.compaction
+        lazy = lazy if len(modes) > 1 else modes[0] == "lazy"
+        entry = self.caps.entry_bytes[0]
+        self.ex.create(pages * self.ps * entry + (entry // 2 if ragged else 0), lazy)
+
+    # -- growth --------------------------------------------------------------------------------
+    @rule(data=st.data(), fill=st.sampled_from([False, False, False, True]),
+          whole=st.booleans())
+    def new_requests(self, data: st.DataObject, fill: bool, whole: bool) -> None:
+        """New requests from an empty prefix; ``fill``: one request that takes everything
+        ``available_size()`` promises; ``whole``: ``alloc`` of whole pages."""
+        m = self.ex.model
+        assert m is not None
+        if fill and m.available_size() > 0:
+            seqs = [m.available_size()]
+            self.ex.note("fill")
+        else:
+            seqs = data.draw(st.lists(st.integers(1, 3 * self.ps + 1), min_size=1, max_size=3))
+        if whole or self.ps == 1:
+            seqs = [-(-n // self.ps) * self.ps for n in seqs]
+            out = self.ex.call("alloc", need_size=sum(seqs))
+        else:
+            out = self.ex.call("alloc_extend", prefix_lens=[0] * len(seqs), seq_lens=seqs,
+                               last_loc=[-1] * len(seqs), extend_num_tokens=sum(seqs))
+        self.ex.note("short" if out is None else "arrive")
+        self._append(out, [Row([]) for _ in seqs], seqs)
+
+    def _append(self, out: list[int] | None, rows: list[Row], counts: list[int]) -> None:
+        if out is None:
+            return
+        start = 0
+        for row, n in zip(rows, counts):
+            row.slots += out[start:start + n]
+            start += n
+            if row not in self.rows:
+                self.rows.append(row)
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def grow(self, data: st.DataObject) -> None:
+        """Some rows extend by chunks from their prefix."""
+        rows = data.draw(st.lists(st.sampled_from(self.rows), min_size=1, max_size=3,
+                                  unique_by=id))
+        chunks = [data.draw(st.integers(0, 2 * self.ps + 1)) for _ in rows]
+        pre = [len(r.slots) for r in rows]
+        out = self.ex.call("alloc_extend", prefix_lens=pre,
+                           seq_lens=[p + c for p, c in zip(pre, chunks)],
+                           last_loc=[r.slots[-1] for r in rows], extend_num_tokens=sum(chunks))
+        self.ex.note("extend" if out is not None else "short")
+        self._append(out, rows, chunks)
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def decode_step(self, data: st.DataObject) -> None:
+        """Up to eight rows decode one token; then, sometimes, their windows slide."""
+        rows = self.rows[:8]
+        if self.ps > 1 or self.caps.decode_ps1:
+            out = self.ex.call("alloc_decode", seq_lens=[len(r.slots) + 1 for r in rows],
+                               last_loc=[r.slots[-1] for r in rows])
+            self.ex.note("decode" if out is not None else "short")
+        else:
+            out = self.ex.call("alloc", need_size=len(rows))
+        self._append(out, rows, [1] * len(rows))
+        if out is not None and data.draw(st.booleans()):
+            window = data.draw(st.integers(1, 2 * self.ps))
+            for row in rows:
+                self._slide_to(row, len(row.slots) - window)
+
+    # -- window slides and release ---------------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data())
+    def slide(self, data: st.DataObject) -> None:
+        row = data.draw(st.sampled_from(self.rows))
+        self._slide_to(row, len(row.slots) - data.draw(st.integers(0, 2 * self.ps)))
+
+    def _slide_to(self, row: Row, end: int) -> None:
+        """Release the SWA pages of positions ``[front, end)``, down to a page boundary and
+        short of the last page."""
+        last_page = (len(row.slots) - 1) // self.ps * self.ps
+        end = min(end // self.ps * self.ps, last_page)
+        if end <= row.front:
+            return
+        self.ex.call("free_swa", free_index=row.slots[row.front:end])
+        self.ex.note("slide")
+        row.front = end
+
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data(), split=st.booleans())
+    def finish(self, data: st.DataObject, split: bool) -> None:
+        row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
+        if split and row.front:
+            self.ex.call("free_full", free_index=row.slots[:row.front])
+            self.ex.call("free", free_index=row.slots[row.front:])
+            self.ex.note("finish-full")
+        else:
+            self.ex.call("free", free_index=row.slots)
+            self.ex.note("finish-free")
+        if bool(self.caps.error_types) and data.draw(st.booleans()):
+            self._bad("double_free", "free", free_index=row.slots[:self.ps])
+
+    # -- queries, capacity, maintenance ----------------------------------------------------------
+    @precondition(lambda self: self.rows)
+    @rule(data=st.data(), swa=st.booleans())
+    def translate(self, data: st.DataObject, swa: bool) -> None:
+        row = data.draw(st.sampled_from(self.rows))
+        picks = data.draw(st.lists(st.sampled_from(row.slots), min_size=1, max_size=4))
+        name = "translate_loc_from_full_to_swa" if swa else "translate_kv_indices_for_transfer"
+        self.ex.call(name, kv_indices=picks)
+
+    @precondition(lambda self: self.caps.capacity_hooks or self.caps.clear)
+    @rule(data=st.data(), clear=st.sampled_from([False] * 7 + [True]))
+    def maintenance(self, data: st.DataObject, clear: bool) -> None:
+        """The capacity hook at sizes around what fits (or, one time in eight, ``clear``)."""
+        m = self.ex.model
+        assert m is not None
+        if (clear and self.caps.clear) or not self.caps.capacity_hooks:
+            self.ex.call("clear")
+            self.rows = []
+            return
+        free = len(m.free_virtual) * self.ps
+        sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free})
+        self.ex.call("evict_to_free_tokens", num_tokens=data.draw(st.sampled_from(sizes)))
+
+    @precondition(lambda self: self.caps.error_types)
+    @rule(data=st.data())
+    def translate_freed(self, data: st.DataObject) -> None:
+        m = self.ex.model
+        assert m is not None
+        page = data.draw(st.sampled_from(m.free_virtual)) if m.free_virtual else None
+        if page is not None:
+            side = data.draw(st.sampled_from(["translate_kv_indices_for_transfer",
+                                              "translate_loc_from_full_to_swa"]))
+            self._bad("translate_freed", side, kv_indices=[page * self.ps])
+
+    def _bad(self, kind: str, name: str, **args: object) -> None:
+        self.ex.note(f"bad.{kind}")
+        self.ex.call_bad(name, **args)
+
+    def teardown(self) -> None:
+        """Release every row (the model must be back to its empty capacity); count the
+        example, its calls, coverage events and steps."""
+        try:
+            m = self.ex.model
+            if m is not None and not self.ex.failed:
+                for row in self.rows:
+                    self.ex.call("free", free_index=row.slots)
+                assert not m.full.v2p and not m.swa.v2p
+        finally:
+            record_example(type(self), self.ex, sys.exc_info()[1])
+
+
+def unified_machine_for(target: Target, config: Config) -> type[UnifiedMachine]:
+    """A machine class bound to one unified configuration."""
+    attrs = {"target": target, "config": config, "coverage": Counter(), "digest": sha256(),
+             "stats": {"examples": 0, "calls": 0, "failed": 0}}
+    return type(f"Unified_ps{config.page_size}", (UnifiedMachine,), attrs)

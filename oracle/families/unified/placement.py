@@ -1,0 +1,115 @@
+"""What must hold of a unified target's physical placement where the contract leaves it free.
+
+Lazy compaction reuses holes in an order the contract does not fix (``UNI-5``), so a lazy
+target's translations are judged by what must hold rather than compared row for row: each live
+token keeps its in-page offset and its page's rows are one page (``UNI-11``), no two live
+virtual pages share a physical page (``UNI-4``), every live page lies above the reserved sink
+(``UNI-2``) and within its sub-pool (``UNI-1``), the full and SWA pages of all live tokens are
+byte-disjoint (``UNI-3``), and a released SWA page reads as the sink row 0 (``UNI-10``).
+:class:`MoveLog` records the page copies the allocator issues, so that a live page's location may
+change only along them (``UNI-6``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.unified_tables import EndPool
+
+
+def pages_of(rows: Sequence[int], ids: Sequence[int], ps: int) -> dict[int, int]:
+    """Virtual page -> physical page read from one side's translation of ``ids``."""
+    return {t // ps: r // ps for t, r in zip(ids, rows)}
+
+
+def side_problems(pool: EndPool, ids: Sequence[int], rows: Sequence[int],
+                  ps: int) -> list[tuple[str, str]]:
+    """``UNI-11`` / ``UNI-4`` / ``UNI-2`` / ``UNI-1`` problems of one side's rows of ``ids``
+    (only ids whose page the model binds on that side)."""
+    out: list[tuple[str, str]] = []
+    where: dict[int, int] = {}
+    for t, r in zip(ids, rows):
+        v = t // ps
+        if r % ps != t % ps:
+            out.append(("UNI-11", f"{pool.name}: token {t} reads row {r}: in-page offset lost"))
+        elif where.setdefault(v, r // ps) != r // ps:
+            out.append(("UNI-11", f"{pool.name}: virtual page {v} spans physical pages "
+                                  f"{where[v]} and {r // ps}"))
+    owners: dict[int, int] = {}
+    for v, p in where.items():
+        if p < pool.min_page:
+            out.append(("UNI-2", f"{pool.name}: live virtual page {v} on page {p}, in the "
+                                 f"reserved sink (first allocatable page {pool.min_page})"))
+        elif p >= pool.pages:
+            out.append(("UNI-1", f"{pool.name}: live virtual page {v} on page {p}, past the "
+                                 f"sub-pool's {pool.pages} pages"))
+        if owners.setdefault(p, v) != v:
+            out.append(("UNI-4", f"{pool.name}: virtual pages {owners[p]} and {v} share "
+                                 f"physical page {p}"))
+    return out
+
+
+def overlap_problems(full: dict[int, int], swa: dict[int, int],
+                     model: UnifiedSWAModel) -> list[tuple[str, str]]:
+    """``UNI-3``: the byte ranges of every live full and SWA page are pairwise disjoint."""
+    ranges = sorted([(p * model.full.page_bytes, (p + 1) * model.full.page_bytes, "full", v)
+                     for v, p in full.items()]
+                    + [(p * model.swa.page_bytes, (p + 1) * model.swa.page_bytes, "swa", v)
+                       for v, p in swa.items()])
+    out = []
+    reach: tuple[int, int, str, int] | None = None  # the range reaching furthest so far
+    for r in ranges:
+        if reach is not None and r[0] < reach[1] and r[2] != reach[2]:
+            out.append(("UNI-3", f"bytes from {r[0]} belong to {reach[2]} virtual page "
+                                 f"{reach[3]} and to {r[2]} virtual page {r[3]}"))
+        if reach is None or r[1] > reach[1]:
+            reach = r
+    return out
+
+
+def placement_problems(model: UnifiedSWAModel, ids: Sequence[int], full_rows: Sequence[int],
+                       swa_rows: Sequence[int]) -> list[tuple[str, str]]:
+    """Every problem of a target's translations of the live tokens ``ids`` (see the module
+    docstring), as ``(clause, detail)``; empty when placement is sound."""
+    ps = model.page_size
+    bound = [i for i, t in enumerate(ids) if t // ps in model.swa.v2p]
+    out = [("UNI-10", f"token {ids[i]}'s SWA page was released but reads row {swa_rows[i]}, "
+                      "not the sink 0")
+           for i, t in enumerate(ids) if t // ps not in model.swa.v2p and swa_rows[i] != 0]
+    out += side_problems(model.full, ids, full_rows, ps)
+    swa_ids, swa_live = [ids[i] for i in bound], [swa_rows[i] for i in bound]
+    out += side_problems(model.swa, swa_ids, swa_live, ps)
+    out += overlap_problems(pages_of(full_rows, ids, ps), pages_of(swa_live, swa_ids, ps), model)
+    return out
+
+
+class MoveLog:
+    """The page copies an allocator issues on one KV sub-pool: ``move_physical_pages`` of the
+    pool object is wrapped, and each call's ``(src, dst)`` page pairs recorded in order."""
+
+    def __init__(self, kv_pool: Any) -> None:
+        self.copies: list[tuple[int, int]] = []
+        inner = kv_pool.move_physical_pages
+
+        def move_physical_pages(dst_pages: Any, src_pages: Any, *args: Any, **kw: Any) -> Any:
+            self.copies += zip(src_pages.tolist(), dst_pages.tolist())
+            return inner(dst_pages, src_pages, *args, **kw)
+
+        kv_pool.move_physical_pages = move_physical_pages
+
+    def unexplained(self, before: dict[int, int], after: dict[int, int]) -> list[str]:
+        """Virtual pages live in both maps whose physical page changed other than along the
+        copies recorded since the last call (then forgotten)."""
+        out = []
+        for v, p in before.items():
+            if v not in after or after[v] == p:
+                continue
+            at = p
+            for src, dst in self.copies:
+                at = dst if src == at else at
+            if at != after[v]:
+                out.append(f"virtual page {v} went from page {p} to {after[v]} without a copy")
+        self.copies.clear()
+        return out

@@ -1,0 +1,279 @@
+"""Deliberately broken unified allocators: SGLang 0.5.23's ``UnifiedSWATokenToKVPoolAllocator``
+with one planted bug each (its methods or its sub-pools' wrapped on the instance).
+
+``BROKEN_UNIFIED`` lists each with the capabilities it is run under and the clauses an oracle
+report may name for it. ``python broken_unified.py`` (``main``) runs, in one process (importing
+SGLang's runtime changes what later tests of a process see): SGLang's composite under its
+registered divergences, each registry entry re-enabled, and every broken allocator; it prints
+one JSON line for ``test_oracle_unified.py``. Exit status 3: SGLang is not importable here.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from kvpool.oracle.families.unified.targets import UnifiedCapabilities, sglang_unified_swa
+from kvpool.spec import ContractViolation
+
+Patch = Callable[[Any], None]
+BASE: UnifiedCapabilities = getattr(sglang_unified_swa, "kvpool_unified_capabilities")  # noqa: B009
+
+
+def _sides(a: Any) -> tuple[Any, Any]:
+    return a.full_attn_allocator, a.swa_attn_allocator
+
+
+def lost_move(a: Any) -> None:
+    """Compaction rebinds a moved page's virtual id but never copies its bytes."""
+    for side in _sides(a):
+        side._move_pages = lambda src, dst: None
+
+
+def stale_v2p_after_move(a: Any) -> None:
+    """Compaction copies a page and records its new owner in p2v, but v2p keeps the old page."""
+    for side in _sides(a):
+        def rebind(src: torch.Tensor, dst: torch.Tensor, side: Any = side) -> torch.Tensor:
+            moved: torch.Tensor = side.physical_to_virtual[src].clone()
+            side._move_pages(src, dst)
+            side.physical_to_virtual[dst] = moved
+            return moved
+
+        side._move_pages_and_rebind = rebind
+
+
+def frontier_off_by_a_page(a: Any) -> None:
+    """The full side reports its low frontier one page too low (the gap shrinks by a page)."""
+    full = a.full_attn_allocator
+    low = full._byte_low_frontier
+    full._byte_low_frontier = lambda: low() - full.entry_bytes_per_page
+
+
+def hole_counted_twice(a: Any) -> None:
+    """Lazy free: the freed physical pages join the holes twice."""
+    full = a.full_attn_allocator
+    free_lazy = full._free_lazy
+
+    def twice(free_index: torch.Tensor, pages: Any = None) -> None:
+        before = full._free_phys_pages.numel()
+        free_lazy(free_index, pages)
+        full._free_phys_pages = torch.cat([full._free_phys_pages,
+                                           full._free_phys_pages[before:]])
+
+    full._free_lazy = twice
+
+
+def transfer_identity(a: Any) -> None:
+    """``translate_kv_indices_for_transfer`` keeps the base class's identity: virtual ids go on
+    the wire as if they were physical."""
+    a.translate_kv_indices_for_transfer = lambda idx: idx.to(torch.int64).clone()
+
+
+def translate_freed_answers(a: Any) -> None:
+    """Checked (a double free and the SWA translation of a freed id raise ContractViolation),
+    except that the transfer translation of a freed id answers the sink row 0."""
+    free, to_swa = a.free, a.translate_loc_from_full_to_swa
+    ps = a.page_size
+
+    def dead(idx: torch.Tensor) -> bool:
+        return bool((a.full_attn_allocator.virtual_to_physical[idx // ps] < 0).any())
+
+    def checked_free(idx: torch.Tensor) -> None:
+        if idx.numel() and dead(idx):
+            raise ContractViolation("UNI-11", "freeing a page that is not live")
+        free(idx)
+
+    def checked_swa(idx: torch.Tensor) -> torch.Tensor:
+        if idx.numel() and dead(idx):
+            raise ContractViolation("UNI-11", "translating a page that is not live")
+        return to_swa(idx)  # type: ignore[no-any-return]
+
+    a.free, a.translate_loc_from_full_to_swa = checked_free, checked_swa
+
+
+def accounting_ignores_swa(a: Any) -> None:
+    """``verify_byte_accounting`` reads the full sub-pool only (no SWA side, no chain check)."""
+    a.verify_byte_accounting = a.full_attn_allocator._byte_accounting_violations
+
+
+def available_memo_kept(a: Any) -> None:
+    """``available_size()`` is memoized and refreshed by allocations only, not by frees."""
+    memo: list[int] = []
+    available = a.available_size
+
+    def cached() -> int:
+        if not memo:
+            memo.append(available())
+        return memo[0]
+
+    def refreshing(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            memo.clear()
+            return fn(*args, **kwargs)
+        return call
+
+    for name in ("alloc", "alloc_extend", "alloc_decode"):
+        setattr(a, name, refreshing(getattr(a, name)))
+    a.available_size = cached
+
+
+def free_keeps_swa(a: Any) -> None:
+    """``free`` releases the full side and the virtual ids but not the SWA pages."""
+    full = a.full_attn_allocator
+
+    def free(idx: torch.Tensor) -> None:
+        if idx.numel():
+            full.free(idx.to(torch.int64))
+            full.clear_inverse_history()
+
+    a.free = free
+
+
+def slide_frees_full(a: Any) -> None:
+    """A window slide (``free_swa``) also releases the full side of the slid-out tokens."""
+    free_swa, full = a.free_swa, a.full_attn_allocator
+
+    def slide(idx: torch.Tensor) -> None:
+        free_swa(idx)
+        if idx.numel():
+            full.free(idx.to(torch.int64))
+
+    a.free_swa = slide
+
+
+def decode_binds_full_only(a: Any) -> None:
+    """``alloc_decode`` opens a new page on the full side only (no SWA page bound)."""
+    full, ps = a.full_attn_allocator, a.page_size
+
+    def alloc_decode(seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
+        need = int(((seq_lens_cpu - 1) % ps == 0).sum()) * ps
+        if not a.ensure_capacity(need, need):
+            return None
+        return full.alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+
+    a.alloc_decode = alloc_decode
+
+
+def lazy_never_compacts(a: Any) -> None:
+    """Lazy compaction that never runs: an allocation that fits only after compaction fails."""
+    ps = a.page_size
+    a.ensure_capacity = lambda f, s: a._fits_page_demand(-(-int(f) // ps), -(-int(s) // ps),
+                                                          compacted=False)
+
+
+def clear_keeps_swa(a: Any) -> None:
+    """``clear()`` empties the full sub-pool only."""
+    a.clear = a.full_attn_allocator.clear
+
+
+def eager_skips_compaction(a: Any) -> None:
+    """Eager free unbinds the pages but never compacts: the holes stay, the frontier stays."""
+    for side in _sides(a):
+        side._compact_pending = lambda freed: None
+
+
+@dataclass(frozen=True)
+class BrokenUnified:
+    """One planted bug: the patch, the capabilities it runs under, the clauses a report may
+    name for it."""
+
+    patch: Patch
+    clauses: tuple[str, ...]
+    changes: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        return self.patch.__name__
+
+    def caps(self) -> UnifiedCapabilities:
+        return BASE.replace(**dict(self.changes))
+
+    def factory(self) -> Callable[..., Any]:
+        patch = self.patch
+
+        def build(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu") -> Any:
+            a = sglang_unified_swa(total_bytes=total_bytes, page_size=page_size, lazy=lazy)
+            patch(a)
+            return a
+
+        build.__qualname__ = build.__name__ = self.name
+        return build
+
+
+EAGER, LAZY, PAGED = (("compaction", ("eager",)),), (("compaction", ("lazy",)),), (
+    ("page_sizes", (4,)),)
+BROKEN_UNIFIED = [
+    BrokenUnified(lost_move, ("UNI-6", "DATA-1")),
+    BrokenUnified(stale_v2p_after_move, ("UNI-6", "UNI-4", "DATA-1")),
+    BrokenUnified(frontier_off_by_a_page, ("UNI-7", "UNI-9")),
+    BrokenUnified(hole_counted_twice, ("UNI-7",), LAZY),
+    BrokenUnified(transfer_identity, ("UNI-6", "UNI-3")),
+    BrokenUnified(translate_freed_answers, ("UNI-11",), (("checked", True),)),
+    BrokenUnified(accounting_ignores_swa, ("UNI-13",), (("census_frontiers", True),)),
+    BrokenUnified(available_memo_kept, ("UNI-7",)),
+    BrokenUnified(free_keeps_swa, ("UNI-9", "UNI-7")),
+    BrokenUnified(slide_frees_full, ("UNI-7", "UNI-9")),
+    BrokenUnified(decode_binds_full_only, ("UNI-9", "UNI-7"), PAGED),
+    BrokenUnified(lazy_never_compacts, ("UNI-8",), LAZY),
+    BrokenUnified(clear_keeps_swa, ("UNI-12",)),
+    BrokenUnified(eager_skips_compaction, ("UNI-7", "UNI-13"), EAGER),
+]
+
+
+def run(factory: Callable[..., Any], caps: UnifiedCapabilities, examples: int,
+        shrink_seconds: float = 2.0) -> dict[str, Any]:
+    """Run the unified family on ``factory`` under ``caps`` at each page size, stopping at the
+    first failure; what it found, as plain data."""
+    from kvpool.oracle.engine.families import family
+    from kvpool.oracle.engine.runner import run_config
+    from kvpool.oracle.engine.target import Config
+
+    target = family("unified").target(factory, caps)
+    out: dict[str, Any] = {"calls": 0, "events": {}, "clause": None, "detail": None,
+                           "error": None}
+    for ps in caps.page_sizes:
+        r = run_config(target, Config(ps, False), max_examples=examples,
+                       shrink_seconds=shrink_seconds)
+        out["calls"] += r.calls
+        for name, n in r.coverage.items():
+            out["events"][name] = out["events"].get(name, 0) + n
+        if r.error is not None:
+            out["error"] = r.error
+            break
+        if r.failure is not None:
+            f = r.failure
+            out.update(clause=f.clause, detail=f.detail, num_calls=f.trace.num_calls(),
+                       repro=f.report()[-3000:])
+            break
+    return out
+
+
+def main() -> None:
+    """Print one JSON line: ``conforms`` (SGLang's composite under its registry entries),
+    ``reenabled`` (per registry entry, its rule switched back on) and ``broken`` (per broken
+    allocator). ``argv[1]``: examples per configuration of the conformance run."""
+    from kvpool.oracle.families.unified.targets import FULL, registered_for
+    from kvpool.oracle.peers.peer_import import PeerUnavailable
+
+    try:
+        sglang_unified_swa(total_bytes=1024, page_size=1, lazy=False)
+    except PeerUnavailable as err:
+        print(f"SGLang unavailable: {err}", file=sys.stderr)
+        sys.exit(3)
+    examples = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+    result: dict[str, Any] = {"conforms": run(sglang_unified_swa, BASE, examples)}
+    result["reenabled"] = {}
+    for d in registered_for("sglang-unified"):
+        field = d.excludes[0]
+        caps = BASE.replace(**{field: getattr(FULL, field)})
+        result["reenabled"][d.id] = run(sglang_unified_swa, caps, 100)
+    result["broken"] = {b.name: run(b.factory(), b.caps(), 60, 4.0) for b in BROKEN_UNIFIED}
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
