@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
+from kvpool.spec.contract import Divergence
 from kvpool.spec.dataplane import KVSignatures
 from kvpool.spec.rules import FREE, STAGED
 
@@ -160,7 +161,9 @@ class HarnessKVCache:
 class DataPlane:
     """The signatures of one target's live slots, over its sides (see the module docstring).
 
-    ``round_trips``: whether the target reaches a KV cache the plane can copy through.
+    ``round_trips``: whether the target reaches a KV cache the plane can copy through: the
+    harness's (stores of its own, a target whose ``_kvcache`` has no ``get_cpu_copy``) or the
+    target's own, where the sides' stores are that cache's bytes (none a :class:`TensorStore`).
     """
 
     def __init__(self, target: Any, sides: Sequence[Side]) -> None:
@@ -170,7 +173,9 @@ class DataPlane:
         if inner is not AttributeError and hasattr(target, "get_cpu_copy"):
             if not hasattr(inner, "get_cpu_copy"):
                 target._kvcache = HarnessKVCache(self.sides, inner)
-            self.round_trips = isinstance(target._kvcache, HarnessKVCache)
+                self.round_trips = True
+            else:  # the target's own cache: only where the stores read its bytes
+                self.round_trips = not any(isinstance(s.store, TensorStore) for s in self.sides)
 
     def after(self, request: int, call: str, handed_out: Sequence[int] | None,
               events: Counter[str]) -> None:
@@ -201,12 +206,23 @@ class DataPlane:
     def round_trip(self, slots: list[int], call: str) -> None:
         """``get_cpu_copy(slots)``, the bytes overwritten, ``load_cpu_copy(copy, slots)``
         through the target; the signatures must be back (``DATA-3``)."""
-        copy = self.target.get_cpu_copy(torch.tensor(slots, dtype=torch.int64))
+        try:
+            copy = self.target.get_cpu_copy(torch.tensor(slots, dtype=torch.int64))
+        except NotImplementedError:  # the target's cache has no CPU copy: no round trips
+            self.round_trips = False
+            return
+        except Exception as err:
+            raise Divergence("DATA-3", f"get_cpu_copy of {call}'s slots raised "
+                                       f"{type(err).__name__}: {err}") from err
         for side in self.sides:
             mine = [s for s in slots if s in side.kv.expected]
             if mine:
                 side.write(mine, torch.full((len(mine), 2), POISON))
-        self.target.load_cpu_copy(copy, torch.tensor(slots, dtype=torch.int64))
+        try:
+            self.target.load_cpu_copy(copy, torch.tensor(slots, dtype=torch.int64))
+        except Exception as err:
+            raise Divergence("DATA-3", f"load_cpu_copy of {call}'s slots raised "
+                                       f"{type(err).__name__}: {err}") from err
         for side in self.sides:
             mine = [s for s in slots if s in side.kv.expected]
             if mine:

@@ -275,3 +275,63 @@ def test_the_pytest_plugins_option(tmp_path: Any) -> None:
                          capture_output=True, text=True, timeout=240, check=False)
     # (without the option the same items pass: test_the_command_lines_option's run)
     assert run.returncode == 1 and "DATA-3" in run.stdout, run.stdout + run.stderr
+
+
+class _Rows:
+    """A KV cache of the target's own whose rows a store reads (not a TensorStore)."""
+
+    def __init__(self, flip: bool = False) -> None:
+        self.rows, self.flip = torch.zeros((16, 2), dtype=torch.int64), flip
+
+    def write(self, slots: torch.Tensor, signatures: torch.Tensor) -> None:
+        self.rows[slots] = signatures
+
+    def read(self, slots: torch.Tensor) -> torch.Tensor:
+        return self.rows[slots].clone()
+
+    def get_cpu_copy(self, indices: torch.Tensor) -> torch.Tensor:
+        return self.rows[indices].clone()
+
+    def load_cpu_copy(self, copy: torch.Tensor, indices: torch.Tensor) -> None:
+        self.rows[indices.flip(0) if self.flip else indices] = copy
+
+
+def _owning_target(cache: Any) -> Any:
+    from types import SimpleNamespace
+
+    return SimpleNamespace(_kvcache=cache, get_cpu_copy=cache.get_cpu_copy,
+                           load_cpu_copy=cache.load_cpu_copy)
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_a_targets_own_kv_cache_round_trips_where_the_stores_read_it(flip: bool) -> None:
+    cache = _Rows(flip)
+    plane = DataPlane(_owning_target(cache), [Side("kv", cache, lambda s: True)])
+    assert plane.round_trips and cache is plane.target._kvcache  # its own cache, kept
+    events: Counter[str] = Counter()
+    if flip:
+        with pytest.raises(Divergence, match=r"\[DATA-3\] get_cpu_copy/load_cpu_copy of alloc"):
+            plane.after(1, "alloc", [3, 4, 5], events)
+    else:
+        plane.after(1, "alloc", [3, 4, 5], events)
+        assert events["data.round_trip"] == 1
+    # harness stores beside a real cache: the cache does not hold their bytes, no round trips
+    assert not DataPlane(_owning_target(_Rows()), [Side("kv", TensorStore(), bool)]).round_trips
+
+
+def test_a_round_trip_that_raises_is_DATA_3_and_one_not_implemented_stops_them() -> None:
+    cache = _Rows()
+    target = _owning_target(cache)
+    plane = DataPlane(target, [Side("kv", cache, lambda s: True)])
+    target.load_cpu_copy = lambda c, i: (_ for _ in ()).throw(RuntimeError("device lost"))
+    with pytest.raises(Divergence, match=r"\[DATA-3\] load_cpu_copy of alloc's slots raised "
+                                         r"RuntimeError: device lost"):
+        plane.after(1, "alloc", [3], Counter())
+
+    def absent(indices: torch.Tensor) -> Any:
+        raise NotImplementedError
+
+    target.get_cpu_copy = absent
+    plane = DataPlane(target, [Side("kv", cache, lambda s: True)])
+    plane.after(2, "alloc", [6], Counter())
+    assert not plane.round_trips
