@@ -176,6 +176,19 @@ def eager_skips_compaction(a: Any) -> None:
         side._compact_pending = lambda freed: None
 
 
+def zeroes_a_neighbour(a: Any) -> None:
+    """Zero-on-hand-out zeroes the page after each new page too (a live neighbour's K/V)."""
+    for side in _sides(a):
+        zero = side._maybe_zero_pages
+
+        def zero_more(pages: torch.Tensor, zero: Any = zero, side: Any = side) -> None:
+            zero(pages)
+            more = pages + 1
+            zero(more[more < side.num_pages])
+
+        side._maybe_zero_pages = zero_more
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the clauses a report may
@@ -221,6 +234,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(lazy_never_compacts, ("UNI-8",), LAZY),
     BrokenUnified(clear_keeps_swa, ("UNI-12",)),
     BrokenUnified(eager_skips_compaction, ("UNI-7", "UNI-13"), EAGER),
+    BrokenUnified(zeroes_a_neighbour, ("DATA-1",)),
 ]
 
 
