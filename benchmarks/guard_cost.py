@@ -5,10 +5,17 @@ that already touch the pages) is on by default; ``guard=False`` at construction 
 This probe measures both in one process, with the compiled CPU backend, at every pool size of
 the main benchmark:
 
-- W3's ``alloc_extend`` step (:func:`benchmarks.workloads.w3_step`) with its untimed free, the
-  two allocators' windows interleaved (:func:`benchmarks.timing.measure_interleaved`);
+- W3's ``alloc_extend`` step (:func:`benchmarks.workloads.w3_step`) with its untimed free (the
+  state is the same after every step): blocks of steps of the two allocators in turn, and the
+  median of every step's own time (:func:`step_medians`);
 - W5's serving trace (:mod:`benchmarks.trace`), both replayed step by step in turn, with a
-  digest of every result to show that the guard changes no slot on valid input.
+  digest of every result to show that the guard changes no slot on valid input. Each row
+  replays the trace ``ROUNDS`` times on fresh allocators (all of them in turn), and its time of
+  a step is the least of its replays of that step.
+
+Why per step: a call lasts a few µs, so the other processes of a loaded machine fall on one
+now and then with a stall of milliseconds, which a window mean carries; the median of equal
+steps (W3), or the least of three replays of a step (W5), takes that load off both rows alike.
 
 ``python -m benchmarks.guard_cost [--out DIR] [--quick]`` prints one line per cell and writes
 ``guard_cost.json`` and ``guard_cost.md`` to DIR (default ``benchmarks/results``). Exits 1 when
@@ -18,6 +25,8 @@ a W5 digest differs, or when a cell costs more than ``LIMIT`` (10 %) with the gu
 from __future__ import annotations
 
 import json
+import statistics
+from dataclasses import dataclass
 from functools import partial
 from types import SimpleNamespace
 from typing import Any
@@ -26,15 +35,27 @@ import kvpool.impl as kvpool_impl
 import torch
 
 from benchmarks.adapters import make_allocator
-from benchmarks.timing import Settings, Step, measure_interleaved, probe_args
+from benchmarks.timing import Step, probe_args
 from benchmarks.trace import make_trace, replay, replay_in_turn, summary
 from benchmarks.workloads import w3_step
 
-FULL = Settings()
-QUICK = Settings(warmup_steps=5, window_s=0.01, windows=3)
+
+@dataclass(frozen=True)
+class Blocks:
+    """How W3's steps are run: ``warmup_steps`` each, then ``blocks`` blocks of
+    ``block_steps`` steps per allocator in turn."""
+
+    warmup_steps: int
+    blocks: int
+    block_steps: int
+
+
+FULL = Blocks(warmup_steps=200, blocks=20, block_steps=500)
+QUICK = Blocks(warmup_steps=5, blocks=4, block_steps=100)
 ROWS = ("guarded", "unguarded")
 POOL_PAGES = (10_000, 100_000, 1_000_000)
 LIMIT = 1.10  # guarded / unguarded, per cell
+ROUNDS = 3  # W5 replays per row; a step's time: the least of them
 
 
 def module(guard: bool) -> Any:
@@ -45,33 +66,54 @@ def module(guard: bool) -> Any:
                                             guard=guard))
 
 
-def w3_cell(num_pages: int, ps: int, need_sort: bool, settings: Settings) -> dict[str, Any]:
-    """W3's step with and without the guard, interleaved: µs per call."""
+def step_medians(steps: dict[str, Step], settings: Blocks) -> dict[str, float]:
+    """µs per step of each of ``steps`` (self-timed steps: each returns its own seconds): after
+    the warm-up, ``settings.blocks`` blocks of ``settings.block_steps`` steps per name in turn
+    (the order flipped every block), and the median of every step's time."""
+    names = list(steps)
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for name in names:
+        for _ in range(settings.warmup_steps):
+            steps[name]()
+    for block in range(settings.blocks):
+        for name in (names if block % 2 == 0 else names[::-1]):
+            step = steps[name]
+            for _ in range(settings.block_steps):
+                seconds = step()
+                assert seconds is not None, "a W3 step times itself"
+                times[name].append(seconds)
+    return {name: statistics.median(times[name]) * 1e6 for name in names}
+
+
+def w3_cell(num_pages: int, ps: int, need_sort: bool, settings: Blocks) -> dict[str, Any]:
+    """W3's step with and without the guard, in turn: µs per call."""
     steps: dict[str, Step] = {}
     for name in ROWS:
         steps[name], _ = w3_step(module(name == "guarded"), num_pages, ps, need_sort, "cpu")
-
-    def fail(row: str, exc: BaseException) -> None:
-        raise RuntimeError(f"guard_cost W3 row {row} failed: {exc!r}") from exc
-    samples = measure_interleaved(steps, settings, fail)
     return {"workload": "w3_extend", "num_pages": num_pages, "page_size": ps,
-            "need_sort": need_sort, **{name: samples[name].median_us for name in ROWS}}
+            "need_sort": need_sort, **step_medians(steps, settings)}
 
 
 def w5_cell(num_pages: int, ps: int, need_sort: bool, num_steps: int) -> dict[str, Any]:
-    """W5's trace with and without the guard, one step each in turn: µs per step, digests."""
+    """W5's trace with and without the guard, ``ROUNDS`` replays of each, one step each in
+    turn: µs per step (each step's least time over the replays), and whether every replay
+    gave the same slots (digests)."""
     trace = make_trace(ps, num_steps, min(num_pages // 2 - 64, 100_000))
     kind = "token" if ps == 1 else "paged"
     gens: dict[str, Any] = {}
     held = []
-    for name in ROWS:
-        alloc = make_allocator(module(name == "guarded"), kind, num_pages, ps, need_sort)
-        held.append(alloc.alloc((num_pages // 2) * ps))
-        gens[name] = replay(alloc, trace, ps)
+    for turn in range(ROUNDS):
+        for name in ROWS:
+            alloc = make_allocator(module(name == "guarded"), kind, num_pages, ps, need_sort)
+            held.append(alloc.alloc((num_pages // 2) * ps))
+            gens[f"{name}/{turn}"] = replay(alloc, trace, ps)
     times, digests = replay_in_turn(gens, num_steps)
+    least = {name: [min(step) for step in zip(*(times[f"{name}/{turn}"]
+                                                 for turn in range(ROUNDS)), strict=True)]
+             for name in ROWS}
     return {"workload": "w5_trace", "num_pages": num_pages, "page_size": ps,
-            "need_sort": need_sort, **{name: summary(times[name])["median_us"] for name in ROWS},
-            "same_slots": len(set(digests.values())) == 1 and len(digests) == len(ROWS)}
+            "need_sort": need_sort, **{name: summary(least[name])["median_us"] for name in ROWS},
+            "same_slots": len(set(digests.values())) == 1 and len(digests) == len(gens)}
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -105,8 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     (ns.out / "guard_cost.json").write_text(json.dumps(rows, indent=1) + "\n")
     ratios = [r["guarded"] / r["unguarded"] for r in rows]
     (ns.out / "guard_cost.md").write_text(
-        "The ownership guard's cost on the unchecked path (compiled backend): µs per W3 call / "
-        "W5 step, medians of interleaved windows (W5: both replayed step by step in turn); "
+        "The ownership guard's cost on the unchecked path (compiled backend): µs per W3 call "
+        "(the median call, blocks of calls in turn) / W5 step (median of window means; both "
+        f"replayed step by step in turn, {ROUNDS} times each, a step's time the least of its "
+        "replays); "
         f"guarded / unguarded {min(ratios):.3f}-{max(ratios):.3f}, limit {LIMIT:.2f}\n\n"
         + markdown(rows))
     print(f"wrote {ns.out / 'guard_cost.md'}")
