@@ -137,8 +137,8 @@ def test_bits_that_disagree_with_the_lists_fail_check_invariants(backend: str) -
 @pytest.mark.parametrize("need_sort", [False, True])
 @pytest.mark.parametrize("page_size", [1, 4])
 def test_bits_follow_random_traffic(backend: str, need_sort: bool, page_size: int) -> None:
-    """Allocations of many pages (the compiled take marks runs of 64 by their ends when the
-    list is known sorted, by their values when not), frees of rows in any order and merges:
+    """Allocations of many pages (the compiled take marks a run by its ends when the list is
+    known sorted, by its values when not), frees of rows in any order and merges:
     after every call the bits are exactly the pages handed out (check_invariants)."""
     import random
 
@@ -173,7 +173,7 @@ def test_bits_follow_random_traffic(backend: str, need_sort: bool, page_size: in
 
 @pytest.mark.parametrize("need_sort", [False, True])
 def test_token_bits_follow_random_traffic(backend: str, need_sort: bool) -> None:
-    """The token ring hands slots out in free order (runs of 64, of 8 and single slots mixed):
+    """The token ring hands slots out in free order (long runs, short ones and single slots):
     after every alloc and free the bits are exactly the slots handed out."""
     import random
 
