@@ -56,6 +56,9 @@ def _sent(kind: str) -> Needs:
     return lambda c, ps, ns: kind_checked(kind, c)
 
 
+_one_request = lambda c, ps, ns: not c.paged or c.extend  # noqa: E731  (alloc / alloc_extend)
+POWER_MIN = 256  # sizes around 2**k for 2**k >= POWER_MIN are the ``size.pow2_*`` events
+
 
 def _table() -> dict[str, Event]:
     rows: list[tuple[str, str, Needs, str]] = [
@@ -79,6 +82,19 @@ def _table() -> dict[str, Event]:
         ("merge.decode", "DECODE-7", _both(_sorted, _decode), "alloc_decode merged first"),
         ("merge.explicit", "SORT-3", _both(_sorted, cap("merge")), "merge_and_sort_free merged"),
         ("free.many_pages", "FREE-4", always, "a free released >= 2 pages"),
+        ("free.repeat_slot", "FREE-4", cap("paged"), "a paged free() named one slot twice"),
+        (
+            "size.pow2_single",
+            "ALLOC-4",
+            _one_request,
+            f"one request took 2**k - 1 .. 2**k + 1 tokens (2**k >= {POWER_MIN})",
+        ),
+        (
+            "size.pow2_batch",
+            "EXTEND-4",
+            _extend,
+            f"a batch of >= 2 took, or gave a request, 2**k +- 1 tokens (2**k >= {POWER_MIN})",
+        ),
         ("free.unordered", "FREE-5", lambda c, ps, ns: not c.paged, "a token free, not ascending"),
         ("free.empty", "FREE-6", always, "an empty free"),
         ("free.full", "FREE-7", cap("base_api"), "free_full released pages"),
@@ -96,6 +112,12 @@ def _table() -> dict[str, Event]:
             _both(_groups, _paged),
             "a page named by several free() calls of one group",
         ),
+        (
+            "group.repeat_slot",
+            "GROUP-6",
+            _both(_groups, cap("paged")),
+            "a slot named again by a later free() of one group",
+        ),
         ("group.segments", "GROUP-4", _both(_groups, _segs), "a segment free deferred by a group"),
         ("group.end_many", "GROUP-4", _groups, "a group end released >= 2 pages"),
         ("group.end_idle", "GROUP-2", _groups, "free_group_end with no open group"),
@@ -112,6 +134,9 @@ def _table() -> dict[str, Event]:
             "a segment starting and ending mid-page across >= 3 pages",
         ),
         ("seg.single", "SEG-2", _segs, "free_segment released pages"),
+        ("seg.unaligned_1", "SEG-2", _shared, "a segment starting mid-page, on 1 page"),
+        ("seg.unaligned_2", "SEG-2", _shared, "a segment starting mid-page, touching 2 pages"),
+        ("seg.unaligned_3", "SEG-2", _shared, "a segment starting mid-page, touching >= 3 pages"),
         ("life.clear", "LIFE-1", cap("clear"), "clear() mid-run"),
         ("life.clear_staged", "LIFE-1", _both(_sorted, cap("clear")), "clear() with pages staged"),
         ("life.resize", "LIFE-2", cap("resize"), "resize() mid-run"),
@@ -185,6 +210,26 @@ def _shortage(prefix: str, before: Before) -> str:
     return f"{prefix}.short_{'partial' if before.num_free + before.num_staged else 'empty'}"
 
 
+def near_power_of_two(num_tokens: int) -> bool:
+    """Whether ``num_tokens`` is ``2**k - 1``, ``2**k`` or ``2**k + 1``, ``2**k >= POWER_MIN``."""
+    if num_tokens < POWER_MIN - 1:
+        return False
+    return any((num_tokens + d) & (num_tokens + d - 1) == 0 for d in (-1, 0, 1))
+
+
+def _size_events(step: TraceStep) -> Iterable[str | None]:
+    """``size.pow2_*``: a successful allocation sized around a power of two."""
+    a = step.args
+    if step.call == "alloc":
+        yield "size.pow2_single" if near_power_of_two(a["need_size"]) else None
+    elif step.call == "alloc_extend":
+        news = [s - p for p, s in zip(a["prefix_lens"], a["seq_lens"])]
+        if len(news) == 1:
+            yield "size.pow2_single" if near_power_of_two(news[0]) else None
+        elif any(map(near_power_of_two, [sum(news), *news])):
+            yield "size.pow2_batch"
+
+
 def _alloc_events(step: TraceStep, before: Before, ps: int, result: Any) -> Iterable[str | None]:
     a, c = step.args, step.call
     name = {"alloc": "alloc", "alloc_extend": "extend", "alloc_decode": "decode"}[c]
@@ -193,6 +238,7 @@ def _alloc_events(step: TraceStep, before: Before, ps: int, result: Any) -> Iter
     if result is None:
         yield _shortage(name, before)
         return
+    yield from _size_events(step)
     if c == "alloc":
         yield "alloc.zero" if a["need_size"] == 0 else "alloc.ok"
         needed = a["need_size"] // ps
@@ -227,6 +273,7 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         yield "free.empty" if not slots else None
         yield "free.many_pages" if len(pages) >= 2 else None
         yield "free.unordered" if slots != sorted(slots) else None
+        yield "free.repeat_slot" if len(set(slots)) < len(slots) else None
         yield "free.full" if c == "free_full" and slots else None
         if before.group_open and any(before.status[p] == "deferred" for p in pages):
             yield "group.page_in_pieces"
@@ -251,6 +298,8 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         yield "seg.trim" if 0 < trim < n else None
         yield "seg.inside" if trim == n else None
         end = start + n
+        if start % ps:
+            yield f"seg.unaligned_{min(3, (end - 1) // ps - start // ps + 1)}"
         if start % ps and end % ps and (end - 1) // ps - start // ps >= 2:
             yield "seg.mid_span"
         prev_end = end
@@ -264,6 +313,16 @@ def _names_slots(step: TraceStep) -> bool:
     return bool(a.get("free_index") or a.get("page_ids"))
 
 
+def _names_deferred_slot(step: TraceStep, model: AllocatorModel) -> bool:
+    """Whether a ``free()`` inside a group named a slot that an earlier ``free()`` of the group
+    named (``model``: after the call, whose input is the group's last chunk)."""
+    group = model.free_group
+    if step.call not in ("free", "free_full") or not group or not step.args["free_index"]:
+        return False
+    earlier = {s for chunk in group[:-1] for s in chunk}
+    return any(s in earlier for s in step.args["free_index"])
+
+
 def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: Any) -> list[str]:
     """The events one successful call reached (``model`` is the spec's state after it)."""
     ps, c = model.page_size, step.call
@@ -274,6 +333,7 @@ def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: An
         found += _free_events(step, before, ps)
         if step.clobber and before.group_open and _names_slots(step):
             found.append("group.input_reused")
+        found.append("group.repeat_slot" if _names_deferred_slot(step, model) else None)
         if model.need_sort and not before.group_open and len(model.staged) > before.num_staged:
             found.append("free.staged")
     elif c == "free_group_end":

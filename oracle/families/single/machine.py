@@ -64,7 +64,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
     def create(self, num_pages: int, ragged: bool, data: st.DataObject) -> None:
         """A fresh pool; a large one half the time already serving a batch of 9-64 requests
         (warm start: big decode batches within a few steps)."""
-        self.ex.create(num_pages * self.ps + (self.ps - 1 if ragged else 0))
+        self.ex.create(self.pool_size(num_pages, ragged))
         self.ready = True
         if num_pages >= 64 and data.draw(st.booleans()):
             self.admit(data, data.draw(st.integers(9, 64)))
@@ -81,8 +81,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             self.finish(data)
         if call == "resize":
             num_pages, ragged = data.draw(POOL_PAGES), data.draw(st.booleans())
-            tokens = num_pages * self.ps + (self.ps - 1 if ragged else 0)
-            self.ex.call("resize", max_total_num_tokens=tokens)
+            self.ex.call("resize", max_total_num_tokens=self.pool_size(num_pages, ragged))
         else:
             self.ex.call(call)
         if call != "merge_and_sort_free":
@@ -212,6 +211,7 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         else:
             if not self.caps.paged:
                 live = list(data.draw(st.permutations(live)))
+            live = self.with_repeat(data, live)
             name = "free_full" if self.caps.base_api and data.draw(st.booleans()) else "free"
             self.ex.call(name, free_index=live, clobber=self.caps.ownership or self.group_open)
         del self.reqs[req.rid]
@@ -249,7 +249,11 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
                 clobber=self.caps.ownership or self.group_open,
             )
         else:
-            self.ex.call("free", free_index=tail, clobber=self.caps.ownership or self.group_open)
+            self.ex.call(
+                "free",
+                free_index=self.with_repeat(data, tail),
+                clobber=self.caps.ownership or self.group_open,
+            )
         del req.row[cut:]
 
     @precondition(lambda self: self.ready and self.raw)
@@ -265,7 +269,11 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         if not self.caps.paged:
             slots = list(data.draw(st.permutations(slots)))
         name = "free_full" if self.caps.base_api and data.draw(st.booleans()) else "free"
-        self.ex.call(name, free_index=slots, clobber=self.caps.ownership or self.group_open)
+        self.ex.call(
+            name,
+            free_index=self.with_repeat(data, slots),
+            clobber=self.caps.ownership or self.group_open,
+        )
         rest = block[: lo * ps] + block[hi * ps :]
         self.raw[i : i + 1] = [rest] if rest else []
 

@@ -16,11 +16,24 @@ from kvpool.spec import AllocatorModel
 
 from ...engine.capabilities import Capabilities
 from ...engine.report import OracleError
+from .coverage import POWER_MIN
 from .executor import Executor
 
 # Pool sizes in pages: small pools (shortages) and large ones (batches of dozens of requests).
 POOL_PAGES = st.one_of(st.integers(8, 24), st.integers(64, 256))
-_KIND_OF_2, _KIND_OF_3, _KIND_OF_4 = st.integers(0, 1), st.integers(0, 2), st.integers(0, 3)
+_KIND_OF_2, _KIND_OF_3, _KIND_OF_5 = st.integers(0, 1), st.integers(0, 2), st.integers(0, 4)
+_ONE_IN_4 = st.integers(0, 3)
+
+
+def near_powers_of_two(room: int, low: int = 1) -> list[int]:
+    """Sizes around each power of two that fits: ``2**k - 1, 2**k, 2**k + 1`` in ``[low, room]``
+    (``k >= 1``), largest first."""
+    out: list[int] = []
+    power = 2
+    while power - 1 <= room:
+        out += [n for n in (power + 1, power, power - 1) if low <= n <= room]
+        power *= 2
+    return sorted(set(out), reverse=True)
 
 
 @dataclass
@@ -61,10 +74,20 @@ class Scheduler:
     def group_open(self) -> bool:
         return self.model.free_group is not None
 
+    def pool_size(self, num_pages: int, ragged: bool) -> int:
+        """A pool of ``num_pages`` pages in tokens (``ragged``: a partial page more); a large pool
+        (64 pages or more) of fewer than ``2 * POWER_MIN`` tokens gets ``POWER_MIN + 8`` tokens
+        more, so that one allocation of a few hundred tokens (around 256) fits at every page
+        size."""
+        if num_pages >= 64 and num_pages * self.ps < 2 * POWER_MIN:
+            num_pages += -(-(POWER_MIN + 8) // self.ps)
+        return num_pages * self.ps + (self.ps - 1 if ragged else 0)
+
     def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
         """Draw a token count: small and near page boundaries, a few pages, many pages, near
-        this call's fair share of the free capacity, or just around it (so that shortages,
-        partial shortages and merges happen often)."""
+        this call's fair share of the free capacity, just around it (so that shortages,
+        partial shortages and merges happen often), or around a power of two that fits
+        (``..., 255, 256, 257, ...``; the larger ones first)."""
         ps = self.ps
         room = self.model.available_size() // max(1, share)
         if share > 8:  # a large batch: mostly within the fair share, so most batches fit
@@ -72,12 +95,13 @@ class Scheduler:
             values = [1, ps - 1, ps] if kind == 0 else []
             span = (low, max(low, room))
         else:
-            kind = data.draw(_KIND_OF_4)
+            kind = data.draw(_KIND_OF_5)
             values = {
                 0: [1, ps - 1, ps, ps + 1, 2 * ps],
                 2: [room, room - ps + 1, room + 1, room + ps],
+                4: near_powers_of_two(room, low)[:9],
             }.get(kind, [])
-            span = (low, max(low, 3 * ps)) if kind == 1 else (3 * ps + 1, 10 * ps)
+            span = (low, max(low, 3 * ps)) if kind in (1, 4) else (3 * ps + 1, 10 * ps)
         if values:
             return max(low, values[data.draw(st.integers(0, len(values) - 1))])
         return data.draw(st.integers(*span))
@@ -95,6 +119,7 @@ class Scheduler:
         ``alloc``); the batch is capped at one request per available page (admission)."""
         bs = max(1, min(batch_size, self.model.available_size() // self.ps))
         seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
+        self.long_prompt(data, seqs)
         self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
         if self.uses_extend():
             out = self.ex.call(
@@ -110,6 +135,21 @@ class Scheduler:
             return
         if out is not None:
             self.add_rows(self.split(out, seqs))
+
+    def long_prompt(self, data: st.DataObject, seqs: list[int]) -> None:
+        """A quarter of the time (when the pool can hold one) the batch ``seqs`` is changed so
+        that it takes a size around a power of two of at least ``POWER_MIN`` tokens in all: one
+        request (a token target's single ``alloc``), or the last request completing the sum
+        (else the first request takes that size)."""
+        sizes = near_powers_of_two(self.model.available_size(), POWER_MIN - 1)
+        if not sizes or data.draw(_ONE_IN_4):
+            return
+        total = data.draw(st.sampled_from(sizes))
+        rest = sum(seqs[:-1])
+        if rest < total:
+            seqs[-1] = total - rest
+        else:
+            seqs[0] = total
 
     def pick_requests(self, data: st.DataObject) -> list[Request]:
         """A batch of distinct live requests: all running ones (a scheduler's decode batch) or
@@ -131,10 +171,28 @@ class Scheduler:
             cuts = [k for k in range(1, n) if (start + k) % self.ps == 0]
         chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=3, unique=True)) if cuts else []
         bounds = [0, *sorted(chosen), n]
-        out = [slots[a:b] for a, b in itertools.pairwise(bounds)]
+        out = [self.with_repeat(data, slots[a:b]) for a, b in itertools.pairwise(bounds)]
+        if self.group_open and self.caps.paged and len(out) > 1 and not data.draw(_ONE_IN_4):
+            k = data.draw(st.integers(1, len(out) - 1))  # a slot an earlier free() named (GROUP-6)
+            out[k] = [out[k - 1][-1], *out[k]]
         if data.draw(st.booleans()):  # an empty free is a no-op (FREE-6), also inside a group
             out.insert(data.draw(st.integers(0, len(out))), [])
         return out
+
+    def with_repeat(self, data: st.DataObject, slots: list[int]) -> list[int]:
+        """``slots`` for one paged ``free()``, a quarter of the time with one of them named
+        again at a drawn place (its page is released once: ``FREE-4``); inside a group, half of
+        those name instead a slot an earlier ``free()`` of the group named (``GROUP-6``). A token
+        allocator's slots are returned as they are (a slot named twice is a double free,
+        ``FREE-3``)."""
+        if not self.caps.paged or not slots or data.draw(_ONE_IN_4):
+            return slots
+        named = [s for chunk in self.model.free_group or () for s in chunk]
+        use_named = bool(named) and data.draw(st.booleans())
+        pool = named if use_named else slots
+        again = pool[data.draw(st.integers(0, len(pool) - 1))]
+        at = data.draw(st.integers(0, len(slots)))
+        return [*slots[:at], again, *slots[at:]]
 
     def free_page_ids(self, data: st.DataObject, slots: list[int]) -> None:
         """Release the whole pages ``slots`` lie on by page id (``FREE-8``): in row order or

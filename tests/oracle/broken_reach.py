@@ -1,0 +1,105 @@
+"""Broken allocators whose bug needs an input shape only the oracle's reach events produce.
+
+Each overrides one method of the spec-backed torch adapter (``spec_torch.py``) with one planted
+bug that stays invisible unless the run builds that shape:
+
+- ``FreeDedupAdjacent``: a paged ``free()`` deduplicates pages only between neighbouring slots,
+  so a slot named again later in the same call releases its page twice (``free.repeat_slot``);
+- ``AllocWrapsAt256``: a token ``alloc`` of 256 slots or more copies its result through a
+  255-slot buffer, so slot 255 onward repeat the previous slot (``size.pow2_single``);
+- ``ExtendWrapsAt256``: the same bug in a paged ``alloc_extend`` batch of 256 or more new
+  tokens (``size.pow2_batch`` / ``size.pow2_single``);
+- ``SegmentSkipsMiddlePage``: a segment that starts mid-page and touches three pages or more
+  does not release the page before its last (``seg.unaligned_3``).
+
+``REACH_BROKEN`` pairs each with the event that exposes it, the configuration that reaches it
+and the one clause the default run reports for it (the segment leak is reported as the census
+of a segment free, ``SEG-5``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import torch
+from broken_allocators import Broken, _SegmentsBase, factory_of
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN
+from kvpool.spec.rules import check_segments
+from kvpool.spec.segments import segment_pages, trim_boundary
+from spec_torch import SpecTorchAllocator
+
+WRAP_SLOTS = 255  # the buffer size of the two wrapping allocators
+
+
+class FreeDedupAdjacent(SpecTorchAllocator):
+    """FREE-4: ``free()`` finds its pages with ``unique_consecutive``: correct for a row (its
+    slots of one page are neighbours) but a slot named again further on releases its page a
+    second time (outside a group, without ``need_sort``)."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index)
+        m = self.model
+        if m.free_group is None and not m.need_sort:
+            pages = torch.unique_consecutive(free_index // self.page_size).tolist()
+            again = Counter(pages) - Counter(set(pages))
+            m.free_pages = sorted(again.elements()) + m.free_pages
+
+
+def _wrapped(out: torch.Tensor | None) -> torch.Tensor | None:
+    """``out`` as copied through a ``WRAP_SLOTS``-slot buffer: from index ``WRAP_SLOTS`` on,
+    each slot is the one before it (the last slot is never handed out)."""
+    if out is None or out.numel() <= WRAP_SLOTS:
+        return out
+    wrapped = out.clone()
+    wrapped[WRAP_SLOTS:] = out[WRAP_SLOTS - 1 : -1]
+    return wrapped
+
+
+class AllocWrapsAt256(SpecTorchAllocator):
+    """ALLOC-4: an ``alloc`` of 256 slots or more hands out slot 254 twice and leaks its last."""
+
+    def alloc(self, need_size: int) -> Any:
+        return _wrapped(super().alloc(need_size))
+
+
+class ExtendWrapsAt256(SpecTorchAllocator):
+    """EXTEND-5: an ``alloc_extend`` of 256 new tokens or more (one request or a batch) hands
+    out one slot twice and leaks its last (slot 255 no longer continues its page's layout)."""
+
+    def alloc_extend(self, *args: Any) -> Any:
+        return _wrapped(super().alloc_extend(*args))
+
+
+class SegmentSkipsMiddlePage(_SegmentsBase):
+    """SEG-2: a segment starting mid-page that touches three pages or more walks its middle
+    pages with ``range(first + 1, last - 1)``: the page before its last is never released."""
+
+    def free_segments(self, segments: Any) -> None:
+        ps, m = self.page_size, self.model
+        segs = [(self._in(idx), start) for idx, start in segments]
+        check_segments(segs, page_size=ps, num_pages=m.num_pages, status_of=m.status_of)
+        out: list[list[int]] = []
+        prev_end: int | None = None
+        for idx, start in (s for s in segs if s[0]):
+            trim = trim_boundary(start, len(idx), prev_end, ps)
+            pages = segment_pages(idx[trim:], start + trim, ps)
+            end = start + len(idx)
+            if start % ps and (end - 1) // ps - start // ps >= 2 and len(pages) >= 2:
+                del pages[-2]
+            out.append(pages)
+            prev_end = end
+        self._release_all(out)
+
+
+REACH_BROKEN: tuple[tuple[str, Broken], ...] = (
+    ("free.repeat_slot", Broken(FreeDedupAdjacent, ("FREE-4",), module="broken_reach")),
+    (
+        "size.pow2_single",
+        Broken(AllocWrapsAt256, ("ALLOC-4",), page_size=1, token=True, module="broken_reach"),
+    ),
+    ("size.pow2_batch", Broken(ExtendWrapsAt256, ("EXTEND-5",), module="broken_reach")),
+    ("seg.unaligned_3", Broken(SegmentSkipsMiddlePage, ("SEG-5",), module="broken_reach")),
+)
+for _, _b in REACH_BROKEN:  # importable factories, e.g. broken_reach:freededupadjacent
+    globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

@@ -1,0 +1,150 @@
+"""Reach: the default run builds every input shape the contract gives meaning to.
+
+Each shape is a coverage event the gate requires (a slot named twice in one paged ``free()``,
+a slot named again inside a group, allocations around powers of two >= 256, segments starting
+mid-page on 1, 2 and >= 3 pages); a broken allocator that only that shape exposes is caught at
+the default budget of one configuration (``DEFAULT_EXAMPLES``), under one pinned clause; and
+kvpool's own allocators pass while reaching the events.
+"""
+
+from __future__ import annotations
+
+import pytest
+from broken_allocators import Broken
+from broken_reach import REACH_BROKEN
+from kvpool.oracle.engine.capabilities import PAGED, TOKEN, capabilities_of
+from kvpool.oracle.engine.runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, run_config
+from kvpool.oracle.engine.target import Config, Target
+from kvpool.oracle.engine.trace import TraceStep
+from kvpool.oracle.families.single import coverage
+from kvpool.oracle.families.single.scheduler import near_powers_of_two
+from kvpool.oracle.families.single.targets import kvpool_paged, kvpool_token
+from kvpool.spec import AllocatorModel
+
+REACH_EVENTS = (
+    "free.repeat_slot",
+    "group.repeat_slot",
+    "size.pow2_single",
+    "size.pow2_batch",
+    "seg.unaligned_1",
+    "seg.unaligned_2",
+    "seg.unaligned_3",
+)
+
+
+def _events(model: AllocatorModel, call: str, **args: object) -> list[str]:
+    before = coverage.snapshot(model)
+    result = getattr(model, call)(**args)
+    return coverage.events_of(TraceStep(call, dict(args)), before, model, result)
+
+
+def test_the_gate_requires_every_reach_event_of_a_full_paged_target() -> None:
+    """A paged target with shared segments must reach all of them (at ps > 1); a token target
+    the single power-of-two allocation."""
+    assert set(REACH_EVENTS) <= set(coverage.required(PAGED, 4, False))
+    assert set(coverage.required(TOKEN, 1, False)) & set(REACH_EVENTS) == {"size.pow2_single"}
+
+
+def test_repeat_events_free_4_group_6() -> None:
+    """FREE-4: a slot named twice releases its page once; GROUP-6: a slot named again by a
+    later free() of the group is released once at the end."""
+    m = AllocatorModel(64, 4, paged=True)
+    row = m.alloc(16)
+    assert row is not None
+    assert "free.repeat_slot" in _events(m, "free", free_index=[*row[:8], row[1]])
+    assert m.available_size() == 56
+    m.free_group_begin()
+    assert "group.repeat_slot" not in _events(m, "free", free_index=row[8:10])
+    assert "group.repeat_slot" in _events(m, "free", free_index=[row[9], *row[10:]])
+    m.free_group_end()
+    assert m.available_size() == 64
+
+
+def test_power_of_two_sizes_alloc_4_extend_4() -> None:
+    """Sizes around 2**k for 2**k >= 256 only; one request is ``single``, a batch ``batch``."""
+    assert [n for n in range(200, 600) if coverage.near_power_of_two(n)] == [
+        255,
+        256,
+        257,
+        511,
+        512,
+        513,
+    ]
+    assert near_powers_of_two(300, 100) == [257, 256, 255, 129, 128, 127]
+    m = AllocatorModel(1024, 1, paged=False)
+    assert "size.pow2_single" in _events(m, "alloc", need_size=257)
+    m = AllocatorModel(2048, 4, paged=True)
+    assert "size.pow2_single" in _events(
+        m, "alloc_extend", prefix_lens=[0], seq_lens=[256], last_loc=[-1], extend_num_tokens=256
+    )
+    found = _events(
+        m,
+        "alloc_extend",
+        prefix_lens=[0, 0],
+        seq_lens=[200, 55],
+        last_loc=[-1, -1],
+        extend_num_tokens=255,
+    )
+    assert "size.pow2_batch" in found and "size.pow2_single" not in found
+
+
+def test_unaligned_segment_page_counts_seg_2() -> None:
+    """A segment starting mid-page, touching 1, 2 and 3 pages."""
+    m = AllocatorModel(128, 4, paged=True)
+    row = m.alloc(64)
+    assert row is not None
+    assert "seg.unaligned_1" in _events(m, "free_segments", segments=[(row[2:4], 2)])
+    assert "seg.unaligned_2" in _events(m, "free_segments", segments=[(row[6:9], 6)])
+    found = _events(m, "free_segments", segments=[(row[12:16], 12), (row[18:27], 18)])
+    assert "seg.unaligned_3" in found and "seg.unaligned_2" not in found
+
+
+def _target(b: Broken) -> Target:
+    return Target(b.factory, capabilities_of(b.factory), b.path)
+
+
+@pytest.mark.parametrize(
+    ("event", "broken"), REACH_BROKEN, ids=[b.cls.__name__ for _, b in REACH_BROKEN]
+)
+def test_default_budget_catches_a_bug_only_a_reach_shape_exposes(
+    event: str, broken: Broken
+) -> None:
+    """One configuration at the default examples and steps finds the bug, under one clause
+    (shrinking off: finding it is what the default budget must do). Without the repeated
+    slots and the long prompts, ``FreeDedupAdjacent`` and ``AllocWrapsAt256`` pass 1000
+    examples."""
+    assert event in coverage.required(capabilities_of(broken.factory), broken.page_size, False)
+    config = Config(broken.page_size, broken.need_sort, "cpu", broken.order)
+    result = run_config(
+        _target(broken),
+        config,
+        max_examples=DEFAULT_EXAMPLES,
+        step_count=DEFAULT_STEPS,
+        shrink_seconds=0,
+    )
+    assert result.error is None, result.error
+    assert result.failure is not None, f"{broken.cls.__name__} passed the default budget"
+    assert result.failure.clause == broken.clauses[0], result.failure.report()
+
+
+@pytest.mark.parametrize(
+    ("factory", "page_size", "events"),
+    [
+        (kvpool_token, 1, ("size.pow2_single",)),
+        (kvpool_paged, 4, REACH_EVENTS),
+    ],
+    ids=["token-ps1", "paged-ps4"],
+)
+def test_kvpool_passes_and_reaches_the_reach_events(
+    factory: object, page_size: int, events: tuple[str, ...]
+) -> None:
+    """kvpool's allocators pass a default-budget run of one configuration (both need_sort
+    values together) and reach every reach event there."""
+    target = Target(factory, capabilities_of(factory), f"kvpool.oracle.targets:{factory}")  # type: ignore[arg-type]
+    reached: dict[str, int] = dict.fromkeys(events, 0)
+    for need_sort in (False, True):
+        result = run_config(target, Config(page_size, need_sort))
+        assert result.ok, result.failure.report() if result.failure else result.error
+        for name in events:
+            reached[name] += result.coverage[name]
+    assert all(reached.values()), reached
