@@ -2,12 +2,22 @@
 call under ``pytest.raises`` of the target's declared error types (only a ``ContractViolation``
 must name the spec's clause), a shortage raised in a declared type as the None it stands for.
 The failing step ends with the family's own asserts (``Trace.final_asserts``).
+
+Literal slot lists are written compactly (``[*range(4, 260)]`` for a run of consecutive slots).
+A single-pool trace in contract order is written in the contract's terms instead
+(:mod:`kvpool.oracle.families.single.repro_spec`): the spec model runs beside the allocator,
+later arguments name the slots this allocator chose, and every step asserts the contract's
+property, so the repro fails on the broken allocator and passes on any correct one, whatever
+pages it picks.
 """
 
 from __future__ import annotations
 
 import builtins
+from dataclasses import replace
+from typing import Any
 
+from ..families.single import repro_spec
 from .calltables import REPRO_IMPORTS, calls_for
 from .trace import Trace, TraceStep
 
@@ -72,15 +82,85 @@ def call_source(step: TraceStep, var: str, family: str = "single") -> list[str]:
     return lines + ([call.reuse] if step.clobber and call.reuse else [])
 
 
+class Literal(list):  # type: ignore[type-arg]
+    """A list of ints whose ``repr`` writes runs of 4 or more consecutive values as ranges
+    (``*range(4, 260)``) and of 4 or more equal values as repeats (``*[0] * 32``)."""
+
+    def __repr__(self) -> str:
+        parts, i, values = [], 0, list(self)
+        while i < len(values):
+            step = 1 if i + 1 < len(values) and values[i + 1] == values[i] + 1 else 0
+            j = i
+            while j + 1 < len(values) and values[j + 1] == values[j] + step:
+                j += 1
+            if j - i < 3:
+                parts.append(repr(values[i]))
+                i += 1
+                continue
+            if step:
+                parts.append(f"*range({values[i]}, {values[j] + 1})")
+            else:
+                parts.append(f"*[{values[i]}] * {j - i + 1}")
+            i = j + 1
+        return "[" + ", ".join(parts) + "]"
+
+
+class Mapped(Literal):
+    """Recorded slots (or page ids) as repro source that maps them to this allocator's."""
+
+    def __init__(self, values: Any, helper: str) -> None:
+        super().__init__(values)
+        self.helper = helper
+
+    def __repr__(self) -> str:
+        return f"{self.helper}({super().__repr__()})"
+
+
+def compact(value: Any) -> Any:
+    """``value`` with every list of ints (at any depth) a :class:`Literal`."""
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return value if isinstance(value, Literal) else Literal(value)
+    if isinstance(value, (list, tuple)):
+        return type(value)(compact(v) for v in value)
+    if isinstance(value, dict):
+        return {k: compact(v) for k, v in value.items()}
+    return value
+
+
+def mapped_args(step: TraceStep, family: str) -> dict[str, Any]:
+    """``step``'s arguments as contract-order repro source: slot lists through ``m`` (page ids
+    through ``mp``), every other list compact."""
+    names = calls_for(family)[step.call].slot_args
+    out: dict[str, Any] = compact(dict(step.args))
+    for name in names:
+        value = out.get(name)
+        if value is None:
+            continue
+        if name == "segments":
+            out[name] = [[Mapped(idx, "m"), start] for idx, start in value]
+        elif name == "entries":
+            out[name] = [Mapped(e, "m") for e in value]
+        else:
+            out[name] = Mapped(value, "mp" if name == "page_ids" else "m")
+    return out
+
+
+def _compact_step(step: TraceStep) -> TraceStep:
+    return replace(step, args=compact(step.args), expect=compact(step.expect))
+
+
 def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro") -> str:
     """A self-contained pytest function replaying ``trace`` on ``factory_path`` (module:attr).
 
-    Steps before the failing one assert their spec results (so the path is the same); the
-    failing step ends with ``final_asserts`` (:mod:`kvpool.oracle.repro`); a rejected step runs
-    under ``pytest.raises`` of the target's declared error types.
+    Exact order: steps before the failing one assert their spec results (so the path is the
+    same); the failing step ends with ``final_asserts`` (:mod:`kvpool.oracle.repro`). Contract
+    order (single pool): every step asserts the contract's property against the spec model run
+    beside it (see the module docstring). A rejected step runs under ``pytest.raises`` of the
+    target's declared error types.
     """
     module, _, attr = factory_path.partition(":")
     fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
+    contract = trace.order == "contract" and repro_spec.supported(trace)
     head = f"[{trace.clause}] {trace.detail}" if trace.clause else "replay"
     body = [
         f'"""{head}',
@@ -92,6 +172,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "",
         "from kvpool.oracle.families.single.treecache import TinyTreeCache",
         "from kvpool.spec import ContractViolation, ResizeConfig",
+        *(repro_spec.PRELUDE if contract else []),
         f"from {module} import {attr} as factory",
         *REPRO_IMPORTS[trace.family],
         "{imports}",
@@ -101,36 +182,91 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "def t(values):",
         "    return torch.tensor(values, dtype=torch.int64, device=DEVICE)",
         "",
+        *(repro_spec.HELPERS if contract else []),
     ]
     imports: set[str] = set()
-    table = calls_for(trace.family)
-    for i, step in enumerate(trace.steps[: fail + 1]):
-        var = f"r{i}"
-        calls = call_source(step, var, trace.family)
-        if step.raises is not None:
-            lines, needed = raises_block(trace, step, calls)
-            body += lines
-            imports |= needed
-            continue
-        short = step.short_raised is not None or (i == fail and step.expect is None)
-        if short and trace.shortage_types and table[step.call].kind == "alloc":
-            lines, needed = shortage_block(trace.shortage_types, calls, var)
-            body += lines
-            imports |= needed
-        else:
-            body += calls
-        body += result_asserts(step, var, trace.family) if i < fail else trace.final_asserts
-        body += probe_lines(step, var, trace.family)
-    last = trace.steps[fail] if trace.steps else None
-    if last is not None and last.available_after is not None:
-        body.append(f"assert a.available_size() == {last.available_after}")
-    if last is not None and last.census_after is not None:
-        body.append(f"assert sorted(a.get_all_free_pages().tolist()) == {last.census_after!r}")
-    if last is not None and last.free_after is not None:
-        body.append(f"assert a.get_all_free_pages().tolist() == {last.free_after!r}")
+    for i in range(min(fail + 1, len(trace.steps))):
+        lines, needed = (
+            _contract_step(trace, i) if contract else _exact_step(trace, i, fail)
+        )
+        body += lines
+        imports |= needed
+    if not contract:
+        body += _census_asserts(trace.steps[fail] if trace.steps else None)
     slot = body.index("{imports}")
     body[slot : slot + 1] = sorted(imports)
     return f"def {name}():\n" + "\n".join(("    " + line) if line else "" for line in body) + "\n"
+
+
+def _census_asserts(last: TraceStep | None) -> list[str]:
+    """The exact-order census asserts after the failing step (the spec's, recorded)."""
+    if last is None:
+        return []
+    out = []
+    if last.available_after is not None:
+        out.append(f"assert a.available_size() == {last.available_after}")
+    if last.census_after is not None:
+        out.append(
+            f"assert sorted(a.get_all_free_pages().tolist()) == {compact(last.census_after)!r}"
+        )
+    if last.free_after is not None:
+        out.append(f"assert a.get_all_free_pages().tolist() == {compact(last.free_after)!r}")
+    return out
+
+
+def _call_lines(
+    trace: Trace, i: int, step: TraceStep, var: str, calls: list[str], fail: int
+) -> tuple[list[str], set[str]]:
+    """A step's call, under ``pytest.raises`` when rejected, or with a declared shortage type
+    standing for None; returns whether nothing more follows it (a rejected step)."""
+    if step.raises is not None:
+        return raises_block(trace, step, calls)
+    short = step.short_raised is not None or (i == fail and step.expect is None)
+    table = calls_for(trace.family)
+    if short and trace.shortage_types and table[step.call].kind == "alloc":
+        return shortage_block(trace.shortage_types, calls, var)
+    return calls, set()
+
+
+def _exact_step(trace: Trace, i: int, fail: int) -> tuple[list[str], set[str]]:
+    step, var = trace.steps[i], f"r{i}"
+    shown = _compact_step(step)
+    lines, needed = _call_lines(trace, i, step, var, call_source(shown, var, trace.family), fail)
+    if step.raises is not None:
+        return lines, needed
+    lines = lines + (
+        result_asserts(shown, var, trace.family) if i < fail else trace.final_asserts
+    )
+    return lines + probe_lines(step, var, trace.family), needed
+
+
+def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
+    """One step of a contract-order single-pool repro (:mod:`...families.single.repro_spec`)."""
+    step, var = trace.steps[i], f"r{i}"
+    fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
+    if step.call == "create":
+        return call_source(step, var) + repro_spec.create_lines(step) + ["census()"], set()
+    args = mapped_args(step, trace.family)
+    shown = replace(step, args=args, expect=compact(step.expect))
+    lines, needed = _call_lines(trace, i, step, var, call_source(shown, var, trace.family), fail)
+    if step.raises is not None:
+        return lines, needed
+    lines = lines + repro_spec.spec_lines(shown, var, args)
+    if i == fail and trace.clause == "ALIAS-1":
+        lines += [f"assert {line}" for line in _alias_lines(trace)]
+    if i == fail and trace.clause == "CAP-3":
+        lines.append("assert not a.verify_byte_accounting()  # CAP-3")
+    return [*lines, "census()", *probe_lines(step, var, trace.family)], needed
+
+
+def _alias_lines(trace: Trace) -> list[str]:
+    """ALIAS-1 in contract order: every earlier result still holds the slots it was given."""
+    fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
+    return [
+        f"r{k}.tolist() == m({compact(s.expect)!r})  # ALIAS-1"
+        for k, s in enumerate(trace.steps[:fail])
+        if calls_for(trace.family)[s.call].kind == "alloc" and s.expect and not s.probe
+    ]
 
 
 def probe_lines(step: TraceStep, var: str, family: str = "single") -> list[str]:

@@ -9,8 +9,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from hypothesis import HealthCheck, Verbosity, settings
-from hypothesis.stateful import run_state_machine_as_test
+from hypothesis import HealthCheck, Phase, Verbosity, settings
 
 from .families import family
 from .minimize import minimize
@@ -22,29 +21,36 @@ from .report import (
     latest_failure,
     reset_latest,
 )
+from .steps import run_machine
 from .target import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, Target
 
 __all__ = [
     "DEFAULT_EXAMPLES", "DEFAULT_STEPS", "Config", "Result", "Target", "run_config", "run_for",
 ]
 
-DEFAULT_SHRINK_SECONDS = 10.0
+DEFAULT_SHRINKS = 20  # Hypothesis's successful shrinks per failure (its own cap is 500)
+DEFAULT_MAX_REPLAYS = 400  # the trace minimizer's replays per failure
 
 
 @contextlib.contextmanager
-def shrink_budget(seconds: float) -> Iterator[None]:
-    """Cap Hypothesis's shrinking time (its own cap is 300 s) for the duration of a run."""
+def shrink_budget(shrinks: int) -> Iterator[None]:
+    """Bound Hypothesis's shrinking by ``shrinks`` successful shrinks, not by its clock.
+
+    Its own bounds are 500 shrinks or 300 s, whichever comes first; the time bound makes the
+    shrunk example depend on the machine's load, so it is lifted for the duration of a run.
+    """
     try:
         from hypothesis.internal.conjecture import engine
     except ImportError:  # pragma: no cover - a Hypothesis without that module
         yield
         return
-    saved = engine.MAX_SHRINKING_SECONDS
-    engine.MAX_SHRINKING_SECONDS = seconds  # type: ignore[assignment]
+    saved = engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS
+    engine.MAX_SHRINKS = shrinks
+    engine.MAX_SHRINKING_SECONDS = 10**9
     try:
         yield
     finally:
-        engine.MAX_SHRINKING_SECONDS = saved
+        engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS = saved
 
 
 @dataclass
@@ -62,6 +68,7 @@ class Result:
     coverage: Counter[str] = field(default_factory=Counter)  # events reached (.coverage)
     step_hash: str = ""  # of every step's call and arguments, in order (machine.record_example)
     reported: str | None = None  # the status a parallel run's worker reported (no failure object)
+    seed: int | None = None  # the seed of the (last) round run; None: derandomized
 
     @property
     def ok(self) -> bool:
@@ -86,22 +93,30 @@ def run_config(
     max_examples: int = DEFAULT_EXAMPLES,
     seed: int | None = None,
     step_count: int = DEFAULT_STEPS,
-    shrink_seconds: float = DEFAULT_SHRINK_SECONDS,
+    shrink_seconds: float | None = None,
+    shrinks: int = DEFAULT_SHRINKS,
+    max_replays: int = DEFAULT_MAX_REPLAYS,
     verbosity: Verbosity = Verbosity.quiet,
 ) -> Result:
     """Run the machine on one configuration and shrink the first failure it finds.
 
-    ``shrink_seconds``: Hypothesis shrinks for at most half of it, then the trace minimizer
-    (``kvpool.oracle.minimize``) for at most all of it, stopping early when no call can be
-    dropped. ``seed=None`` runs derandomized (the same examples every time).
+    Shrinking is bounded by steps, never by a clock: Hypothesis makes at most ``shrinks``
+    successful shrinks, then the trace minimizer (``kvpool.oracle.engine.minimize``) at most
+    ``max_replays`` replays. The calls, the reported clause and the shrunk trace are therefore
+    a function of the seed (``seed=None``: derandomized, the same examples every time), whatever
+    the machine's load. ``shrink_seconds``: an older keyword, kept for callers; ``0`` turns
+    shrinking off, any other value is ignored.
     """
     cls = family(target.family).machine_for(target, config)
     if seed is not None:
         cls._hypothesis_internal_use_seed = seed
+    shrink = shrink_seconds != 0
+    phases = [Phase.explicit, Phase.generate, Phase.target, *([Phase.shrink] if shrink else [])]
     run_settings = settings(
         max_examples=max_examples,
+        phases=phases,
         stateful_step_count=step_count,
-        deadline=None,
+        deadline=None,  # no clock in the seeded path: deadlines, health checks, a database
         database=None,
         derandomize=seed is None,
         report_multiple_bugs=False,
@@ -109,12 +124,12 @@ def run_config(
         verbosity=verbosity,
         print_blob=False,
     )
-    result = Result(target.path, config)
+    result = Result(target.path, config, seed=seed)
     reset_latest()
     start = time.perf_counter()
     try:
-        with shrink_budget(shrink_seconds / 2):
-            run_state_machine_as_test(cls, settings=run_settings)
+        with shrink_budget(shrinks):
+            run_machine(cls, run_settings)
     except OracleFailure as err:
         result.failure = latest_failure() or err.failure
     except OracleError as err:
@@ -123,8 +138,8 @@ def run_config(
         where = traceback.extract_tb(err.__traceback__)[-1]
         result.error = f"{type(err).__name__}: {err} (at {where.filename}:{where.lineno})"
     first = first_failure_at()
-    if result.failure is not None and shrink_seconds > 0:
-        result.failure = minimize(result.failure, target, seconds=shrink_seconds)
+    if result.failure is not None and shrink:
+        result.failure = minimize(result.failure, target, max_replays=max_replays)
     result.seconds = time.perf_counter() - start
     if result.failure is not None and first is not None:
         result.seconds_to_failure = first - start
@@ -143,7 +158,11 @@ def run_for(
     seed: int = 0,
     step_count: int = DEFAULT_STEPS,
 ) -> Result:
-    """Run rounds with successive seeds until ``seconds`` passed or a failure was found."""
+    """Run rounds with successive seeds until ``seconds`` passed or a failure was found.
+
+    How many rounds run depends on the machine's speed; each round's calls do not: the result's
+    ``seed`` is the last round's, and ``run_config`` with that seed and ``examples_per_round``
+    examples repeats it exactly (the command line prints that command on a failure)."""
     total = Result(target.path, config)
     start = time.perf_counter()
     round_seed = seed
@@ -154,7 +173,7 @@ def run_for(
         total.examples += r.examples
         total.calls += r.calls
         total.coverage.update(r.coverage)
-        total.failure, total.error = r.failure, r.error
+        total.failure, total.error, total.seed = r.failure, r.error, round_seed
         round_seed += 1
         if not r.ok:
             break

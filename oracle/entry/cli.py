@@ -176,8 +176,16 @@ def _run_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--trace-dir",
-        default="kvpool-traces",
-        help="where failing traces are written as JSON",
+        default=None,
+        help="where failing traces are written as JSON (default: $KVPOOL_HOME/traces, "
+        "KVPOOL_HOME defaulting to ~/.cache/kvpool; '.' for the current directory)",
+    )
+    p.add_argument(
+        "--hypothesis-dir",
+        default=None,
+        help="where Hypothesis keeps its files (default: $HYPOTHESIS_STORAGE_DIRECTORY, else "
+        "$KVPOOL_HOME/hypothesis); runs use no example database, so a seeded run replays "
+        "no earlier failure",
     )
     return p
 
@@ -189,8 +197,14 @@ def _fail_usage(message: str, trace: str = "") -> int:
     return 2
 
 
-def run_main(argv: list[str]) -> int:
+def run_main(argv: list[str], *, command_line: bool = False) -> int:
+    """A run; ``command_line``: this process is the command (it may point Hypothesis's files
+    at the kvpool home; an in-process caller's Hypothesis is left alone unless it passes
+    ``--hypothesis-dir``)."""
     args = _run_parser().parse_args(argv)
+    from .paths import default_trace_dir, hypothesis_dir, use_hypothesis_dir
+
+    args.trace_dir = args.trace_dir or str(default_trace_dir())
     soak = os.environ.get("KVPOOL_PROFILE") == "soak" and "--examples" not in argv
     if args.minutes is None and soak:
         args.minutes = SOAK_MINUTES
@@ -209,6 +223,8 @@ def run_main(argv: list[str]) -> int:
         os.environ[ENV] = "1"
     args.examples = args.examples or fam.default_examples
     args.steps = args.steps or fam.default_steps
+    if command_line or args.hypothesis_dir:
+        use_hypothesis_dir(hypothesis_dir(args.hypothesis_dir))
     if args.jobs > 1 or args.rounds > 1:
         from .parallel import run_parallel
 
@@ -285,6 +301,8 @@ def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result
     if r.failure is not None:
         r.failure.write_json(trace_path(args.trace_dir, target.path, config))
         print(r.failure.report(), flush=True)
+        if args.minutes is not None:  # the round that failed, without the clock
+            print(f"  the failing round again: --seed {r.seed} --examples 100", flush=True)
     if r.error is not None:
         print(f"  error: {r.error}", flush=True)
     return r
@@ -324,9 +342,10 @@ def replay_main(argv: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    command_line = argv is None
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
         return replay_main(argv[1:])
     if argv and argv[0] == "hybrid":  # the older form of --family hybrid
-        return run_main(["--family", "hybrid", *argv[1:]])
-    return run_main(argv)
+        return run_main(["--family", "hybrid", *argv[1:]], command_line=command_line)
+    return run_main(argv, command_line=command_line)

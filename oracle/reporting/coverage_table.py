@@ -41,7 +41,8 @@ class TargetCoverage:
 def table(targets: list[TargetCoverage]) -> str:
     """The coverage table: one row per event, one column per configuration and one total per
     target. A cell is the count, ``-`` where the configuration cannot reach the event, ``0``
-    where it can but did not, and ``0!`` in a total the gate fails on."""
+    where it can but did not, and ``0!`` in a target's total where some configuration can reach
+    the event and none did (``--require-coverage`` fails on it)."""
     cols: list[tuple[str, Counter[str], set[str], bool]] = []
     for tc in targets:
         cols += [(label, counts, set(names), False) for label, counts, names in tc.columns]

@@ -82,13 +82,15 @@ def _coverage(
         )
         tc.columns.append((_short(r), r.coverage, needed))
     found = list(per_target.values())
-    print("\ncoverage (events reached; - = cannot be reached, 0! = the gate's misses)")
+    print("\ncoverage (how often each event was reached; - = this configuration cannot reach "
+          "it; 0! = it can, no configuration did, and --require-coverage fails on it)")
     for r in results:
         print(f"  {_short(r):6s} = {r.target} {r.config.label()}")
     print(coverage_table.table(found))
     for tc in found:
         if tc.missing() and gate:
-            print(f"  coverage gate: {tc.target}: never reached {', '.join(tc.missing())}")
+            print(f"  coverage gate: {tc.target}: never reached {', '.join(tc.missing())} "
+                  "(the capabilities allow them; more examples, --examples N, may reach them)")
     if gate and not any(tc.missing() for tc in found):
         print("  coverage gate: every reachable event reached")
     return found
