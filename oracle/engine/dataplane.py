@@ -40,7 +40,7 @@ from kvpool.spec.rules import FREE, STAGED
 
 __all__ = [
     "ENV", "DataPlane", "HarnessKVCache", "Side", "SlotStore", "TensorStore", "after_call",
-    "live_slot", "requested",
+    "live_slot", "live_slots_mask", "requested",
 ]
 
 ENV = "KVPOOL_ORACLE_DATA_PLANE"  # "1": every engine runs with the data plane on
@@ -80,12 +80,12 @@ class TensorStore:
     def write(self, slots: torch.Tensor, signatures: torch.Tensor) -> None:
         """Rows ``slots`` := ``signatures`` (``(n, 2)``). Raises IndexError for a negative slot."""
         self._fit(slots)
-        self.rows[slots.long()] = signatures.to(torch.int64)
+        self.rows.index_copy_(0, slots.long(), signatures.to(torch.int64).reshape(-1, 2))
 
     def read(self, slots: torch.Tensor) -> torch.Tensor:
         """A copy of rows ``slots``. Raises IndexError for a negative slot."""
         self._fit(slots)
-        return self.rows[slots.long()].clone()
+        return self.rows.index_select(0, slots.long())
 
     def check_invariants(self) -> None:
         assert self.rows.dim() == 2 and self.rows.shape[1] == 2
@@ -99,14 +99,73 @@ class Side:
     store: Any  # a SlotStore
     live: Callable[[int], bool]  # an allocation's slot is live on this side (the spec model)
     translate: Callable[[torch.Tensor], torch.Tensor] | None = None  # slot -> store index
+    # ``live`` for a tensor of slots at once (a bool tensor), where the family can compute it
+    live_mask: Callable[[torch.Tensor], torch.Tensor] | None = None
     kv: KVSignatures = field(default_factory=KVSignatures)
+    _expected: tuple[torch.Tensor, torch.Tensor] | None = None  # kv.expected as tensors
 
-    def locate(self, slots: Sequence[int]) -> torch.Tensor:
+    def locate(self, slots: Sequence[int] | torch.Tensor) -> torch.Tensor:
         """The store indices of ``slots`` (through the translation, if any)."""
-        idx = torch.tensor(list(slots), dtype=torch.int64)
+        idx = torch.as_tensor(slots, dtype=torch.int64).reshape(-1)
         return self.translate(idx).to("cpu", torch.int64) if self.translate is not None else idx
 
-    def write(self, slots: Sequence[int], rows: torch.Tensor) -> None:
+    def expected(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The live slots and their signatures (``(n,)``, ``(n, 2)``), in ``kv.expected``'s
+        order; rebuilt after a hand-out or a release."""
+        if self._expected is None:
+            exp = self.kv.expected
+            self._expected = (torch.tensor(list(exp), dtype=torch.int64),
+                              torch.tensor(list(exp.values()), dtype=torch.int64).reshape(-1, 2))
+        return self._expected
+
+    def release(self) -> None:
+        """End the liveness of every recorded slot the spec model no longer holds."""
+        if self.live_mask is None:
+            gone = self.kv.release(self.live)
+        else:
+            slots, _ = self.expected()
+            dead = set(slots[~self.live_mask(slots)].tolist()) if len(slots) else set()
+            gone = self.kv.release(lambda s: s not in dead) if dead else []
+        if gone:
+            self._expected = None
+
+    def live_of(self, slots: torch.Tensor) -> torch.Tensor:
+        """Which of ``slots`` are live on this side (a bool tensor)."""
+        if self.live_mask is not None:
+            return self.live_mask(slots)
+        return torch.tensor([self.live(int(s)) for s in slots.tolist()], dtype=torch.bool)
+
+    def hand_out(self, slots: Sequence[int], request: int) -> None:
+        """Record and write the signatures of ``slots`` (``DATA-2``)."""
+        signatures = self.kv.hand_out(slots, request)
+        self._expected = None
+        self.write(slots, torch.tensor(signatures, dtype=torch.int64))
+
+    def check(self, when: str) -> None:
+        """Every live slot holds its signature (``DATA-1``): compared as tensors, the spec
+        names the first slot that does not."""
+        slots, want = self.expected()
+        if not len(slots):
+            return
+        self._compare(slots, want, self.kv.check_read, f"{when}, {self.name} side")
+
+    def check_restored(self, slots: list[int], when: str) -> None:
+        """``slots`` (live) hold their signatures again after a CPU-copy round trip
+        (``DATA-3``)."""
+        want = torch.tensor([self.kv.expected[s] for s in slots], dtype=torch.int64)
+        self._compare(torch.tensor(slots, dtype=torch.int64), want.reshape(-1, 2),
+                      self.kv.check_restored, when)
+
+    def _compare(self, slots: torch.Tensor, want: torch.Tensor,
+                 judge: Callable[[Sequence[int], Sequence[tuple[int, int]], str], None],
+                 when: str) -> None:
+        """Read ``slots``; on a difference the spec's ``judge`` names the first wrong slot."""
+        got = self.read_rows(slots)
+        if not torch.equal(got, want):
+            i = int((got != want).any(dim=1).nonzero()[0])
+            judge([int(slots[i])], [(int(got[i, 0]), int(got[i, 1]))], when)
+
+    def write(self, slots: Sequence[int] | torch.Tensor, rows: torch.Tensor) -> None:
         """Rows into the store at the slots' indices; a slot translated to a negative index
         (no KV there) is skipped, so reading it back fails."""
         loc = self.locate(slots)
@@ -114,20 +173,40 @@ class Side:
         if bool(keep.any()):
             self.store.write(loc[keep], rows[keep])
 
-    def read(self, slots: Sequence[int]) -> list[tuple[int, int]]:
-        """The rows at the slots' indices; ``(-1, -1)`` where one translates to a negative."""
+    def read_rows(self, slots: Sequence[int] | torch.Tensor) -> torch.Tensor:
+        """The rows at the slots' indices (``(n, 2)``); ``(-1, -1)`` where one translates to a
+        negative index."""
         loc = self.locate(slots)
+        if self.translate is None:  # slot ids index the store: none is negative
+            return self.store.read(loc).to("cpu", torch.int64).reshape(-1, 2)
         keep = loc >= 0
         rows = torch.full((len(loc), 2), -1, dtype=torch.int64)
         if bool(keep.any()):
-            rows[keep] = self.store.read(loc[keep]).to("cpu", torch.int64)
-        return [(int(r), int(p)) for r, p in rows.tolist()]
+            rows[keep] = self.store.read(loc[keep]).to("cpu", torch.int64).reshape(-1, 2)
+        return rows
+
+    def read(self, slots: Sequence[int]) -> list[tuple[int, int]]:
+        """:meth:`read_rows` as (request, position) pairs."""
+        return [(int(r), int(p)) for r, p in self.read_rows(slots).tolist()]
 
 
 def live_slot(model: Any, slot: int) -> bool:
     """Whether ``slot`` lies on a page ``model`` (an AllocatorModel) holds: owned or deferred."""
     page = slot // model.page_size
     return 1 <= page <= model.num_pages and model.status_of(page) not in (FREE, STAGED)
+
+
+def live_slots_mask(model: Any, slots: torch.Tensor) -> torch.Tensor:
+    """:func:`live_slot` of every slot in ``slots`` at once (a bool tensor)."""
+    held = torch.ones(model.num_pages + 1, dtype=torch.bool)
+    held[0] = False
+    free = model.get_all_free_pages()
+    if free:
+        held[torch.tensor(free, dtype=torch.int64)] = False
+    pages = slots // model.page_size
+    inside = (pages >= 0) & (pages <= model.num_pages)
+    live: torch.Tensor = inside & held[pages.clamp(0, model.num_pages)]
+    return live
 
 
 class HarnessKVCache:
@@ -142,20 +221,19 @@ class HarnessKVCache:
 
     def get_cpu_copy(self, indices: torch.Tensor, *args: Any, **kwargs: Any) -> list[Any]:
         """Per side: the positions in ``indices`` live on it and their rows."""
-        slots = indices.tolist()
+        slots = indices.to("cpu", torch.int64).reshape(-1)
         out = []
         for side in self._sides:
-            where = [i for i, s in enumerate(slots) if side.live(s)]
-            rows = torch.tensor(side.read([slots[i] for i in where]), dtype=torch.int64)
-            out.append((where, rows.reshape(-1, 2)))
+            where = side.live_of(slots).nonzero().flatten()
+            out.append((where, side.read_rows(slots.index_select(0, where))))
         return out
 
     def load_cpu_copy(self, copy: list[Any], indices: torch.Tensor, *args: Any,
                       **kwargs: Any) -> None:
         """Write each side's rows back at the same positions of ``indices``."""
-        slots = indices.tolist()
+        slots = indices.to("cpu", torch.int64).reshape(-1)
         for side, (where, rows) in zip(self._sides, copy):
-            side.write([slots[i] for i in where], rows)
+            side.write(slots.index_select(0, where), rows)
 
 
 class DataPlane:
@@ -183,12 +261,12 @@ class DataPlane:
 
         Raises Divergence: ``DATA-2`` (a handed-out slot still live), ``DATA-1`` (a live slot's
         bytes changed), ``DATA-3`` (the CPU-copy round trip did not restore them)."""
+        handed = torch.tensor(list(handed_out or ()), dtype=torch.int64)
         for side in self.sides:
-            side.kv.release(side.live)
-            slots = [s for s in handed_out or () if side.live(s)]
+            side.release()
+            slots = handed[side.live_of(handed)].tolist() if len(handed) else []
             if slots:
-                signatures = side.kv.hand_out(slots, request)
-                side.write(slots, torch.tensor(signatures, dtype=torch.int64))
+                side.hand_out(slots, request)
                 events["data.hand_out"] += 1
         self.check(f"after {call}")
         events["data.check"] += 1
@@ -199,9 +277,7 @@ class DataPlane:
     def check(self, when: str) -> None:
         """Every live slot of every side holds its signature (``DATA-1``)."""
         for side in self.sides:
-            slots = list(side.kv.expected)
-            if slots:
-                side.kv.check_read(slots, side.read(slots), f"{when}, {side.name} side")
+            side.check(when)
 
     def round_trip(self, slots: list[int], call: str) -> None:
         """``get_cpu_copy(slots)``, the bytes overwritten, ``load_cpu_copy(copy, slots)``
@@ -226,9 +302,8 @@ class DataPlane:
         for side in self.sides:
             mine = [s for s in slots if s in side.kv.expected]
             if mine:
-                side.kv.check_restored(mine, side.read(mine),
-                                       f"get_cpu_copy/load_cpu_copy of {call}'s slots, "
-                                       f"{side.name} side")
+                side.check_restored(mine, f"get_cpu_copy/load_cpu_copy of {call}'s slots, "
+                                          f"{side.name} side")
 
     def check_invariants(self) -> None:
         for side in self.sides:
@@ -238,10 +313,16 @@ class DataPlane:
 def after_call(engine: Any, request: int, call: str, result: Any) -> None:
     """The engine's hook after a judged call (``engine.data_plane`` on): builds the plane for
     the engine's current target (its family's ``_data_sides()``) and runs :meth:`DataPlane.after`
-    with the call's result when it is an allocation's slot list."""
+    with the call's result when it is an allocation's slot list. Runs torch on one thread:
+    its small gathers otherwise wait on a thread pool that a loaded machine starves."""
     plane = engine.plane
     if plane is None or plane.target is not engine.target:
         plane = engine.plane = DataPlane(engine.target, engine._data_sides())
     row = engine.calls.get(call)
     alloc = row is not None and row.kind == "alloc" and isinstance(result, list)
-    plane.after(request, call, result if alloc else None, engine.events)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        plane.after(request, call, result if alloc else None, engine.events)
+    finally:
+        torch.set_num_threads(threads)

@@ -335,3 +335,17 @@ def test_a_round_trip_that_raises_is_DATA_3_and_one_not_implemented_stops_them()
     plane = DataPlane(target, [Side("kv", cache, lambda s: True)])
     plane.after(2, "alloc", [6], Counter())
     assert not plane.round_trips
+
+
+def test_the_vectorized_release_agrees_with_the_per_slot_one(plane_on: None) -> None:
+    from kvpool.oracle.engine.dataplane import live_slot, live_slots_mask
+
+    ex = _single(kvpool_paged, kvpool_paged, ps=4)
+    a = ex.call("alloc", need_size=8)
+    b = ex.call("alloc", need_size=4)
+    ex.call("free", free_index=a[:4])
+    assert ex.model is not None
+    slots = torch.tensor([0, *a, *b, 40, 999])
+    mask = live_slots_mask(ex.model, slots).tolist()
+    assert mask == [live_slot(ex.model, int(s)) for s in slots]
+    assert ex.plane is not None and sorted(ex.plane.sides[0].kv.expected) == sorted(a[4:] + b)

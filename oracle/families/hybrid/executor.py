@@ -19,7 +19,7 @@ from kvpool.spec import ContractViolation, HybridModel
 from kvpool.spec.contract import Divergence
 
 from ...engine.core import Engine
-from ...engine.dataplane import Side, TensorStore, live_slot
+from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, target_line
@@ -96,9 +96,12 @@ class HybridExecutor(Engine):
         """Two KV sides: the full one by full slot, live while the full pool holds its page; the
         SWA one through the target's ``translate_loc_from_full_to_swa``, live while the slot has
         its pair (a window release ends the SWA side's liveness only)."""
-        return [Side("full", TensorStore(), lambda slot: live_slot(self._spec().full, slot)),
+        return [Side("full", TensorStore(), lambda slot: live_slot(self._spec().full, slot),
+                     live_mask=lambda slots: live_slots_mask(self._spec().full, slots)),
                 Side("swa", TensorStore(), lambda slot: slot in self._spec().mapping,
-                     translate=self.target.translate_loc_from_full_to_swa)]
+                     translate=self.target.translate_loc_from_full_to_swa,
+                     live_mask=lambda slots: torch.isin(slots, torch.tensor(
+                         list(self._spec().mapping), dtype=torch.int64)))]
 
     def _spec(self) -> HybridModel:
         assert self.model is not None

@@ -28,7 +28,7 @@ from kvpool.spec.contract import (
 
 from ...engine.call import Call
 from ...engine.core import Engine
-from ...engine.dataplane import Side, TensorStore, live_slot
+from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
 from ...engine.target import Config, Target
 from ...engine.trace import TraceStep
@@ -97,7 +97,8 @@ class Executor(Engine):
     # -- engine hooks ----------------------------------------------------------------------------
     def _data_sides(self) -> list[Side]:
         """One KV side: a harness-owned row per slot, live while the spec model holds its page."""
-        return [Side("kv", TensorStore(), lambda slot: live_slot(self.model, slot))]
+        return [Side("kv", TensorStore(), lambda slot: live_slot(self.model, slot),
+                     live_mask=lambda slots: live_slots_mask(self.model, slots))]
 
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         if name == "check_decode_capacity" and self.caps.capacity_context:
