@@ -53,6 +53,29 @@ def shrink_budget(shrinks: int) -> Iterator[None]:
         engine.MAX_SHRINKS, engine.MAX_SHRINKING_SECONDS = saved
 
 
+@contextlib.contextmanager
+def no_local_constants() -> Iterator[None]:
+    """Keep Hypothesis from drawing constants found in the modules this process has imported.
+
+    Hypothesis mixes into its draws constants it collects from every local module in
+    ``sys.modules``, re-collected whenever a module is imported: the same seed then draws other
+    calls depending on what the process imported before (an earlier run, a lazy import) and on
+    the source of the local code. With none, a run's calls are a function of its seed.
+    """
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:  # pragma: no cover - a Hypothesis without that module
+        yield
+        return
+    saved = providers._get_local_constants
+    empty = providers.Constants()  # type: ignore[attr-defined]
+    providers._get_local_constants = lambda: empty
+    try:
+        yield
+    finally:
+        providers._get_local_constants = saved
+
+
 @dataclass
 class Result:
     """What one configuration run found."""
@@ -128,7 +151,7 @@ def run_config(
     reset_latest()
     start = time.perf_counter()
     try:
-        with shrink_budget(shrinks):
+        with shrink_budget(shrinks), no_local_constants():
             run_machine(cls, run_settings)
     except OracleFailure as err:
         result.failure = latest_failure() or err.failure
