@@ -122,7 +122,8 @@ def _run_parser() -> argparse.ArgumentParser:
         help="set capabilities (over the declared or inferred ones), e.g. "
         "checked=ValueError,segments=disjoint,page_sizes=4+16; checked takes true "
         "(ContractViolation), false, or exception classes (ValueError+AssertionError, "
-        "mypkg.errors.AllocError)",
+        "mypkg.errors.AllocError), or per call: checked=alloc+free:ValueError (bad input is "
+        "sent to those calls only; groups joined by /)",
     )
     budget = p.add_mutually_exclusive_group()
     budget.add_argument(
@@ -135,7 +136,8 @@ def _run_parser() -> argparse.ArgumentParser:
         "--minutes",
         type=_positive(float),
         default=None,
-        help="time budget per configuration (rounds of fresh seeds until it is spent); "
+        help="time budget per configuration (rounds of fresh seeds until it is spent: how "
+        "many depends on the machine; a failure prints its round's --seed); "
         f"KVPOOL_PROFILE=soak sets {SOAK_MINUTES} (a soak: about 10^6 calls in the kvpool matrix)",
     )
     p.add_argument("--seed", type=int, default=None, help="random seed (default: derandomized)")
