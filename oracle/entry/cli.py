@@ -255,7 +255,7 @@ def run_main(argv: list[str], *, command_line: bool = False) -> int:
         for config in p.configs:
             results.append(_run_one(p.target, config, args))
     targets = [p.target for p in planned for _ in p.configs]
-    return report_run(
+    code = report_run(
         results,
         targets,
         fam.clauses,
@@ -263,6 +263,14 @@ def run_main(argv: list[str], *, command_line: bool = False) -> int:
         gate=args.require_coverage,
         json_path=args.json,
     )
+    if code and args.require_coverage and args.minutes is None and all(r.ok for r in results):
+        from .reach import estimate
+
+        print("  how many examples reach them (the same seed, doubled budgets):", flush=True)
+        for line in estimate(results, targets, fam.clauses, examples=args.examples,
+                             seed=args.seed, step_count=args.steps):
+            print(line, flush=True)
+    return code
 
 
 def trace_path(trace_dir: str | Path, target: str, config: Config) -> Path:
