@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from hashlib import sha256
 from typing import ClassVar
 
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from kvpool.spec.window import released_frontier, slide_end
 
+from ...engine.draws import Draws
 from ...engine.examples import record_example
+from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
 from .coverage import BAD_KIND_CALLS
 from .executor import HybridExecutor
@@ -40,7 +40,7 @@ class Row:
         return len(self.slots) % ps == 0 or self.front < len(self.slots)
 
 
-class HybridMachine(RuleBasedStateMachine):
+class HybridMachine(ActionMachine):
     """Scheduler model over one hybrid configuration (class attributes: ``hybrid_machine``)."""
 
     target: ClassVar[Target]
@@ -56,6 +56,7 @@ class HybridMachine(RuleBasedStateMachine):
         self.caps: HybridCapabilities = cls.target.caps  # type: ignore[assignment]
         self.rows: list[Row] = []
         self.group_open = False
+        self.ready = False
 
     @property
     def clobber(self) -> bool:
@@ -63,23 +64,26 @@ class HybridMachine(RuleBasedStateMachine):
         ``ALIAS-2`` probe; inside a group it tests that deferred frees copied them)."""
         return self.caps.ownership or self.group_open
 
-    @initialize(full_pages=st.integers(10, 28), swa_pages=st.integers(5, 20), ragged=st.booleans())
-    def create(self, full_pages: int, swa_pages: int, ragged: bool) -> None:
+    def start(self, data: Draws) -> None:
+        """Two fresh pools: 10-28 full pages (maybe a partial page more), 5-20 SWA pages."""
+        full_pages, swa_pages, ragged = data.integer(10, 28), data.integer(5, 20), data.boolean()
         extra = self.ps - 1 if ragged else 0
         self.ex.create(full_pages * self.ps + extra, swa_pages * self.ps)
+        self.ready = True
 
     # -- growth --------------------------------------------------------------------------------
-    @rule(data=st.data(), fill=st.sampled_from([False, False, False, False, True]))
-    def new_requests(self, data: st.DataObject, fill: bool) -> None:
+    @action()
+    def new_requests(self, data: Draws) -> None:
         """New requests; ``fill``: one request that takes every slot the smaller side has left
         (the next page either side needs is then short on one side only)."""
+        fill = data.choice([False, False, False, False, True])
         m = self.ex.model
         assert m is not None
         if fill and m.available_size() > 0:
             seqs = [m.available_size()]
             self.ex.note("fill")
         else:
-            seqs = data.draw(st.lists(st.integers(1, 2 * self.ps + 2), min_size=1, max_size=3))
+            seqs = [data.integer(1, 2 * self.ps + 2) for _ in range(data.integer(1, 3))]
         if self.ps == 1:
             out = self.ex.call("alloc", need_size=sum(seqs))
         else:
@@ -92,26 +96,27 @@ class HybridMachine(RuleBasedStateMachine):
                 self.rows.append(Row(out[start:start + n]))
                 start += n
 
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data(), decode=st.booleans())
-    def grow(self, data: st.DataObject, decode: bool) -> None:
+    @action(lambda self: self.rows)
+    def grow(self, data: Draws) -> None:
         """Some growable rows extend by chunks or decode one token."""
+        decode = data.boolean()
         picks = [r for r in self.rows if r.growable(self.ps)]
         if picks:
-            self._grow(data, data.draw(st.lists(st.sampled_from(picks), min_size=1, max_size=4,
-                                                unique_by=id)), decode)
+            chosen = [picks.pop(data.integer(0, len(picks) - 1))]  # 1-4 distinct rows
+            while picks and len(chosen) < 4 and data.boolean():
+                chosen.append(picks.pop(data.integer(0, len(picks) - 1)))
+            self._grow(data, chosen, decode)
 
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data())
-    def decode_step(self, data: st.DataObject) -> None:
+    @action(lambda self: self.rows)
+    def decode_step(self, data: Draws) -> None:
         """The serving loop: every growable row decodes one token, then windows slide."""
         picks = [r for r in self.rows if r.growable(self.ps)]
         if picks:
             self._grow(data, picks[:8], True)
 
-    def _grow(self, data: st.DataObject, rows: list[Row], decode: bool) -> None:
+    def _grow(self, data: Draws, rows: list[Row], decode: bool) -> None:
         if self.ps == 1:
-            chunks = [1] * len(rows) if decode else [data.draw(st.integers(0, 5)) for _ in rows]
+            chunks = [1] * len(rows) if decode else [data.integer(0, 5) for _ in rows]
             out = self.ex.call("alloc", need_size=sum(chunks))
         elif decode:
             chunks = [1] * len(rows)
@@ -120,7 +125,7 @@ class HybridMachine(RuleBasedStateMachine):
             out = self.ex.call("alloc_decode", seq_lens=[len(r.slots) + 1 for r in rows],
                                last_loc=[r.slots[-1] for r in rows])
         else:
-            chunks = [data.draw(st.integers(0, 2 * self.ps + 1)) for _ in rows]
+            chunks = [data.integer(0, 2 * self.ps + 1) for _ in rows]
             pre = [len(r.slots) for r in rows]
             out = self.ex.call("alloc_extend", prefix_lens=pre,
                                seq_lens=[p + c for p, c in zip(pre, chunks)],
@@ -131,11 +136,11 @@ class HybridMachine(RuleBasedStateMachine):
             for row, n in zip(rows, chunks):
                 row.slots += out[start:start + n]
                 start += n
-            if decode and data.draw(st.booleans()):  # the decode step's window slides
-                window = data.draw(st.integers(1, 2 * self.ps))
+            if decode and data.boolean():  # the decode step's window slides
+                window = data.integer(1, 2 * self.ps)
                 for row in rows:
                     self._slide_to(row, slide_end(len(row.slots), window, self.ps),
-                                   data.draw(st.booleans()))
+                                   data.boolean())
 
     def _decode_refused(self, rows: list[Row]) -> bool:
         m = self.ex.model
@@ -144,15 +149,21 @@ class HybridMachine(RuleBasedStateMachine):
         return any(need > len(side.free_pages) + len(side.staged) for side in (m.full, m.swa))
 
     # -- window slides ---------------------------------------------------------------------------
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data(), aligned=st.booleans(), segment=st.booleans())
-    def slide(self, data: st.DataObject, aligned: bool, segment: bool) -> None:
-        row = data.draw(st.sampled_from(self.rows))
+    @action(lambda self: self.rows)
+    def slide(
+        self, data: Draws, aligned: bool | None = None, segment: bool | None = None
+    ) -> None:
+        """The window of a row slides (``aligned`` / ``segment``: drawn when not given)."""
+        if aligned is None:
+            aligned = data.boolean()
+        if segment is None:
+            segment = data.boolean()
+        row = data.choice(self.rows)
         n = len(row.slots)
         if aligned or self.ps == 1:
-            end = slide_end(n, data.draw(st.integers(1, self.ps + 1)), self.ps)
+            end = slide_end(n, data.integer(1, self.ps + 1), self.ps)
         else:
-            end = data.draw(st.integers(row.front, n))
+            end = data.integer(row.front, n)
         self._slide_to(row, end, segment)
 
     def _slide_to(self, row: Row, end: int, segment: bool) -> None:
@@ -169,77 +180,72 @@ class HybridMachine(RuleBasedStateMachine):
         row.front = min(released_frontier(end, self.ps), max(len(row.slots), end))
 
     # -- release ---------------------------------------------------------------------------------
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data())
-    def finish(self, data: st.DataObject) -> None:
-        row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
+    @action(lambda self: self.rows)
+    def finish(self, data: Draws) -> None:
+        row = self.rows.pop(data.integer(0, len(self.rows) - 1))
         head, tail, front = row.slots[:row.front], row.slots[row.front:], row.front
-        if data.draw(st.booleans()):
+        if data.boolean():
             self.ex.call("free_full", free_index=head, clobber=self.clobber)
             self.ex.call("free", free_index=tail, clobber=self.clobber)
             self.ex.note("finish-free")
             return
         self.ex.call("free_full_segments", segments=[[head, 0]], clobber=self.clobber)
-        cut = front + data.draw(st.integers(0, len(tail)))
+        cut = front + data.integer(0, len(tail))
         if self.caps.segments == "disjoint":
             cut = min(len(row.slots), -(-cut // self.ps) * self.ps)
         segments = [[row.slots[front:cut], front], [row.slots[cut:], cut]]
         self.ex.call("free_segments", segments=segments, clobber=self.clobber)
         self.ex.note("finish-segments" + ("-shared" if cut % self.ps else ""))
 
-    @precondition(lambda self: self.caps.groups and self.rows)
-    @rule(data=st.data())
-    def finish_batch_in_group(self, data: st.DataObject) -> None:
+    @action(lambda self: self.caps.groups and self.rows)
+    def finish_batch_in_group(self, data: Draws) -> None:
         self.ex.call("free_group_begin")
         self.group_open = True
-        for _ in range(data.draw(st.integers(1, min(3, len(self.rows))))):
-            if data.draw(st.booleans()):
-                self.slide(data, aligned=data.draw(st.booleans()), segment=data.draw(st.booleans()))
+        for _ in range(data.integer(1, min(3, len(self.rows)))):
+            if data.boolean():
+                self.slide(data, aligned=data.boolean(), segment=data.boolean())
             if self.rows:
                 self.finish(data)
-        if bool(self.caps.error_types) and data.draw(st.booleans()):
+        if bool(self.caps.error_types) and data.boolean():
             self.bad_call(data)
         self.ex.call("free_group_end")
         self.group_open = False
         self.ex.note("group")
 
     # -- queries, capacity, maintenance ----------------------------------------------------------
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data())
-    def translate(self, data: st.DataObject) -> None:
-        row = data.draw(st.sampled_from(self.rows))
-        picks = data.draw(st.lists(st.sampled_from(row.slots), min_size=1, max_size=4))
+    @action(lambda self: self.rows)
+    def translate(self, data: Draws) -> None:
+        row = data.choice(self.rows)
+        picks = [data.choice(row.slots) for _ in range(data.integer(1, 4))]
         self.ex.call("translate_loc_from_full_to_swa", kv_indices=[*picks, -1])
 
-    @precondition(lambda self: self.caps.capacity_hooks)
-    @rule(data=st.data(), check=st.booleans())
-    def capacity(self, data: st.DataObject, check: bool) -> None:
+    @action(lambda self: self.caps.capacity_hooks)
+    def capacity(self, data: Draws) -> None:
+        check = data.boolean()
         m = self.ex.model
         assert m is not None
         sizes = sorted({0, m.swa_available_size(), m.swa_available_size() + 1,
                         m.full_available_size() + self.ps})
-        n = data.draw(st.sampled_from(sizes))
+        n = data.choice(sizes)
         self.ex.call("check_decode_capacity" if check else "evict_to_free_tokens", num_tokens=n)
 
-    @precondition(lambda self: self.caps.clear or self.caps.resize)
-    @rule(data=st.data())
-    def maintenance(self, data: st.DataObject) -> None:
-        if self.caps.resize and data.draw(st.booleans()):
+    @action(lambda self: self.caps.clear or self.caps.resize)
+    def maintenance(self, data: Draws) -> None:
+        if self.caps.resize and data.boolean():
             m = self.ex.model
             assert m is not None
             top = 32 if self.caps.resize_grow else m.full.size // self.ps
-            full = data.draw(st.integers(4, max(4, top))) * self.ps
-            swa = data.draw(st.integers(3, 14)) * self.ps
+            full = data.integer(4, max(4, top)) * self.ps
+            swa = data.integer(3, 14) * self.ps
             self.ex.call("resize", size=full, size_swa=swa)
         elif self.caps.clear:
             self.ex.call("clear")
         self.rows = []
 
     # -- bad input (checked targets) -------------------------------------------------------------
-    @precondition(lambda self: self.caps.error_types and self.rows)
-    @rule(data=st.data())
-    def bad_call(self, data: st.DataObject) -> None:
-        row = data.draw(st.sampled_from(self.rows)) if self.rows else None
+    @action(lambda self: self.caps.error_types and self.rows)
+    def bad_call(self, data: Draws) -> None:
+        row = data.choice(self.rows) if self.rows else None
         if row is None:
             return
         kinds = ["free_full_live", "translate_freed"]
@@ -250,12 +256,12 @@ class HybridMachine(RuleBasedStateMachine):
         kinds = [k for k in kinds if self.caps.checks(BAD_KIND_CALLS[k])]  # partially checked
         if not kinds:
             return
-        kind = data.draw(st.sampled_from(kinds))
+        kind = data.choice(kinds)
         head = row.slots[:row.front]
         if kind == "swa_double":
-            self._bad(kind, "free_swa", free_index=[data.draw(st.sampled_from(head))])
+            self._bad(kind, "free_swa", free_index=[data.choice(head)])
         elif kind == "free_released":
-            self._bad(kind, "free", free_index=[data.draw(st.sampled_from(head))])
+            self._bad(kind, "free", free_index=[data.choice(head)])
         elif kind == "segment_released":
             self._bad(kind, "free_swa_segment", free_index=head[:self.ps], start_pos=0)
         elif kind == "free_full_live":

@@ -301,12 +301,14 @@ class Executor(Engine):
         free, available = self._census()
         if step.probe or (step.call not in ALLOC_CALLS and self._probes(step)):
             self._probe_census(step, free, available)
-        step.available_after = model.available_size()
-        step.census_after = sorted(model.get_all_free_pages())
-        if self.order == "exact":
-            step.free_after = model.get_all_free_pages()
-        want, got = Counter(model.get_all_free_pages()), Counter(free)
-        if available != model.available_size() or got != want:
+        spec_free, spec_available = model.get_all_free_pages(), model.available_size()
+        step.available_after, step.census_after = spec_available, sorted(spec_free)
+        exact = self.order == "exact"
+        if exact:
+            step.free_after = spec_free
+        same_order = exact and free == spec_free  # then the census is the same multiset too
+        if available != spec_available or not (same_order or sorted(free) == step.census_after):
+            want, got = Counter(spec_free), Counter(free)
             extra, lacking = sorted((got - want).elements()), sorted((want - got).elements())
             explained = attribute(
                 step.call,
@@ -336,7 +338,7 @@ class Executor(Engine):
                     f"[{census_clause(model, free, available)}])",
                 )
             check_census(model, free, available)
-        if self.order == "exact" and free != model.get_all_free_pages():
+        if exact and not same_order:
             raise Divergence(
                 CALLS[step.call].order_clause,
                 f"get_all_free_pages() is {free}, the "

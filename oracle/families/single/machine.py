@@ -19,9 +19,10 @@ from collections.abc import Callable
 from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
+from ...engine.draws import Draws
 from ...engine.examples import record_example
+from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
 from .badcalls import applicable_kinds, make_bad_call
 from .executor import Executor
@@ -31,10 +32,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def guarded(fn: F) -> F:
-    """Mark the machine broken while a rule runs, so teardown skips after an error."""
+    """Mark the machine broken while a rule runs, so teardown skips after an error; a rule's
+    ``data`` from Hypothesis becomes :class:`~kvpool.oracle.engine.draws.Draws` (cheap draws)."""
 
     @functools.wraps(fn)
     def wrapper(self: OracleMachine, *args: Any, **kwargs: Any) -> Any:
+        data = kwargs.get("data")
+        if data is not None and not isinstance(data, Draws):
+            kwargs["data"] = Draws(data)
         self.broken = True
         result = fn(self, *args, **kwargs)
         self.broken = False
@@ -43,7 +48,7 @@ def guarded(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-class OracleMachine(Scheduler, RuleBasedStateMachine):
+class OracleMachine(Scheduler, ActionMachine):
     """Scheduler model over one target configuration (class attributes set by ``machine_for``)."""
 
     target: ClassVar[Target]
@@ -59,28 +64,27 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         self.broken = False
 
     # -- lifecycle -------------------------------------------------------------------------------
-    @initialize(num_pages=POOL_PAGES, ragged=st.booleans(), data=st.data())
     @guarded
-    def create(self, num_pages: int, ragged: bool, data: st.DataObject) -> None:
+    def start(self, data: Draws) -> None:
         """A fresh pool; a large one half the time already serving a batch of 9-64 requests
         (warm start: big decode batches within a few steps)."""
+        num_pages, ragged = data.draw(POOL_PAGES), data.boolean()
         self.ex.create(self.pool_size(num_pages, ragged))
         self.ready = True
-        if num_pages >= 64 and data.draw(st.booleans()):
-            self.admit(data, data.draw(st.integers(9, 64)))
+        if num_pages >= 64 and data.boolean():
+            self.admit(data, data.integer(9, 64))
 
-    @precondition(lambda self: self.ready and self.maintenance_calls())
-    @rule(data=st.data())
+    @action(lambda self: self.maintenance_calls())
     @guarded
-    def maintenance(self, data: st.DataObject) -> None:
+    def maintenance(self, data: Draws) -> None:
         """``merge_and_sort_free``, ``clear`` or ``resize`` (rarer: they reset the scheduler);
         under ``need_sort`` a ``clear`` with nothing staged first lets a request finish, so
         that it runs with pages staged (``LIFE-1``)."""
-        call = data.draw(st.sampled_from(self.maintenance_calls()))
+        call = data.choice(self.maintenance_calls())
         if call == "clear" and self.ex.need_sort and not self.model.staged and self.reqs:
             self.finish(data)
         if call == "resize":
-            num_pages, ragged = data.draw(POOL_PAGES), data.draw(st.booleans())
+            num_pages, ragged = data.draw(POOL_PAGES), data.boolean()
             self.ex.call("resize", max_total_num_tokens=self.pool_size(num_pages, ragged))
         else:
             self.ex.call(call)
@@ -88,18 +92,14 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             self.forget_all()
 
     # -- growth ------------------------------------------------------------------------------------
-    @precondition(lambda self: self.ready)
-    @rule(data=st.data())
+    @action()
     @guarded
-    def new_requests(self, data: st.DataObject) -> None:
+    def new_requests(self, data: Draws) -> None:
         self.admit(data, self.batch_size(data))
 
-    @precondition(
-        lambda self: self.ready and self.reqs and (self.uses_extend() or not self.caps.paged)
-    )
-    @rule(data=st.data())
+    @action(lambda self: self.reqs and (self.uses_extend() or not self.caps.paged))
     @guarded
-    def extend_requests(self, data: st.DataObject) -> None:
+    def extend_requests(self, data: Draws) -> None:
         reqs = self.pick_requests(data)
         chunks = [self.draw_num_tokens(data, low=0, share=len(reqs)) for _ in reqs]
         if self.uses_extend():
@@ -117,28 +117,27 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             for req, part in zip(reqs, self.split(out, chunks)):
                 req.row += part
 
-    @precondition(
+    @action(
         lambda self: (
-            self.ready
-            and self.reqs
+            self.reqs
             and (
                 not self.caps.paged or (self.caps.extend and (self.ps > 1 or self.caps.decode_ps1))
             )
         )
     )
-    @rule(data=st.data())
     @guarded
-    def decode(self, data: st.DataObject) -> None:
+    def decode(self, data: Draws) -> None:
         """One decode step of a batch, or a burst of steps that crosses a page boundary."""
         reqs = self.pick_requests(data)
         first = len(reqs[0].row)
         to_cross = self.ps - first % self.ps + 1  # steps until the first request opens a page
-        steps = data.draw(st.one_of(st.just(1), st.integers(2, 4), st.just(to_cross)))
+        kind = data.integer(0, 2)  # one step, 2-4 steps, or up to the first page boundary
+        steps = 1 if kind == 0 else data.integer(2, 4) if kind == 1 else to_cross
         for _ in range(steps):
             if not self.decode_step(data, reqs):
                 break
 
-    def decode_step(self, data: st.DataObject, reqs: list[Request]) -> bool:
+    def decode_step(self, data: Draws, reqs: list[Request]) -> bool:
         """One ``alloc_decode`` (token: ``alloc``) for ``reqs``; False when it returned None."""
         self.make_room(data, len(reqs), check=True)
         if self.caps.paged:
@@ -155,43 +154,42 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             req.row.append(slot)
         return True
 
-    @precondition(lambda self: self.ready)
-    @rule(data=st.data())
+    @action()
     @guarded
-    def raw_alloc(self, data: st.DataObject) -> None:
+    def raw_alloc(self, data: Draws) -> None:
         avail_pages = self.model.available_size() // self.ps
         # other requests taking memory: leave exactly 0-2 pages free, or run short by one
         near = [1, avail_pages - 2, avail_pages - 1, avail_pages, avail_pages + 1]
-        n = data.draw(
-            st.one_of(st.sampled_from([max(0, v) for v in near]), st.integers(0, avail_pages + 1))
+        n = (
+            data.choice([max(0, v) for v in near])
+            if data.boolean()
+            else data.integer(0, avail_pages + 1)
         )
         out = self.ex.call("alloc", need_size=n * self.ps)
         if out:
             self.raw.append(out)
 
-    @precondition(lambda self: self.ready and (self.reqs or self.uses_extend()))
-    @rule(data=st.data(), left=st.integers(0, 2))
+    @action(lambda self: self.reqs or self.uses_extend())
     @guarded
-    def under_pressure(self, data: st.DataObject, left: int) -> None:
-        """Other requests take the free list down to ``left`` pages (staged pages stay), then
+    def under_pressure(self, data: Draws) -> None:
+        """Other requests take the free list down to 0-2 pages (staged pages stay), then
         a batch that needs more arrives: a shortage with pages still free, or a merge first."""
-        self.squeeze(left)
-        decode = bool(self.reqs) and data.draw(st.booleans())
+        self.squeeze(data.integer(0, 2))
+        decode = bool(self.reqs) and data.boolean()
         if decode:
             self.decode_step(data, self.page_openers() or self.pick_requests(data))
         else:
             self.new_requests(data)
 
     # -- release -----------------------------------------------------------------------------------
-    @precondition(lambda self: self.ready and self.reqs)
-    @rule(data=st.data())
+    @action(lambda self: self.reqs)
     @guarded
-    def finish(self, data: st.DataObject) -> None:
-        req = self.reqs[data.draw(st.sampled_from(sorted(self.reqs)))]
+    def finish(self, data: Draws) -> None:
+        req = self.reqs[data.choice(sorted(self.reqs))]
         modes = ["free", "pieces"] + (["segments"] if self.caps.segments != "none" else [])
         modes += ["page_ids"] if self.caps.page_ids else []
         modes += ["cache", "cache"] if self.caps.capacity_hooks else []
-        mode = data.draw(st.sampled_from(modes))
+        mode = data.choice(modes)
         live = req.live()
         if mode == "cache":
             self.cache.append(live)
@@ -212,19 +210,16 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             if not self.caps.paged:
                 live = list(data.draw(st.permutations(live)))
             live = self.with_repeat(data, live)
-            name = "free_full" if self.caps.base_api and data.draw(st.booleans()) else "free"
+            name = "free_full" if self.caps.base_api and data.boolean() else "free"
             self.ex.call(name, free_index=live, clobber=self.caps.ownership or self.group_open)
         del self.reqs[req.rid]
 
-    @precondition(lambda self: self.ready and self.caps.segments != "none" and self.window_reqs())
-    @rule(data=st.data())
+    @action(lambda self: self.caps.segments != "none" and self.window_reqs())
     @guarded
-    def drop_window(self, data: st.DataObject) -> None:
-        req = self.reqs[data.draw(st.sampled_from(self.window_reqs()))]
+    def drop_window(self, data: Draws) -> None:
+        req = self.reqs[data.choice(self.window_reqs())]
         last_page_start = (len(req.row) - 1) // self.ps * self.ps
-        new_start = data.draw(
-            st.sampled_from(range(req.start + self.ps, last_page_start + 1, self.ps))
-        )
+        new_start = data.choice(range(req.start + self.ps, last_page_start + 1, self.ps))
         self.ex.call(
             "free_segments",
             segments=self.segments(data, req, req.start, new_start),
@@ -232,16 +227,15 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         )
         req.start = new_start
 
-    @precondition(lambda self: self.ready and self.rollback_reqs())
-    @rule(data=st.data())
+    @action(lambda self: self.rollback_reqs())
     @guarded
-    def rollback(self, data: st.DataObject) -> None:
-        req = self.reqs[data.draw(st.sampled_from(self.rollback_reqs()))]
-        cut = data.draw(st.sampled_from(range(req.start + self.ps, len(req.row), self.ps)))
+    def rollback(self, data: Draws) -> None:
+        req = self.reqs[data.choice(self.rollback_reqs())]
+        cut = data.choice(range(req.start + self.ps, len(req.row), self.ps))
         tail = req.row[cut:]
-        if self.caps.page_ids and data.draw(st.booleans()):
+        if self.caps.page_ids and data.boolean():
             self.free_page_ids(data, tail)
-        elif self.caps.segments != "none" and data.draw(st.booleans()):
+        elif self.caps.segments != "none" and data.boolean():
             self.ex.call(
                 "free_segment",
                 free_index=tail,
@@ -256,19 +250,18 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
             )
         del req.row[cut:]
 
-    @precondition(lambda self: self.ready and self.raw)
-    @rule(data=st.data())
+    @action(lambda self: self.raw)
     @guarded
-    def raw_free(self, data: st.DataObject) -> None:
-        i = data.draw(st.integers(0, len(self.raw) - 1))
+    def raw_free(self, data: Draws) -> None:
+        i = data.integer(0, len(self.raw) - 1)
         block, ps = self.raw[i], self.ps
         num_pages = len(block) // ps
-        lo = data.draw(st.integers(0, num_pages - 1))
-        hi = data.draw(st.integers(lo + 1, num_pages))
+        lo = data.integer(0, num_pages - 1)
+        hi = data.integer(lo + 1, num_pages)
         slots = block[lo * ps : hi * ps]
         if not self.caps.paged:
             slots = list(data.draw(st.permutations(slots)))
-        name = "free_full" if self.caps.base_api and data.draw(st.booleans()) else "free"
+        name = "free_full" if self.caps.base_api and data.boolean() else "free"
         self.ex.call(
             name,
             free_index=self.with_repeat(data, slots),
@@ -277,60 +270,52 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         rest = block[: lo * ps] + block[hi * ps :]
         self.raw[i : i + 1] = [rest] if rest else []
 
-    @precondition(lambda self: self.ready and self.caps.base_api and self.reqs)
-    @rule(data=st.data())
+    @action(lambda self: self.caps.base_api and self.reqs)
     @guarded
-    def translate(self, data: st.DataObject) -> None:
+    def translate(self, data: Draws) -> None:
         """``translate_kv_indices_for_transfer`` of a request's live slots (``LIFE-3``)."""
-        req = self.reqs[data.draw(st.sampled_from(sorted(self.reqs)))]
+        req = self.reqs[data.choice(sorted(self.reqs))]
         self.ex.call("translate_kv_indices_for_transfer", kv_indices=req.live())
 
     # -- groups, merge, capacity -----------------------------------------------------------------
-    @precondition(lambda self: self.ready and self.caps.groups and not self.group_open)
-    @rule()
+    @action(lambda self: self.caps.groups and not self.group_open)
     @guarded
-    def group_begin(self) -> None:
+    def group_begin(self, data: Draws) -> None:
         self.ex.call("free_group_begin")
 
-    @precondition(
-        lambda self: self.ready and self.caps.groups and not self.group_open and self.reqs
-    )
-    @rule(data=st.data(), times=st.integers(1, 2))
+    @action(lambda self: self.caps.groups and not self.group_open and self.reqs)
     @guarded
-    def finish_batch_in_group(self, data: st.DataObject, times: int) -> None:
+    def finish_batch_in_group(self, data: Draws) -> None:
         """The scheduler's pattern: one group around several finishes, then end (maybe twice)."""
+        times = data.integer(1, 2)
         self.ex.call("free_group_begin")
-        if self.caps.checks("free_group_begin") and data.draw(st.booleans()):
+        if self.caps.checks("free_group_begin") and data.boolean():
             self.ex.call_bad("free_group_begin")  # groups do not nest (GROUP-1)
             self.ex.events["bad.nested_group"] += 1
-        for _ in range(data.draw(st.integers(1, min(4, len(self.reqs))))):
+        for _ in range(data.integer(1, min(4, len(self.reqs)))):
             self.finish(data)
-        if self.caps.checked and data.draw(st.booleans()):
+        if self.caps.checked and data.boolean():
             self.bad_call(data)  # bad input while frees are deferred (e.g. a deferred page again)
         for _ in range(times):
             self.ex.call("free_group_end")
 
-    @precondition(lambda self: self.ready and self.caps.groups)
-    @rule(times=st.integers(1, 2))
+    @action(lambda self: self.caps.groups)
     @guarded
-    def group_end(self, times: int) -> None:
-        for _ in range(times):  # a second end is a no-op (GROUP-2)
+    def group_end(self, data: Draws) -> None:
+        for _ in range(data.integer(1, 2)):  # a second end is a no-op (GROUP-2)
             self.ex.call("free_group_end")
 
-    @precondition(lambda self: self.ready and self.caps.merge)
-    @rule()
+    @action(lambda self: self.caps.merge)
     @guarded
-    def merge(self) -> None:
+    def merge(self, data: Draws) -> None:
         self.ex.call("merge_and_sort_free")
 
-    @precondition(
-        lambda self: self.ready and self.caps.capacity_hooks and (self.cache or self.reqs)
-    )
-    @rule(data=st.data(), check=st.booleans(), retire=st.integers(0, 3))
+    @action(lambda self: self.caps.capacity_hooks and (self.cache or self.reqs))
     @guarded
-    def capacity(self, data: st.DataObject, check: bool, retire: int) -> None:
+    def capacity(self, data: Draws) -> None:
         """Finished requests go to the tree cache (``retire`` of them), then the scheduler asks
         for room: short by nothing, by one token or page, by the whole cache, or by more."""
+        check, retire = data.boolean(), data.integer(0, 3)
         for rid in sorted(self.reqs)[:retire]:
             self.cache.append(self.reqs.pop(rid).live())
         if not self.cache:
@@ -339,22 +324,21 @@ class OracleMachine(Scheduler, RuleBasedStateMachine):
         avail = self.model.available_size()
         over = avail + cached * self.ps + 1  # more than evicting everything can free
         options = [0, avail, avail + 1, avail + 1, avail + self.ps, avail + cached, over]
-        n = data.draw(st.sampled_from(options))
+        n = data.choice(options)
         name = "check_decode_capacity" if check else "evict_to_free_tokens"
         evicted = self.ex.call(name, entries=[list(e) for e in self.cache], num_tokens=n)
         del self.cache[:evicted]
 
     # -- bad input (checked targets only) --------------------------------------------------------
-    @precondition(lambda self: self.ready and self.caps.checked)
-    @rule(data=st.data())
+    @action(lambda self: self.caps.checked)
     @guarded
-    def bad_call(self, data: st.DataObject) -> None:
+    def bad_call(self, data: Draws) -> None:
         """One to three bad calls (cheap: each is rejected and changes nothing)."""
-        for _ in range(data.draw(st.integers(1, 3))):
+        for _ in range(data.integer(1, 3)):
             kinds = applicable_kinds(self)  # a partially checked target: maybe none here
             if not kinds:
                 return
-            kind = data.draw(st.sampled_from(kinds))
+            kind = data.choice(kinds)
             name, args = make_bad_call(self, data, kind)
             self.ex.call_bad(name, **args)
             self.ex.events[f"bad.{kind}"] += 1

@@ -1,0 +1,150 @@
+"""One Hypothesis rule per state-machine step; the machine's actions are chosen by cheap draws.
+
+Hypothesis's rule machinery costs, for every step, a precondition pass, a filtered
+``sampled_from`` draw of the rule, a fixed-dictionary draw of its arguments and a span for each,
+and for the ``initialize`` rule new strategies every example: more than most of the oracle's
+actions cost themselves. An :class:`ActionMachine` has a single rule, ``step``, and marks its
+actions with :func:`action` (the precondition as the argument). A step then:
+
+- in a fresh example: calls the machine's ``start`` (the constructor call and its warm start);
+- otherwise: runs one action among those whose precondition holds (``eligible``), picked by
+  one integer draw;
+- swarm testing as Hypothesis's rules have it (feature flags): per example a probability
+  ``p`` is drawn, and each action is switched off with probability ``p``, decided the first
+  time it is eligible; when every eligible action is off, any eligible one may run.
+
+An action receives the step's :class:`~kvpool.oracle.engine.draws.Draws` as ``data``. The
+number of steps per example (``stateful_step_count``) counts ``start`` as one, as it counted the
+``initialize`` rule.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.internal.reflection import function_digest
+from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
+
+from .draws import Draws
+from .report import OracleError
+
+F = TypeVar("F", bound=Callable[..., Any])
+_PRE = "_kvpool_action_pre"  # the attribute that marks an action (its precondition)
+
+
+def action(pre: Callable[[Any], object] = lambda machine: True) -> Callable[[F], F]:
+    """Mark a method ``(self, data)`` as an action, eligible while ``pre(self)`` is true."""
+
+    def mark(fn: F) -> F:
+        setattr(fn, _PRE, pre)
+        return fn
+
+    return mark
+
+
+@dataclass(frozen=True)
+class Action:
+    """One action of a machine: its method and its precondition."""
+
+    name: str
+    run: Callable[..., Any]
+    pre: Callable[[Any], object]
+
+
+def actions_of(cls: type) -> tuple[Action, ...]:
+    """The actions of ``cls`` (its own and inherited), by name (a stable order)."""
+    found: dict[str, Action] = {}
+    for klass in reversed(cls.__mro__):
+        for name, fn in vars(klass).items():
+            pre = getattr(fn, _PRE, None)
+            if pre is not None:
+                found[name] = Action(name, fn, pre)
+    return tuple(found[name] for name in sorted(found))
+
+
+class Swarm:
+    """This example's switched-off actions (see the module docstring)."""
+
+    def __init__(self, data: Draws) -> None:
+        self.p_off = data.integer(0, 254) / 255
+        self.on: dict[str, bool] = {}
+
+    def enabled(self, name: str, data: Draws) -> bool:
+        """Whether action ``name`` may run in this example (drawn at its first question)."""
+        on = self.on.get(name)
+        if on is None:
+            on = self.on[name] = not data.boolean(self.p_off)
+        return on
+
+
+class ActionMachine(RuleBasedStateMachine):
+    """A state machine whose steps run ``start`` and then one action each."""
+
+    ready: bool
+    _actions: tuple[Action, ...] | None = None  # per class, collected at its first step
+
+    def start(self, data: Draws) -> None:
+        """Build the target (and set ``ready``): the first step of every example."""
+        raise NotImplementedError
+
+    def act(self, data: Draws) -> None:
+        """One step: ``start``, or one eligible action (see the module docstring)."""
+        if not self.ready:
+            self.swarm = Swarm(data)
+            self.start(data)
+            return
+        cls = type(self)
+        if cls._actions is None:
+            cls._actions = actions_of(cls)
+        eligible = [a for a in cls._actions if a.pre(self)]
+        if not eligible:
+            raise OracleError(f"{cls.__name__}: no action is possible in this state")
+        on = [a for a in eligible if self.swarm.enabled(a.name, data)]
+        data.choice(on or eligible).run(self, data=data)
+
+    @rule(data=st.data())
+    def step(self, data: st.DataObject) -> None:
+        """One step under Hypothesis's own runner (``run_machine`` runs :meth:`act` directly)."""
+        self.act(Draws(data))
+
+
+def run_machine(cls: type[RuleBasedStateMachine], run_settings: settings) -> None:
+    """Run ``cls`` as one Hypothesis test: each example is ``stateful_step_count`` steps at
+    most, the first ``start``, then ``teardown`` whatever ended it.
+
+    An :class:`ActionMachine` runs here without Hypothesis's per-step rule selection (as
+    ``run_state_machine_as_test`` runs a one-rule machine: each step a span ending in a stop
+    choice, so that shrinking can drop steps and end examples early; the same seed for the
+    same machine class); any other machine goes to ``run_state_machine_as_test``.
+    """
+    if not issubclass(cls, ActionMachine):
+        run_state_machine_as_test(cls, settings=run_settings)
+        return
+    max_steps = run_settings.stateful_step_count
+
+    @run_settings
+    @given(st.data())
+    def run(data: st.DataObject) -> None:
+        draws = Draws(data)
+        machine = cls()
+        try:
+            steps_run = 0
+            while True:
+                draws.begin_step()
+                if draws.stop(steps_run, max_steps):
+                    break
+                steps_run += 1
+                machine.act(draws)
+                draws.end_step()
+        finally:
+            machine.teardown()
+
+    inner: Any = run.hypothesis.inner_test  # type: ignore[attr-defined]
+    inner._hypothesis_internal_add_digest = function_digest(cls)  # the seed of this class
+    use_seed = getattr(cls, "_hypothesis_internal_use_seed", None)
+    run._hypothesis_internal_use_seed = use_seed  # type: ignore[attr-defined]
+    run()
