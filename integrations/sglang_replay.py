@@ -100,7 +100,7 @@ class ReplayResult:
     available_end: int = 0
     evictable_end: int = 0
     steps: int = 0
-    kv_reads: int = 0  # (position, layer) pairs of live requests whose K/V was checked
+    kv_reads: int = 0  # (position, layer) pairs of live requests and cached tokens checked
 
 
 def publish_cpu_runtime(page_size: int) -> None:
@@ -306,6 +306,7 @@ class _Scheduler:
             if self.kv is not None:  # every live request: running, or between prefill chunks
                 live = [*self.running, *([self.chunked] if self.chunked else [])]
                 self.result.kv_reads += self.kv.check(live, self.pool.req_to_token)
+                self.result.kv_reads += self.kv.check_tree(self.cache)
             step += 1
             yield elapsed
         result = self.result

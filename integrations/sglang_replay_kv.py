@@ -13,8 +13,9 @@ shared through the radix cache holds the same signature whichever request comput
 After every step :meth:`KVForward.check` reads, for every live request (running or between
 prefill chunks), the K and V of every position it holds, through its ``req_to_token`` row (and,
 for a sliding-window layer, the allocator's ``translate_loc_from_full_to_swa``; positions whose
-SWA slot the window released are not read there), and raises :class:`KVMismatch` naming the
-request, position, slot and layer whose bytes are not its signature.
+SWA slot the window released are not read there), and :meth:`KVForward.check_tree` every token
+the radix cache holds for later requests; both raise :class:`KVMismatch` naming the position,
+slot and layer whose bytes are not its signature.
 
 Needs :func:`kvpool.oracle.peer_import.load_sglang_runtime` first, and ``einops`` (the ``sglang``
 extra): SGLang's ``set_kv_buffer`` imports a module that needs it.
@@ -146,6 +147,41 @@ class KVForward:
                         f", layer {layer}): K {got_k[i].flatten().tolist()}, written "
                         f"{want[i].flatten().tolist()}")
                 read += len(at)
+        return read
+
+    def check_tree(self, cache: Any) -> int:
+        """Every token the radix cache holds (a node's ``value`` slots, its tokens the path
+        from the root) carries its signature in every layer; returns the reads. Only a full
+        attention pool's ``RadixCache`` (a hybrid cache's nodes are read through its requests).
+        Raises :class:`KVMismatch`."""
+        if self.swa_layers:
+            return 0
+        try:
+            root = cache.root_node
+        except (AttributeError, NotImplementedError):  # a tree with no node objects to read
+            return 0
+        stack: list[tuple[Any, list[int]]] = [(root, [])]  # (node, the tokens on its path)
+        read = 0
+        while stack:
+            node, prefix = stack.pop()
+            for child in node.children.values():
+                if child.value is None or child.key.is_bigram:  # evicted (and so its subtree)
+                    continue
+                tokens = [*prefix, *child.key.raw_token_ids()]
+                locs = child.value.to(torch.int64)
+                for layer in self.layers:
+                    k_buf, v_buf = self._buffers(layer)
+                    want = signatures(tokens, len(prefix), len(tokens), layer)
+                    got_k, got_v = k_buf[locs].float(), v_buf[locs].float()
+                    bad = ((got_k != want) | (got_v != 255 - want)).flatten(1).any(1)
+                    if bool(bad.any()):
+                        i = int(bad.nonzero()[0])
+                        raise KVMismatch(
+                            f"the radix cache's tokens at position {len(prefix) + i} (slot "
+                            f"{int(locs[i])}, layer {layer}): K {got_k[i].flatten().tolist()}, "
+                            f"written {want[i].flatten().tolist()}")
+                    read += len(locs)
+                stack.append((child, tokens))
         return read
 
     def _buffers(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -122,3 +122,25 @@ def test_signatures_are_exact_bytes_and_follow_the_prefix(parts: Any) -> None:
         sig([5, 6], 0, 3, 0)
     with pytest.raises(ValueError, match="no KV cache"):
         parts.kv.KVForward(types.SimpleNamespace(get_kvcache=lambda: None))
+
+
+def test_the_radix_caches_tokens_are_checked_too(parts: Any) -> None:
+    """``check_tree``: a cached node's slots hold the signatures of the tokens on its path."""
+    pool = parts.kv.mha_pool(32, 1)
+    forward = parts.kv.KVForward(types.SimpleNamespace(get_kvcache=lambda: pool))
+
+    def node(tokens: list[int], slots: list[int], children: dict[int, Any]) -> Any:
+        key = types.SimpleNamespace(raw_token_ids=lambda: tokens, is_bigram=False)
+        return types.SimpleNamespace(key=key, value=torch.tensor(slots), children=children)
+
+    leaf = node([7, 8], [5, 6], {})
+    root = types.SimpleNamespace(children={1: node([3, 4, 5], [9, 2, 4], {7: leaf})})
+    for layer in forward.layers:  # as the forward pass of the request [3, 4, 5, 7, 8] wrote it
+        k = parts.kv.signatures([3, 4, 5, 7, 8], 0, 5, layer)
+        pool.set_kv_buffer(types.SimpleNamespace(layer_id=layer), torch.tensor([9, 2, 4, 5, 6]),
+                           k, 255 - k)
+    cache = types.SimpleNamespace(root_node=root)
+    assert forward.check_tree(cache) == 5 * len(forward.layers)
+    pool.k_buffer[1][6] = 0  # the bytes of a cached token change while no request holds it
+    with pytest.raises(parts.kv.KVMismatch, match=r"position 4 \(slot 6, layer 1\)"):
+        forward.check_tree(cache)
