@@ -134,19 +134,9 @@ class KVForward:
                     at = self.allocator.translate_loc_from_full_to_swa(locs)
                     kept = at > 0
                     positions, at = positions[kept], at[kept]
-                if not len(at):
-                    continue
-                k_buf, v_buf = self._buffers(layer)
-                want = signatures(tokens, 0, n, layer)[positions]
-                got_k, got_v = k_buf[at].float(), v_buf[at].float()
-                bad = ((got_k != want) | (got_v != 255 - want)).flatten(1).any(1)
-                if bool(bad.any()):
-                    i = int(bad.nonzero()[0])
-                    raise KVMismatch(
-                        f"request {req.rid} position {int(positions[i])} (slot {int(at[i])}"
-                        f", layer {layer}): K {got_k[i].flatten().tolist()}, written "
-                        f"{want[i].flatten().tolist()}")
-                read += len(at)
+                if len(at):
+                    want = signatures(tokens, 0, n, layer)[positions]
+                    read += self._compare(layer, at, want, positions, f"request {req.rid}")
         return read
 
     def check_tree(self, cache: Any) -> int:
@@ -169,20 +159,26 @@ class KVForward:
                     continue
                 tokens = [*prefix, *child.key.raw_token_ids()]
                 locs = child.value.to(torch.int64)
+                positions = torch.arange(len(prefix), len(tokens))
                 for layer in self.layers:
-                    k_buf, v_buf = self._buffers(layer)
                     want = signatures(tokens, len(prefix), len(tokens), layer)
-                    got_k, got_v = k_buf[locs].float(), v_buf[locs].float()
-                    bad = ((got_k != want) | (got_v != 255 - want)).flatten(1).any(1)
-                    if bool(bad.any()):
-                        i = int(bad.nonzero()[0])
-                        raise KVMismatch(
-                            f"the radix cache's tokens at position {len(prefix) + i} (slot "
-                            f"{int(locs[i])}, layer {layer}): K {got_k[i].flatten().tolist()}, "
-                            f"written {want[i].flatten().tolist()}")
-                    read += len(locs)
+                    read += self._compare(layer, locs, want, positions, "the radix cache")
                 stack.append((child, tokens))
         return read
+
+    def _compare(self, layer: int, slots: torch.Tensor, want: torch.Tensor,
+                 positions: torch.Tensor, whose: str) -> int:
+        """K and V of ``slots`` in ``layer`` are ``want`` and ``255 - want``; returns how many
+        were read. Raises :class:`KVMismatch` naming the first position that is not."""
+        k_buf, v_buf = self._buffers(layer)
+        got_k, got_v = k_buf[slots].float(), v_buf[slots].float()
+        bad = ((got_k != want) | (got_v != 255 - want)).flatten(1).any(1)
+        if bool(bad.any()):
+            i = int(bad.nonzero()[0])
+            raise KVMismatch(
+                f"{whose} position {int(positions[i])} (slot {int(slots[i])}, layer {layer}): "
+                f"K {got_k[i].flatten().tolist()}, written {want[i].flatten().tolist()}")
+        return len(slots)
 
     def _buffers(self, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The K and V buffers ``layer``'s slots index (a hybrid pool's SWA ones by SWA slot)."""
