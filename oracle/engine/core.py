@@ -279,6 +279,8 @@ class Engine:
         trace = self.trace
         trace.clause, trace.detail, trace.failing_step = clause, detail, index
         trace.final_asserts = self._final_asserts(index)
+        if clause.startswith("DATA-"):  # the bytes are the harness's: the repro replays them
+            trace.final_asserts = dataplane.repro_asserts(trace)
         assert self.model is not None  # set by create, before any step can fail
         before_map, after_map = self._maps(index, before)
         failure = Failure(

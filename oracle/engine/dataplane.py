@@ -27,6 +27,7 @@ targets without a KV buffer. A target whose ``_kvcache`` has no ``get_cpu_copy``
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -178,7 +179,8 @@ class Side:
         negative index."""
         loc = self.locate(slots)
         if self.translate is None:  # slot ids index the store: none is negative
-            return self.store.read(loc).to("cpu", torch.int64).reshape(-1, 2)
+            direct: torch.Tensor = self.store.read(loc).to("cpu", torch.int64).reshape(-1, 2)
+            return direct
         keep = loc >= 0
         rows = torch.full((len(loc), 2), -1, dtype=torch.int64)
         if bool(keep.any()):
@@ -326,3 +328,15 @@ def after_call(engine: Any, request: int, call: str, result: Any) -> None:
         plane.after(request, call, result if alloc else None, engine.events)
     finally:
         torch.set_num_threads(threads)
+
+
+def repro_asserts(trace: Any) -> list[str]:
+    """A ``DATA-*`` failure's repro lines: the replay of its trace with the plane on
+    (:mod:`kvpool.oracle.engine.datarepro`, imported by the repro, not here)."""
+    text = json.dumps(json.loads(trace.to_json()), separators=(",", ":"))
+    return [
+        f"# [{trace.clause}] the K/V bytes: the calls above, replayed with the data plane on",
+        "from kvpool.oracle.engine.datarepro import replay_with_plane",
+        f"data_failure = replay_with_plane({text!r}, factory)",
+        "assert data_failure is None, data_failure",
+    ]

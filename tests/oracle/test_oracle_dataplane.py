@@ -349,3 +349,33 @@ def test_the_vectorized_release_agrees_with_the_per_slot_one(plane_on: None) -> 
     mask = live_slots_mask(ex.model, slots).tolist()
     assert mask == [live_slot(ex.model, int(s)) for s in slots]
     assert ex.plane is not None and sorted(ex.plane.sides[0].kv.expected) == sorted(a[4:] + b)
+
+
+def test_a_data_failures_repro_replays_the_bytes(plane_on: None, tmp_path: Any) -> None:
+    """The pytest repro of a DATA failure ends by replaying its trace with the plane on: it
+    fails on the broken allocator and passes on a correct one."""
+    import importlib
+    import sys
+
+    from kvpool.oracle.engine.repro import to_pytest
+
+    ex = _single(token_restores_reversed)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    trace = err.value.failure.trace
+    assert any("replay_with_plane" in line for line in trace.final_asserts)
+    for name, factory in (("broken", "token_restores_reversed"), ("good", "kvpool_token")):
+        source = to_pytest(trace, f"test_oracle_dataplane:{factory}")
+        if factory == "kvpool_token":
+            source = source.replace("from test_oracle_dataplane import kvpool_token",
+                                    "from kvpool.oracle.families.single.targets import "
+                                    "kvpool_token")
+        (tmp_path / f"repro_{name}.py").write_text(source)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        broken = importlib.import_module("repro_broken")
+        with pytest.raises(AssertionError, match="DATA-3"):
+            broken.test_kvpool_repro()
+        importlib.import_module("repro_good").test_kvpool_repro()
+    finally:
+        sys.path.remove(str(tmp_path))
