@@ -17,7 +17,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from kvpool.oracle.families.unified.targets import UnifiedCapabilities, sglang_unified_swa
+from kvpool.oracle.families.unified.targets import (
+    UnifiedCapabilities,
+    sglang_unified_swa,
+    sglang_unified_tri,
+)
 from kvpool.spec import ContractViolation
 
 Patch = Callable[[Any], None]
@@ -189,6 +193,12 @@ def zeroes_a_neighbour(a: Any) -> None:
         side._maybe_zero_pages = zero_more
 
 
+def segment_first_page_only(a: Any) -> None:
+    """A segment free's page representatives on the full side are its first token only (the
+    rest of the segment's pages stay live on the full side)."""
+    a.full_attn_allocator._page_reps = lambda idx, start_pos: idx[:1]
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the clauses a report may
@@ -235,6 +245,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(clear_keeps_swa, ("UNI-12",)),
     BrokenUnified(eager_skips_compaction, ("UNI-7", "UNI-13"), EAGER),
     BrokenUnified(zeroes_a_neighbour, ("DATA-1",)),
+    BrokenUnified(segment_first_page_only, ("UNI-7", "UNI-9")),
 ]
 
 
@@ -268,6 +279,7 @@ def run(factory: Callable[..., Any], caps: UnifiedCapabilities, examples: int,
 
 def main() -> None:
     """Print one JSON line: ``conforms`` (SGLang's composite under its registry entries),
+    ``tri`` (its tri-pool's full + SWA part, capacity as a bound),
     ``reenabled`` (per registry entry, its rule switched back on) and ``broken`` (per broken
     allocator). ``argv[1]``: examples per configuration of the conformance run."""
     from kvpool.oracle.families.unified.targets import FULL, registered_for
@@ -280,6 +292,8 @@ def main() -> None:
         sys.exit(3)
     examples = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     result: dict[str, Any] = {"conforms": run(sglang_unified_swa, BASE, examples)}
+    tri = getattr(sglang_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
+    result["tri"] = run(sglang_unified_tri, tri, max(4, examples // 3))
     result["reenabled"] = {}
     for d in registered_for("sglang-unified"):
         field = d.excludes[0]

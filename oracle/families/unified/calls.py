@@ -6,7 +6,11 @@ invocation on a target with SGLang 0.5.23's signatures (``target``), the same ca
 source for a repro, the slot-carrying arguments and the clauses it can fail. Token ids are
 *virtual* ids (``UNI-10``); the two translations read their physical rows (``UNI-11``).
 ``free_full`` releases what ``free`` does on a page whose SWA side is already released, so its
-spec form is the model's ``free``. ``evict_to_free_tokens`` takes a tree cache with nothing to
+spec form is the model's ``free``. The segment forms take a page-aligned segment of a row
+(``start_pos``) and release the pages of its page representatives (every ``page_size``-th
+token): ``free_swa_segment`` the SWA side (:func:`free_swa`), ``free_segment`` and
+``free_full_segment`` both sides where bound, appending the virtual ids in the segment's order
+(:func:`free_in_order`). ``evict_to_free_tokens`` takes a tree cache with nothing to
 evict (:class:`ZeroCache`): the hook is then the allocation gate alone (``UNI-8``: True when the
 pages fit, after compaction under lazy compaction, which it then performs; None otherwise).
 """
@@ -23,9 +27,9 @@ from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
 
-__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "ZeroCache", "evict_spec"]
+__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "ZeroCache", "evict_spec", "free_in_order"]
 
-REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",)
+REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",)  # calltables
 
 
 class ZeroCache:
@@ -59,6 +63,33 @@ def evict_spec(model: UnifiedSWAModel, num_tokens: int) -> bool | None:
         model.swa.flush()
         return True
     return None
+
+
+def free_in_order(model: UnifiedSWAModel, ids: list[int]) -> None:
+    """A segment free (``UNI-10``): the pages of ``ids[::page_size]``, in that order, leave the
+    SWA side where bound and the full side, and their virtual ids are appended in that order.
+
+    Raises:
+        ContractViolation: ``UNI-11`` when a page is not live; nothing changed.
+    """
+    model.free_swa(ids)  # checks liveness (UNI-11) before anything changes
+    pages = list(dict.fromkeys(t // model.page_size for t in ids[::model.page_size]))
+    model.full.release(pages)
+    model.free_virtual += pages
+
+
+def _segment(name: str, spec: Any) -> Call:
+    def target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
+        idx = forms.tensor(a["free_index"], dev)
+        return getattr(x, name)(idx, start_pos=a["start_pos"]), [idx]
+
+    return Call(
+        name, "free", ("free_index", "start_pos"),
+        spec=lambda m, a: spec(m, a["free_index"]), target=target,
+        source=lambda a, var: [f"x = t({a['free_index']!r})",
+                               f"a.{name}(x, start_pos={a['start_pos']})"],
+        raise_clause="UNI-10", order_clause="UNI-10",
+        reuse="x.fill_(0)  # the caller reuses its tensor", slot_args=("free_index",))
 
 
 def _free(name: str, spec_name: str) -> Call:
@@ -112,6 +143,9 @@ _TABLE = [
     _free("free", "free"),
     _free("free_swa", "free_swa"),
     _free("free_full", "free"),
+    _segment("free_segment", free_in_order),
+    _segment("free_full_segment", free_in_order),
+    _segment("free_swa_segment", lambda m, ids: m.free_swa(ids)),
     _translate("translate_kv_indices_for_transfer", "full"),
     _translate("translate_loc_from_full_to_swa", "swa"),
     Call("evict_to_free_tokens", "cache", ("num_tokens",),

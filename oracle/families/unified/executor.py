@@ -31,6 +31,7 @@ from ...engine.core import Engine
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ..single.calls import as_list
+from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, ZeroCache
 from .coverage import events_of
 from .placement import MoveLog, pages_of, placement_problems
@@ -91,12 +92,13 @@ class UnifiedExecutor(Engine):
         self.trace.steps.append(step)
         full_bytes, swa_bytes = self.caps.entry_bytes
         cap = self.caps.static_cap_pages * ps
+        self.target = self._build(total_bytes, lazy)
         try:
-            self.model = UnifiedSWAModel(total_bytes, ps, full_bytes, swa_bytes, lazy=lazy,
-                                         full_max_tokens=cap, swa_max_tokens=cap)
+            self.model = (UnifiedSWAModel(total_bytes, ps, full_bytes, swa_bytes, lazy=lazy,
+                                          full_max_tokens=cap, swa_max_tokens=cap)
+                          if self.caps.capacity_exact else model_of(self.target, ps, lazy, cap))
         except ContractViolation as err:
             raise OracleError(f"create({total_bytes}) is invalid under the spec: {err}") from err
-        self.target = self._build(total_bytes, lazy)
         kv = self.target.get_kvcache()
         self._moves = [MoveLog(kv.full_kv_pool), MoveLog(kv.swa_kv_pool)]
         self._where = ({}, {})
@@ -132,6 +134,9 @@ class UnifiedExecutor(Engine):
         model = self.model
         assert model is not None
         call = self.calls[step.call]
+        bound = None if self.caps.capacity_exact or call.kind != "alloc" else Bounded(model)
+        if bound is not None:
+            bound.before()
         try:
             want = call.spec(model, {**step.args, "tree_cache": ZeroCache()})
         except (ContractViolation, NotImplementedError) as err:
@@ -141,8 +146,12 @@ class UnifiedExecutor(Engine):
         got_obj, _ = self._guard(step, call, lambda: call.target(
             self.target, {**step.args, "tree_cache": ZeroCache()}, self.device))
         got = as_list(got_obj) if isinstance(got_obj, torch.Tensor) else got_obj
-        if step.call.startswith("translate") and model.lazy:
-            return want  # placement is free under lazy compaction (judged in _post)
+        if bound is not None and bound.after(step.call, got, want):
+            step.expect = None  # refused by the target, rolled back in the model
+            self.events["bound.refused"] += 1
+            return None
+        if step.call.startswith("translate") and (model.lazy or not self.caps.capacity_exact):
+            return want  # placement is free here (judged in _post)
         if got != want:
             raise Divergence(call.result_clause or "UNI-8",
                              f"{step.call} returned {got!r}, the spec says {want!r}")
@@ -154,7 +163,7 @@ class UnifiedExecutor(Engine):
         step.available_after = model.available_size()
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
-        exact = len(FIELDS) if not model.lazy else 3
+        exact = 0 if not self.caps.capacity_exact else len(FIELDS) if not model.lazy else 3
         for i, (name, clause, g, w) in enumerate(zip(FIELDS, CLAUSES, got, want)):
             if i < exact and g != w:
                 self._field = i

@@ -123,33 +123,53 @@ class UnifiedMachine(RuleBasedStateMachine):
 
     # -- window slides and release ---------------------------------------------------------------
     @precondition(lambda self: self.rows)
-    @rule(data=st.data())
-    def slide(self, data: st.DataObject) -> None:
+    @rule(data=st.data(), segment=st.booleans())
+    def slide(self, data: st.DataObject, segment: bool) -> None:
         row = data.draw(st.sampled_from(self.rows))
-        self._slide_to(row, len(row.slots) - data.draw(st.integers(0, 2 * self.ps)))
+        self._slide_to(row, len(row.slots) - data.draw(st.integers(0, 2 * self.ps)), segment)
 
-    def _slide_to(self, row: Row, end: int) -> None:
+    def _slide_to(self, row: Row, end: int, segment: bool = False) -> None:
         """Release the SWA pages of positions ``[front, end)``, down to a page boundary and
-        short of the last page."""
+        short of the last page (``segment``: by ``free_swa_segment``)."""
         last_page = (len(row.slots) - 1) // self.ps * self.ps
         end = min(end // self.ps * self.ps, last_page)
         if end <= row.front:
             return
-        self.ex.call("free_swa", free_index=row.slots[row.front:end])
-        self.ex.note("slide")
+        part = row.slots[row.front:end]
+        if segment:
+            self.ex.call("free_swa_segment", free_index=part, start_pos=row.front)
+        else:
+            self.ex.call("free_swa", free_index=part)
+        self.ex.note("slide-segment" if segment else "slide")
         row.front = end
 
     @precondition(lambda self: self.rows)
-    @rule(data=st.data(), split=st.booleans())
-    def finish(self, data: st.DataObject, split: bool) -> None:
+    @rule(data=st.data(), split=st.booleans(), backwards=st.booleans(), segments=st.booleans())
+    def finish(self, data: st.DataObject, split: bool, backwards: bool, segments: bool) -> None:
+        """A request finishes; ``backwards``: its tokens passed last position first (a cache
+        frees in any order; without ``free_any_order`` they are passed ascending);
+        ``segments``: by ``free_full_segment`` of its released head and ``free_segment`` of
+        the rest."""
         row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
-        if split and row.front:
-            self.ex.call("free_full", free_index=row.slots[:row.front])
-            self.ex.call("free", free_index=row.slots[row.front:])
-            self.ex.note("finish-full")
-        else:
-            self.ex.call("free", free_index=row.slots)
-            self.ex.note("finish-free")
+        if segments:
+            if row.front:
+                self.ex.call("free_full_segment", free_index=row.slots[:row.front], start_pos=0)
+            self.ex.call("free_segment", free_index=row.slots[row.front:], start_pos=row.front)
+            self.ex.note("finish-segments")
+            return
+        if split and not row.front:  # its window slides first: the head has no SWA page
+            self._slide_to(row, len(row.slots) - self.ps)
+        head, tail = row.slots[:row.front], row.slots[row.front:]
+        if not split or not row.front:
+            head, tail = [], row.slots
+        if not self.caps.free_any_order:
+            head, tail = sorted(head), sorted(tail)
+        elif backwards:
+            head, tail = head[::-1], tail[::-1]
+        if head:
+            self.ex.call("free_full", free_index=head)
+        self.ex.call("free", free_index=tail)
+        self.ex.note("finish-full" if head else "finish-free")
         if bool(self.caps.error_types) and data.draw(st.booleans()):
             self._bad("double_free", "free", free_index=row.slots[:self.ps])
 
@@ -168,9 +188,11 @@ class UnifiedMachine(RuleBasedStateMachine):
         """The capacity hook at sizes around what fits (or, one time in eight, ``clear``)."""
         m = self.ex.model
         assert m is not None
-        if (clear and self.caps.clear) or not self.caps.capacity_hooks:
+        if clear and self.caps.clear:
             self.ex.call("clear")
             self.rows = []
+            return
+        if not self.caps.capacity_hooks:
             return
         free = len(m.free_virtual) * self.ps
         sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free})

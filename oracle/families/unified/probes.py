@@ -64,16 +64,16 @@ def _cross(a: Any, ps: int) -> tuple[list[str], bool]:
 
 
 PROBES: dict[str, tuple[str, Callable[[Any, int], tuple[list[str], bool]]]] = {
-    "double_free": ("census_double_free", _double_free),
-    "stale_v2p_full": ("census_stale_v2p", _stale("full")),
-    "stale_v2p_swa": ("census_stale_v2p", _stale("swa")),
+    "double_free": ("census_tables", _double_free),
+    "stale_v2p_full": ("census_tables", _stale("full")),
+    "stale_v2p_swa": ("census_tables", _stale("swa")),
     "frontier_cross": ("census_frontiers", _cross),
 }
 
 
 def census_probe(build: Callable[[bool], Any], caps: Any, page_size: int,
                  lazy_modes: tuple[bool, ...]) -> tuple[str, list[str], list[str]] | None:
-    """Run every probe ``caps`` asks for (``census_double_free``, ``census_stale_v2p``) on a
+    """Run every probe ``caps`` asks for (``census_tables``, ``census_frontiers``) on a
     fresh instance ``build(lazy)``; the first whose unhealthy state the census missed, as
     ``(name, sequence, census)``, else None."""
     for name, (field, probe) in PROBES.items():

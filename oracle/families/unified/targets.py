@@ -34,9 +34,15 @@ class UnifiedCapabilities(Capabilities):
             again, ``UNI-11``); ``False``: no bad input is sent.
         capacity_hooks: ``evict_to_free_tokens`` (the ``UNI-8`` gate, compaction included).
         clear: ``clear()`` (``UNI-12``).
-        census_double_free / census_stale_v2p: ``verify_byte_accounting()`` reports a page
-            freed twice under lazy compaction / a virtual page bound to another one's physical
-            page (``UNI-13``, probed on a separate instance at every ``create``).
+        census_tables: ``verify_byte_accounting()`` reports a page freed twice under lazy
+            compaction and a virtual page bound to another one's physical page (``UNI-13``,
+            probed on a separate instance at every ``create``).
+        census_frontiers: it reports crossing frontiers (``UNI-3``, probed alike).
+        free_any_order: ``free`` appends the virtual ids ascending whatever the order of the
+            tokens passed (``UNI-10``); without it the scheduler passes them ascending.
+        capacity_exact: the spec model fixes the target's capacity (``UNI-7``..``UNI-9``);
+            ``False`` (the tri-pool, whose mamba side is not modelled): judged as a bound with
+            the target's geometry (:mod:`.bound`), placement by what must hold.
         entry_bytes: bytes a token occupies in the full and in the SWA sub-pool.
         static_cap_pages: the static per-side caps, in pages (``UNI-9``).
         data_plane: every handed-out token's K/V bytes carry a signature, read back after every
@@ -47,9 +53,10 @@ class UnifiedCapabilities(Capabilities):
     need_sort: tuple[bool, ...] = (False,)
     checked: Any = True
     compaction: tuple[str, ...] = ("eager", "lazy")
-    census_double_free: bool = True
-    census_stale_v2p: bool = True
+    census_tables: bool = True
     census_frontiers: bool = True
+    free_any_order: bool = True
+    capacity_exact: bool = True
     entry_bytes: tuple[int, int] = (ENTRY_BYTES, ENTRY_BYTES)
     static_cap_pages: int = STATIC_CAP_PAGES
     data_plane: bool = True
@@ -103,8 +110,23 @@ sglang_unified_swa_eager.__qualname__ = sglang_unified_swa_eager.__name__ = (
 sglang_unified_swa_lazy = _sglang(("lazy",))
 sglang_unified_swa_lazy.__qualname__ = sglang_unified_swa_lazy.__name__ = "sglang_unified_swa_lazy"
 
+def sglang_unified_tri(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
+                       need_sort: bool = False) -> Any:
+    """SGLang 0.5.23's tri-pool (mamba + SWA float + full) from its own CPU builder
+    (``build_tri_pool``; its buffer size is the builder's, ``total_bytes`` is not used); its
+    full + SWA part is judged, capacity as a bound (``capacity_exact=False``)."""
+    from .peer import load_unified
+
+    return load_unified().build_tri_pool(page_size=page_size, lazy=lazy)[1]
+
+
+sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    FULL.replace(capacity_exact=False, capacity_hooks=False, census_frontiers=False),
+    "sglang-unified")
+
 UNIFIED_TARGETS = {
     "sglang-unified-swa": sglang_unified_swa,
     "sglang-unified-swa-eager": sglang_unified_swa_eager,
     "sglang-unified-swa-lazy": sglang_unified_swa_lazy,
+    "sglang-unified-tri": sglang_unified_tri,
 }

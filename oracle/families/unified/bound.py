@@ -1,0 +1,57 @@
+"""Judging a unified target whose capacity the spec model does not fix: the tri-pool.
+
+SGLang's tri-pool (``UnifiedMambaSWATokenToKVPoolAllocator``: mamba state grows up from the
+sink, SWA floats in the middle, full grows down) shares its buffer with a mamba sub-pool that
+:class:`kvpool.spec.unified.UnifiedSWAModel` does not model. Its full + SWA part is judged
+with the model's tables and a *bound* on capacity (``capacity_exact=False``):
+
+- the geometry is the target's (buffer size, entry bytes, first allocatable pages: the
+  reserved floor includes the mamba state row, ``UNI-2``), read once at ``create``;
+- an allocation the target refuses is taken as refused (the model is rolled back: the mamba
+  side may hold the bytes); one it grants must fit the model too (``UNI-7``: the full and SWA
+  pages alone fit the bytes) and hand out the model's virtual ids (``UNI-8``);
+- the capacity views are not compared; placement is judged by what must hold (the SWA float's
+  physical pages are not the model's grow-up ones).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from kvpool.spec.contract import Divergence
+from kvpool.spec.unified import UnifiedSWAModel
+
+
+def model_of(target: Any, page_size: int, lazy: bool, cap_tokens: int) -> UnifiedSWAModel:
+    """A model with ``target``'s geometry (its full and SWA sub-pools' bytes and first pages)."""
+    full, swa = target.full_attn_allocator, target.swa_attn_allocator
+    model = UnifiedSWAModel(full.unified_buffer.total_bytes, page_size, full.entry_bytes,
+                            swa.entry_bytes, lazy=lazy, full_max_tokens=cap_tokens,
+                            swa_max_tokens=cap_tokens)
+    model.full.min_page, model.swa.min_page = full.min_page_index, swa.min_page_index
+    model.clear()
+    return model
+
+
+class Bounded:
+    """One allocation judged as a bound: ``before()`` snapshots the model, ``after(got, want)``
+    rolls it back when the target refused, and raises when the target granted what the model
+    cannot fit."""
+
+    def __init__(self, model: UnifiedSWAModel) -> None:
+        self.model = model
+        self.saved: dict[str, Any] = {}
+
+    def before(self) -> None:
+        self.saved = copy.deepcopy(vars(self.model))
+
+    def after(self, call: str, got: Any, want: Any) -> bool:
+        """True when the target refused and the model was rolled back."""
+        if got is None:
+            vars(self.model).update(self.saved)
+            return want is not None
+        if want is None:
+            raise Divergence("UNI-7", f"{call} handed out {got!r}: the full and SWA pages alone "
+                                      "do not fit the buffer's bytes")
+        return False
