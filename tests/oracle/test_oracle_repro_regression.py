@@ -4,7 +4,8 @@ For a representative set of broken allocators (at least one per call kind: alloc
 decode, group, segments, plus aliasing and clear), a contract-order run's repro fails on the
 broken allocator and passes on two correct allocators in different orders: the spec-backed one
 (lowest page first) and :class:`order_allocators.HighestFirst` (highest page first). Exact-order
-repros run the smallest pool that still fails.
+repros run the smallest pool that still fails; the hybrid family's repros (exact order) fail on
+each planted hybrid bug and pass on kvpool's SWA allocator.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from typing import Any
 import pytest
 from broken_allocators import BROKEN, Broken
 from broken_clauses import BROKEN_CLAUSES
+from broken_hybrid import BROKEN_HYBRID, BrokenHybrid
 from kvpool.oracle.engine.capabilities import capabilities_of
 from kvpool.oracle.engine.runner import run_config
 from kvpool.oracle.engine.target import Config, Target
+from kvpool.oracle.families.hybrid.runner import run_hybrid
 from order_allocators import highest_first
 
 MAX_REPRO_CHARS = 4000
@@ -84,3 +87,23 @@ def test_exact_repro_uses_the_smallest_pool(name: str, pool: int) -> None:
     failure = _failure(BY_NAME[name], "exact")
     assert failure.trace.steps[0].args["size"] == pool, failure.report()
     assert len(failure.pytest_source()) <= MAX_REPRO_CHARS
+
+
+@pytest.mark.parametrize("broken", BROKEN_HYBRID, ids=[b.cls.__name__ for b in BROKEN_HYBRID])
+def test_hybrid_repro_fails_on_the_bug_and_passes_on_kvpool(broken: BrokenHybrid) -> None:
+    """The hybrid family's repros: small pools, short, failing on the planted bug only."""
+    failure = run_hybrid(broken.factory(), max_examples=60).failure
+    assert failure is not None
+    source = failure.pytest_source()
+    assert len(source) <= MAX_REPRO_CHARS, source
+    create = failure.trace.steps[0].args
+    assert create["size"] <= 64 and create["size_swa"] <= 64, failure.report()
+    own = f"from broken_hybrid import {broken.cls.__name__} as factory"
+    assert own in source, source
+    failing = source.replace(own, f"from hybrid_factories import {broken.cls.__name__} as factory")
+    err = _run_repro(failing)
+    # the clause's assert or a rejection that did not happen, not a crash
+    assert isinstance(err, (AssertionError, pytest.fail.Exception)), (err, source)
+    fixed = source.replace(own, "from kvpool.oracle.families.hybrid.targets import kvpool_swa "
+                           "as factory")
+    assert _run_repro(fixed) is None, fixed
