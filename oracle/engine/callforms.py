@@ -15,10 +15,59 @@ from kvpool.spec import ResizeConfig
 
 Args = Mapping[str, Any]
 
+# The forms a slot tensor is passed in (``args["form"]``; absent: int64 contiguous): int32 rows
+# and strided views, as SGLang's scheduler passes them (a target declares ``slot_forms``).
+FORMS = ("int64", "int32", "strided", "int32+strided")
+FORM_ARGS = ("free_index", "segments", "page_ids", "kv_indices", "last_loc")
+# the clause a result tensor of the wrong dtype breaks (SGLang's dtypes: int64 slots; a
+# translation returns its input's dtype)
+DTYPE_CLAUSES = {
+    "alloc": "ALLOC-4",
+    "alloc_extend": "EXTEND-4",
+    "alloc_decode": "DECODE-5",
+    "translate_kv_indices_for_transfer": "LIFE-3",
+}
 
-def tensor(values: Sequence[int], device: str) -> torch.Tensor:
-    """``values`` as an int64 tensor on ``device``."""
-    return torch.tensor(list(values), dtype=torch.int64, device=device)
+
+def tensor(values: Sequence[int], device: str, form: str | None = None) -> torch.Tensor:
+    """``values`` as a tensor on ``device``: int64 contiguous, or in ``form`` (``FORMS``: int32
+    and/or a view of every other element of a twice-repeated tensor, stride 2)."""
+    dtype = torch.int32 if form and "int32" in form else torch.int64
+    x = torch.tensor(list(values), dtype=dtype, device=device)
+    return x.repeat_interleave(2)[::2] if form and "strided" in form else x
+
+
+def form_of(a: Args) -> str | None:
+    """The form a call's slot tensors are passed in (None: int64 contiguous)."""
+    form: str | None = a.get("form")
+    return form
+
+
+def choose_form(args: dict[str, Any], accepted: Sequence[str], num_calls: int) -> None:
+    """Give a call that passes slot tensors its form (``args["form"]``), cycling with
+    ``num_calls`` through int64 contiguous and every form of ``accepted`` (a target's
+    ``slot_forms``), both together when both are accepted. Nothing changes when the target
+    accepts no other form or the call passes no slot tensor."""
+    if not accepted or not any(name in args for name in FORM_ARGS):
+        return
+    options = [f for f in FORMS if all(part in ("int64", *accepted) for part in f.split("+"))]
+    form = options[num_calls % len(options)]
+    if form != "int64":
+        args["form"] = form
+
+
+def result_dtype_error(name: str, a: Args, result: Any) -> tuple[str, str] | None:
+    """``(clause, detail)`` when the tensor ``result`` of the call ``name`` has another dtype
+    than SGLang's: int64 for an allocation, the input's for a translation (the identity)."""
+    clause = DTYPE_CLAUSES.get(name)
+    if clause is None or not isinstance(result, torch.Tensor):
+        return None
+    form = form_of(a) if name == "translate_kv_indices_for_transfer" else None
+    want = torch.int32 if form and "int32" in form else torch.int64
+    if result.dtype == want:
+        return None
+    given = f" for {want} input" if name == "translate_kv_indices_for_transfer" else ""
+    return clause, f"{name} returned a {result.dtype} tensor{given}; SGLang returns {want}"
 
 
 def as_list(value: Any) -> Any:
@@ -30,9 +79,14 @@ def as_list(value: Any) -> Any:
     return [int(v) for v in value]
 
 
-def tensor_source(values: Any) -> str:
-    """``values`` as repro source: ``t([...])`` (the repro defines ``t``)."""
-    return f"t({values!r})"
+def tensor_source(values: Any, form: str | None = None) -> str:
+    """``values`` as repro source: ``t([...])`` (the repro defines ``t``), in ``form``."""
+    source = f"t({values!r})"
+    if form and "int32" in form:
+        source += ".int()"
+    if form and "strided" in form:
+        source += ".repeat_interleave(2)[::2]"
+    return source
 
 
 def no_inputs(result: Any) -> tuple[Any, list[torch.Tensor]]:
@@ -47,14 +101,14 @@ def slots_checks(args: Args, expect: Any, var: str) -> list[str]:
 
 def free_target(name: str) -> Callable[[Any, Args, str], tuple[Any, list[torch.Tensor]]]:
     def run(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-        x = tensor(a["free_index"], device)
+        x = tensor(a["free_index"], device, form_of(a))
         return getattr(alloc, name)(x), [x]
 
     return run
 
 
 def page_ids_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    x = tensor(a["page_ids"], device)
+    x = tensor(a["page_ids"], device, form_of(a))
     return alloc.free_page_ids(x), [x]
 
 
@@ -66,7 +120,7 @@ def extend_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Ten
             tensor(pre, "cpu"),
             tensor(seq, device),
             tensor(seq, "cpu"),
-            tensor(a["last_loc"], device),
+            tensor(a["last_loc"], device, form_of(a)),
             a["extend_num_tokens"],
         )
     )
@@ -76,34 +130,37 @@ def extend_source(a: Args, var: str) -> list[str]:
     pre, seq = tensor_source(a["prefix_lens"]), tensor_source(a["seq_lens"])
     return [
         f"{var} = a.alloc_extend({pre}, {pre}.cpu(), {seq}, {seq}.cpu(), "
-        f"{tensor_source(a['last_loc'])}, {a['extend_num_tokens']})"
+        f"{tensor_source(a['last_loc'], form_of(a))}, {a['extend_num_tokens']})"
     ]
 
 
 def decode_source(a: Args, var: str) -> list[str]:
     seq = tensor_source(a["seq_lens"])
-    return [f"{var} = a.alloc_decode({seq}, {seq}.cpu(), {tensor_source(a['last_loc'])})"]
+    last_loc = tensor_source(a["last_loc"], form_of(a))
+    return [f"{var} = a.alloc_decode({seq}, {seq}.cpu(), {last_loc})"]
 
 
 def decode_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
     seq = a["seq_lens"]
     return no_inputs(
-        alloc.alloc_decode(tensor(seq, device), tensor(seq, "cpu"), tensor(a["last_loc"], device))
+        alloc.alloc_decode(
+            tensor(seq, device), tensor(seq, "cpu"), tensor(a["last_loc"], device, form_of(a))
+        )
     )
 
 
 def segment_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    x = tensor(a["free_index"], device)
+    x = tensor(a["free_index"], device, form_of(a))
     return alloc.free_segment(x, start_pos=a["start_pos"]), [x]
 
 
 def segments_target(alloc: Any, a: Args, device: str) -> tuple[Any, list[torch.Tensor]]:
-    segs = [(tensor(s, device), p) for s, p in a["segments"]]
+    segs = [(tensor(s, device, form_of(a)), p) for s, p in a["segments"]]
     return alloc.free_segments(segs), [x for x, _ in segs]
 
 
 def segments_source(a: Args, var: str) -> list[str]:
-    segs = ", ".join(f"({tensor_source(s)}, {p})" for s, p in a["segments"])
+    segs = ", ".join(f"({tensor_source(s, form_of(a))}, {p})" for s, p in a["segments"])
     return [f"segs = [{segs}]", "a.free_segments(segs)"]
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 SEGMENT_MODES = ("shared", "disjoint", "none")
+SLOT_FORMS = ("int32", "strided")  # slot tensor forms beside int64 contiguous (``slot_forms``)
 ERROR_FIELDS = ("checked", "shortage_raises")  # fields holding exception types
 ErrorTypes = tuple[type[BaseException], ...]
 CheckedCalls = tuple[tuple[str, ErrorTypes], ...]  # per call name, its exception types
@@ -115,6 +116,11 @@ class Capabilities:
             inputs (``ALIAS-2``), and the allocator's answers must not change.
         capacity_context: ``check_decode_capacity`` accepts SGLang 0.5.23's extra keywords
             ``requests=`` / ``spec_algorithm=`` (sent in some calls).
+        slot_forms: the forms of slot tensors (slots, page ids, ``last_loc``) the target accepts
+            beside int64 contiguous ones, as SGLang's scheduler passes them: ``"int32"`` rows
+            and ``"strided"`` views (``SLOT_FORMS``; both together too). ``()`` = int64
+            contiguous only (an undeclared target's default). ``--declare`` takes
+            ``int32+strided`` (``-`` for none).
         divergences: ids of ``kvpool.oracle.divergences.REGISTRY`` entries that explain what is
             switched off.
         sources: where a field's value came from (``inferred``, ``default``, ``option``);
@@ -144,6 +150,7 @@ class Capabilities:
     capacity_hooks: bool = True
     capacity_context: bool = True
     ownership: bool = True
+    slot_forms: tuple[str, ...] = SLOT_FORMS
     divergences: tuple[str, ...] = ()
     sources: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     declared_fields: frozenset[str] | None = field(default=None, compare=False, repr=False)
@@ -173,6 +180,12 @@ class Capabilities:
         object.__setattr__(self, "shortage_raises", error_types(self.shortage_raises))
         if self.segments not in SEGMENT_MODES:
             raise ValueError(f"segments must be one of {SEGMENT_MODES}, got {self.segments!r}")
+        forms = self.slot_forms
+        if isinstance(forms, str):  # the --declare form: int32+strided, - for none
+            forms = tuple(f for f in forms.split("+") if f not in ("", "-"))
+        if any(f not in SLOT_FORMS for f in forms):
+            raise ValueError(f"slot_forms takes {'+'.join(SLOT_FORMS)} or -, got {forms!r}")
+        object.__setattr__(self, "slot_forms", tuple(forms))
         if not self.page_sizes or any(ps < 1 for ps in self.page_sizes):
             raise ValueError(f"page_sizes must be positive, got {self.page_sizes!r}")
         if not self.paged and self.page_sizes != (1,):
@@ -305,7 +318,7 @@ TOKEN = declare_all(Capabilities(paged=False, page_sizes=(1,), extend=False))
 PAGED = declare_all(Capabilities())
 # What an undeclared factory is assumed to be before its methods are looked at: every field
 # the methods cannot tell comes from here (source ``default``).
-_ASSUMED = Capabilities(checked=False, reference_order=False)
+_ASSUMED = Capabilities(checked=False, reference_order=False, slot_forms=())
 UNDECLARED = _ASSUMED.with_source(
     "default", **{n: getattr(_ASSUMED, n) for n in field_names(_ASSUMED)}
 )

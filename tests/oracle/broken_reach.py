@@ -10,7 +10,11 @@ bug that stays invisible unless the run builds that shape:
 - ``ExtendWrapsAt256``: the same bug in a paged ``alloc_extend`` batch of 256 or more new
   tokens (``size.pow2_batch`` / ``size.pow2_single``);
 - ``SegmentSkipsMiddlePage``: a segment that starts mid-page and touches three pages or more
-  does not release the page before its last (``seg.unaligned_3``).
+  does not release the page before its last (``seg.unaligned_3``);
+- ``FreeReadsStorage`` / ``FreeViewsAsInt64``: a ``free()`` that reads a strided view's storage
+  as contiguous / an int32 row's bytes as int64 (``input.strided`` / ``input.int32``);
+- ``TranslateToInt64``: a translation that returns int64 where SGLang returns its int32 input
+  (the result's dtype is compared, ``LIFE-3``).
 
 ``REACH_BROKEN`` pairs each with the event that exposes it, the configuration that reaches it
 and the one clause the default run reports for it (the segment leak is reported as the census
@@ -32,7 +36,15 @@ from spec_torch import SpecTorchAllocator
 WRAP_SLOTS = 255  # the buffer size of the two wrapping allocators
 
 
-class FreeDedupAdjacent(SpecTorchAllocator):
+class _BrokenFree(SpecTorchAllocator):
+    """The bug of a subclass is in ``free()`` only: ``free_full`` keeps the correct path, so a
+    report names ``free``'s clause (``FREE-4``)."""
+
+    def free_full(self, free_index: torch.Tensor) -> None:
+        SpecTorchAllocator.free(self, free_index)
+
+
+class FreeDedupAdjacent(_BrokenFree):
     """FREE-4: ``free()`` finds its pages with ``unique_consecutive``: correct for a row (its
     slots of one page are neighbours) but a slot named again further on releases its page a
     second time (outside a group, without ``need_sort``)."""
@@ -92,6 +104,31 @@ class SegmentSkipsMiddlePage(_SegmentsBase):
         self._release_all(out)
 
 
+class FreeReadsStorage(_BrokenFree):
+    """FREE-4: ``free()`` reads its input's storage as if it were contiguous
+    (``as_strided(..., (1,))``): a strided view (every other element) names other slots, so
+    some pages are never released."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index.as_strided((free_index.numel(),), (1,)))
+
+
+class FreeViewsAsInt64(_BrokenFree):
+    """FREE-4: ``free()`` reinterprets its input's bytes as int64 (``.view(torch.int64)``): an
+    int32 row raises or names slots far outside the pool."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index.contiguous().view(torch.int64))
+
+
+class TranslateToInt64(SpecTorchAllocator):
+    """LIFE-3: ``translate_kv_indices_for_transfer`` returns an int64 copy of an int32 input
+    (SGLang's identity returns the input, int32)."""
+
+    def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        return super().translate_kv_indices_for_transfer(kv_indices).to(torch.int64)
+
+
 REACH_BROKEN: tuple[tuple[str, Broken], ...] = (
     ("free.repeat_slot", Broken(FreeDedupAdjacent, ("FREE-4",), module="broken_reach")),
     (
@@ -100,6 +137,9 @@ REACH_BROKEN: tuple[tuple[str, Broken], ...] = (
     ),
     ("size.pow2_batch", Broken(ExtendWrapsAt256, ("EXTEND-5",), module="broken_reach")),
     ("seg.unaligned_3", Broken(SegmentSkipsMiddlePage, ("SEG-5",), module="broken_reach")),
+    ("input.strided", Broken(FreeReadsStorage, ("FREE-4",), module="broken_reach")),
+    ("input.int32", Broken(FreeViewsAsInt64, ("FREE-4",), module="broken_reach")),
+    ("input.int32", Broken(TranslateToInt64, ("LIFE-3",), module="broken_reach")),
 )
 for _, _b in REACH_BROKEN:  # importable factories, e.g. broken_reach:freededupadjacent
     globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

@@ -95,7 +95,7 @@ class SpecTorchAllocator:
     def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
         out = self._out(self.model.translate_kv_indices_for_transfer(self._in(kv_indices)))
         assert out is not None
-        return out
+        return out.to(kv_indices.dtype)  # SGLang's identity keeps the input's dtype
 
     def available_size(self) -> int:
         return int(self.model.available_size())

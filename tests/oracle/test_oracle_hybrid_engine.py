@@ -63,7 +63,7 @@ def test_hybrid_json_report_counts_swa_clauses_and_passes_the_gate(
     assert data["coverage_missing"][target] == [] and data["clauses_missing"][target] == []
     swa = {c for c, n in data["clauses"][target].items() if c.startswith("SWA-") and n}
     assert {f"SWA-{n}" for n in range(1, 20)} <= swa
-    assert len(data["configurations"]) == 4
+    assert len(data["configurations"]) == 6  # page sizes 1, 4 and 16, need_sort both
     assert all(row["status"] == "ok" for row in data["configurations"])
 
 

@@ -29,7 +29,10 @@ REACH_EVENTS = (
     "seg.unaligned_1",
     "seg.unaligned_2",
     "seg.unaligned_3",
+    "input.int32",
+    "input.strided",
 )
+TOKEN_REACH_EVENTS = ("size.pow2_single", "input.int32", "input.strided")
 
 
 def _events(model: AllocatorModel, call: str, **args: object) -> list[str]:
@@ -40,9 +43,13 @@ def _events(model: AllocatorModel, call: str, **args: object) -> list[str]:
 
 def test_the_gate_requires_every_reach_event_of_a_full_paged_target() -> None:
     """A paged target with shared segments must reach all of them (at ps > 1); a token target
-    the single power-of-two allocation."""
+    the single power-of-two allocation and the slot forms; a target that accepts no other slot
+    form is not sent them."""
     assert set(REACH_EVENTS) <= set(coverage.required(PAGED, 4, False))
-    assert set(coverage.required(TOKEN, 1, False)) & set(REACH_EVENTS) == {"size.pow2_single"}
+    assert set(coverage.required(TOKEN, 1, False)) & set(REACH_EVENTS) == set(TOKEN_REACH_EVENTS)
+    assert not {"input.int32", "input.strided"} & set(
+        coverage.required(PAGED.replace(slot_forms=()), 4, False)
+    )
 
 
 def test_repeat_events_free_4_group_6() -> None:
@@ -130,7 +137,7 @@ def test_default_budget_catches_a_bug_only_a_reach_shape_exposes(
 @pytest.mark.parametrize(
     ("factory", "page_size", "events"),
     [
-        (kvpool_token, 1, ("size.pow2_single",)),
+        (kvpool_token, 1, TOKEN_REACH_EVENTS),
         (kvpool_paged, 4, REACH_EVENTS),
     ],
     ids=["token-ps1", "paged-ps4"],
@@ -148,3 +155,80 @@ def test_kvpool_passes_and_reaches_the_reach_events(
         for name in events:
             reached[name] += result.coverage[name]
     assert all(reached.values()), reached
+
+
+def _size_classes(page_sizes: tuple[int, ...]) -> set[str]:
+    return {"1" if ps == 1 else "small" if ps < 16 else ">=16" for ps in page_sizes}
+
+
+def test_every_family_runs_every_page_size_class_by_default() -> None:
+    """Page size 1, a small one and one >= 16: kvpool's single-pool and hybrid targets, SGLang's
+    hybrid one, and an undeclared hybrid factory (its defaults)."""
+    from kvpool.oracle.families.hybrid.family import FAMILY
+    from kvpool.oracle.families.hybrid.targets import HYBRID_TARGETS
+
+    every = {"1", "small", ">=16"}
+    assert _size_classes(capabilities_of(kvpool_paged).page_sizes) == every
+    for factory in HYBRID_TARGETS.values():
+        assert _size_classes(FAMILY.target(factory).caps.page_sizes) == every, factory
+    undeclared = FAMILY.target(lambda **kwargs: None).caps
+    assert _size_classes(undeclared.page_sizes) == every
+    assert undeclared.source_of("page_sizes") == "default"
+
+
+def test_slot_forms_cycle_only_through_the_declared_ones() -> None:
+    """``choose_form``: int64, then each declared form (and both together), by call count; a
+    target declaring none (an undeclared one's default) and a call without slot tensors get
+    none."""
+    from kvpool.oracle.engine.callforms import choose_form
+
+    def forms(accepted: tuple[str, ...], args: dict[str, object]) -> list[object]:
+        out = []
+        for n in range(4):
+            a = dict(args)
+            choose_form(a, accepted, n)
+            out.append(a.get("form"))
+        return out
+
+    assert forms(("int32", "strided"), {"free_index": [4]}) == [
+        None, "int32", "strided", "int32+strided",
+    ]  # fmt: skip
+    assert forms(("strided",), {"last_loc": [-1]}) == [None, "strided", None, "strided"]
+    assert forms((), {"free_index": [4]}) == [None] * 4
+    assert forms(("int32",), {"need_size": 4}) == [None] * 4
+    assert capabilities_of(lambda **kwargs: None).slot_forms == ()
+
+
+@pytest.mark.parametrize("form", [None, "int32", "strided", "int32+strided"])
+def test_a_slot_tensor_form_and_its_repro_source_agree(form: str | None) -> None:
+    """The tensor a target gets and the repro's expression for it: same values, dtype and
+    strides (a strided view of every other element)."""
+    import torch
+    from kvpool.oracle.engine.callforms import tensor, tensor_source
+
+    x = tensor([5, 6, 9], "cpu", form)
+    namespace = {"t": lambda v: torch.tensor(v, dtype=torch.int64), "torch": torch}
+    y = eval(tensor_source([5, 6, 9], form), namespace)
+    assert x.tolist() == y.tolist() == [5, 6, 9]
+    assert x.dtype == y.dtype == (torch.int32 if form and "int32" in form else torch.int64)
+    assert x.stride() == y.stride() == ((2,) if form and "strided" in form else (1,))
+
+
+def test_result_dtypes_are_sglangs() -> None:
+    """Allocations hand out int64; a translation returns its input's dtype (LIFE-3)."""
+    import torch
+    from kvpool.oracle.engine.callforms import result_dtype_error
+
+    as32 = torch.tensor([4], dtype=torch.int32)
+    as64 = torch.tensor([4])
+    translate = "translate_kv_indices_for_transfer"
+    assert result_dtype_error("alloc", {"need_size": 1}, as64) is None
+    assert result_dtype_error("alloc_decode", {}, as32) == (
+        "DECODE-5",
+        "alloc_decode returned a torch.int32 tensor; SGLang returns torch.int64",
+    )
+    assert result_dtype_error(translate, {"form": "int32+strided"}, as32) is None
+    error = result_dtype_error(translate, {"form": "int32"}, as64)
+    assert error is not None and error[0] == "LIFE-3"
+    assert result_dtype_error(translate, {}, as64) is None
+    assert result_dtype_error("free", {}, None) is None

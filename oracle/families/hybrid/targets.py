@@ -21,12 +21,13 @@ class HybridCapabilities(Capabilities):
     """The hybrid rules a target supports: the single-pool fields that apply to it, and two more.
 
     Attributes (beside :class:`~kvpool.oracle.capabilities.Capabilities`'):
-        page_sizes / need_sort: the configurations the factory accepts.
+        page_sizes / need_sort: the configurations the factory accepts; by default 1, 4 and 16
+            (every page size class: token-like, small, and >= 16).
         checked: exception types raised on caller errors (``True``: ContractViolation, whose
             clause must match the spec's); ``False``: no bad input is sent; a mapping from call
             names (``CHECKABLE_CALLS``) to types checks those calls only. A declaration that
             names some fields only (``HybridCapabilities(checked=X)``) takes the others from the
-            undeclared default (unchecked, page sizes 1 and 4, everything else on).
+            undeclared default (unchecked, page sizes 1, 4 and 16, everything else on).
         groups: free groups; ``capacity_hooks``: ``evict_to_free_tokens`` /
             ``check_decode_capacity``; ``resize`` / ``clear``.
         segments: ``"shared"`` (any start, touching segments share a boundary page) or
@@ -38,13 +39,14 @@ class HybridCapabilities(Capabilities):
         divergences: registry ids explaining what is switched off.
     """
 
+    page_sizes: tuple[int, ...] = (1, 4, 16)
     atomic_decode: bool = True
     resize_grow: bool = True
 
     # single-pool fields that say nothing about a hybrid target (not printed)
     UNUSED: ClassVar[tuple[str, ...]] = (
         "paged", "extend", "decode_ps1", "reference_order", "page_ids", "base_api", "merge",
-        "capacity_context")
+        "capacity_context", "slot_forms")
 
     # the calls the hybrid run sends bad input to
     CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (

@@ -60,6 +60,11 @@ _one_request = lambda c, ps, ns: not c.paged or c.extend  # noqa: E731  (alloc /
 POWER_MIN = 256  # sizes around 2**k for 2**k >= POWER_MIN are the ``size.pow2_*`` events
 
 
+def _form(name: str) -> Needs:
+    """The target accepts slot tensors in the form ``name`` (``slot_forms``)."""
+    return lambda c, ps, ns: name in c.slot_forms
+
+
 def _table() -> dict[str, Event]:
     rows: list[tuple[str, str, Needs, str]] = [
         ("alloc.ok", "ALLOC-4", always, "alloc handed out whole pages"),
@@ -145,6 +150,8 @@ def _table() -> dict[str, Event]:
         ("cap.evict", "CAP-1", cap("capacity_hooks"), "the tree cache was asked to evict"),
         ("cap.check_false", "CAP-2", cap("capacity_hooks"), "check_decode_capacity said no"),
         ("cap.byte_accounting", "CAP-3", cap("base_api"), "verify_byte_accounting() read"),
+        ("input.int32", "FREE-1", _form("int32"), "a call passed int32 slot tensors"),
+        ("input.strided", "FREE-1", _form("strided"), "a call passed strided slot tensor views"),
         ("alias.held", "ALIAS-1", always, "a result re-checked after later calls"),
         ("alias.inputs", "ALIAS-2", cap("ownership"), "the caller overwrote a free's input"),
         ("alias.results", "ALIAS-3", cap("ownership"), "the caller wrote into a census"),
@@ -326,7 +333,8 @@ def _names_deferred_slot(step: TraceStep, model: AllocatorModel) -> bool:
 def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: Any) -> list[str]:
     """The events one successful call reached (``model`` is the spec's state after it)."""
     ps, c = model.page_size, step.call
-    found: list[str | None] = []
+    form = step.args.get("form")
+    found: list[str | None] = [f"input.{part}" for part in form.split("+")] if form else []
     if c in ("alloc", "alloc_extend", "alloc_decode"):
         found += _alloc_events(step, before, ps, result)
     elif c in FREE_CALLS:

@@ -181,18 +181,20 @@ class Scheduler:
 
     def with_repeat(self, data: st.DataObject, slots: list[int]) -> list[int]:
         """``slots`` for one paged ``free()``, a quarter of the time with one of them named
-        again at a drawn place (its page is released once: ``FREE-4``); inside a group, half of
-        those name instead a slot an earlier ``free()`` of the group named (``GROUP-6``). A token
-        allocator's slots are returned as they are (a slot named twice is a double free,
-        ``FREE-3``)."""
+        again (its page is released once: ``FREE-4``): mostly at the far end from where it
+        stands (so that other pages lie between the two), else at a drawn place; inside a
+        group, half of those name instead a slot an earlier ``free()`` of the group named
+        (``GROUP-6``). A token allocator's slots are returned as they are (a slot named twice is
+        a double free, ``FREE-3``)."""
         if not self.caps.paged or not slots or data.draw(_ONE_IN_4):
             return slots
         named = [s for chunk in self.model.free_group or () for s in chunk]
         use_named = bool(named) and data.draw(st.booleans())
         pool = named if use_named else slots
-        again = pool[data.draw(st.integers(0, len(pool) - 1))]
-        at = data.draw(st.integers(0, len(slots)))
-        return [*slots[:at], again, *slots[at:]]
+        k = data.draw(st.integers(0, len(pool) - 1))
+        far = len(slots) if use_named or 2 * k < len(slots) else 0
+        at = data.draw(st.one_of(st.just(far), st.just(far), st.integers(0, len(slots))))
+        return [*slots[:at], pool[k], *slots[at:]]
 
     def free_page_ids(self, data: st.DataObject, slots: list[int]) -> None:
         """Release the whole pages ``slots`` lie on by page id (``FREE-8``): in row order or
