@@ -44,7 +44,7 @@ class ShortageHandsOutFree(AllocPartialWhenShort, ShortageRaises):
 
 
 SHORTAGE_BROKEN: tuple[Broken, ...] = (
-    Broken(ShortageTakesThenRaises, ("INV-4", "INV-1"), module="broken_shortage"),
+    Broken(ShortageTakesThenRaises, ("ALLOC-3",), module="broken_shortage"),
     Broken(ShortageHandsOutFree, ("ALLOC-3",), module="broken_shortage"),
 )
 shortageraises = factory_of(ShortageRaises, CAPS)

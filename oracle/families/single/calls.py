@@ -39,10 +39,7 @@ def free_call(name: str, raise_clause: str) -> Call:
         ("free_index",),
         spec=lambda m, a: getattr(m, name)(a["free_index"]),
         target=forms.free_target(name),
-        source=lambda a, var: [
-            f"x = {forms.tensor_source(a['free_index'], forms.form_of(a))}",
-            f"a.{name}(x)",
-        ],
+        source=lambda a, var: [f"x = {forms.tensor_source(a['free_index'])}", f"a.{name}(x)"],
         raise_clause=raise_clause,
         order_clause="FREE-5",
         reuse="x.fill_(0)  # the caller reuses its tensor",
@@ -125,7 +122,7 @@ _TABLE = [
         spec=lambda m, a: m.free_page_ids(a["page_ids"]),
         target=forms.page_ids_target,
         source=lambda a, var: [
-            f"x = {forms.tensor_source(a['page_ids'], forms.form_of(a))}",
+            f"x = {forms.tensor_source(a['page_ids'])}",
             "a.free_page_ids(x)",
         ],
         raise_clause="FREE-8",
@@ -140,11 +137,11 @@ _TABLE = [
         spec=lambda m, a: m.free_segment(a["free_index"], start_pos=a["start_pos"]),
         target=forms.segment_target,
         source=lambda a, var: [
-            f"x = {forms.tensor_source(a['free_index'], forms.form_of(a))}",
+            f"x = {forms.tensor_source(a['free_index'])}",
             f"a.free_segment(x, start_pos={a['start_pos']})",
         ],
         raise_clause="SEG-2",
-        order_clause="FREE-5",
+        order_clause="SEG-3",  # a segment's pages in row order
         reuse="x.fill_(0)  # the caller reuses its forms.tensor",
         slot_args=("free_index",),
     ),
@@ -156,12 +153,12 @@ _TABLE = [
         target=forms.segments_target,
         source=forms.segments_source,
         raise_clause="SEG-5",
-        order_clause="FREE-5",
+        order_clause="SEG-3",  # each segment in row order
         reuse="for x, _ in segs: x.fill_(0)  # the caller reuses its tensors",
         slot_args=("segments",),
     ),
     plain_call("free_group_begin", "state", "GROUP-1", "LIFE-4"),
-    plain_call("free_group_end", "state", "GROUP-4", "FREE-5"),
+    plain_call("free_group_end", "state", "GROUP-4", "GROUP-4"),  # free() inputs, then segments
     plain_call("merge_and_sort_free", "state", "SORT-3", "SORT-3"),
     plain_call("clear", "state", "LIFE-1", "LIFE-1"),
     Call(
@@ -185,13 +182,10 @@ _TABLE = [
         ("kv_indices",),
         spec=lambda m, a: m.translate_kv_indices_for_transfer(a["kv_indices"]),
         target=lambda alloc, a, device: forms.no_inputs(
-            alloc.translate_kv_indices_for_transfer(
-                forms.tensor(a["kv_indices"], device, forms.form_of(a))
-            )
+            alloc.translate_kv_indices_for_transfer(forms.tensor(a["kv_indices"], device))
         ),
         source=lambda a, var: [
-            f"{var} = a.translate_kv_indices_for_transfer("
-            f"{forms.tensor_source(a['kv_indices'], forms.form_of(a))})"
+            f"{var} = a.translate_kv_indices_for_transfer({forms.tensor_source(a['kv_indices'])})"
         ],
         raise_clause="LIFE-3",
         order_clause="LIFE-4",

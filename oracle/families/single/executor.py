@@ -27,7 +27,6 @@ from kvpool.spec.contract import (
 )
 
 from ...engine.call import Call
-from ...engine.callforms import choose_form, result_dtype_error
 from ...engine.core import Engine
 from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
@@ -35,7 +34,13 @@ from ...engine.target import Config, Target
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, status_line, target_line
 from .asserts import failure_asserts
-from .attribution import attribute, attribute_group_end, census_clause
+from .attribution import (
+    attribute,
+    attribute_group_end,
+    census_clause,
+    outside_pool,
+    raise_cause,
+)
 from .calls import ALLOC_CALLS, CALLS, as_list, clone_model
 from .coverage import Before, events_of, snapshot
 from .treecache import TinyTreeCache
@@ -104,7 +109,6 @@ class Executor(Engine):
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         if name == "check_decode_capacity" and self.caps.capacity_context:
             args.setdefault("context", self.num_calls % 2 == 0)  # SGLang's keywords, every other
-        choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors
 
     def _snapshot(self) -> Before:
         assert self.model is not None
@@ -133,6 +137,10 @@ class Executor(Engine):
             render(f"before step {index}", before()),
             render(f"after step {index}", after_spec, after_target),
         )
+
+    def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
+        """A valid call that raised: the rule that explains the raise (``attribution``)."""
+        return raise_cause(self.trace.steps, clause, detail)
 
     def _final_asserts(self, index: int) -> list[str]:
         return failure_asserts(self.trace, index, alias_step=self._alias_step)
@@ -168,9 +176,6 @@ class Executor(Engine):
             if expected is None and call.kind == "alloc":  # contract order: not checked yet
                 self._spec_accepts(pre, step)
             raise
-        wrong_dtype = result_dtype_error(call.name, step.args, got_obj)
-        if wrong_dtype is not None:
-            raise Divergence(*wrong_dtype)
         if step.clobber:
             self._clobber(step, inputs, group_open=model.free_group is not None)
         if call.kind != "alloc":
@@ -323,6 +328,8 @@ class Executor(Engine):
                 lacking=lacking,
                 group_open=model.free_group is not None,
                 available_delta=available - model.available_size(),
+                shortage=step.expect is None,
+                handed_out=step.expect if isinstance(step.expect, list) else (),
             ) or (
                 attribute_group_end(
                     self.trace.steps,
@@ -333,7 +340,7 @@ class Executor(Engine):
                 )
                 if step.call == "free_group_end"
                 else None
-            )
+            ) or outside_pool(extra, model.num_pages)
             if explained is not None:  # the call's own rule covers exactly these pages
                 clause, detail = explained
                 raise Divergence(
