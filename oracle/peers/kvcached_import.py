@@ -41,7 +41,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from .peer_import import PeerUnavailable, load_sglang_allocators
+from .peer_import import PeerNotInstalled, PeerUnavailable, classify, load_sglang_allocators
 
 ENV_VAR = "KVPOOL_KVCACHED_SRC"
 CACHE_DIR = Path.home() / ".cache" / "kvpool" / "kvcached-0.1.6"
@@ -226,7 +226,7 @@ def load_kvcached_allocators() -> types.SimpleNamespace:
             return _cached
         src = source_dir()
         if src is None:
-            raise PeerUnavailable(
+            raise PeerNotInstalled(
                 f"kvcached 0.1.6 source not found: set {ENV_VAR} to the unpacked sdist "
                 f"(pip download --no-deps kvcached==0.1.6) or unpack it into {CACHE_DIR}"
             )
@@ -239,7 +239,7 @@ def load_kvcached_allocators() -> types.SimpleNamespace:
             from kvcached.integration.sglang import patches
             from kvcached.kv_cache_manager import KVCacheManager
         except ImportError as err:
-            raise PeerUnavailable(f"kvcached 0.1.6 does not import: {err}") from err
+            raise classify(f"kvcached 0.1.6 does not import: {err}", err) from err
         logging.getLogger("kvcached").setLevel(logging.ERROR)
         patches._is_supported_gpu_device = lambda device: True
         patch = patches.ElasticAllocatorPatch()

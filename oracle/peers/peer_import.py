@@ -36,14 +36,19 @@ import warnings
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .availability import PeerNotInstalled, PeerUnavailable, classify, may_skip
+
 __all__ = [
     "PLACEHOLDER_NAMES",
     "Dummy",
+    "PeerNotInstalled",
     "PeerUnavailable",
     "PlaceholderLoader",
     "PlaceholderModule",
+    "classify",
     "load_sglang_allocators",
     "load_sglang_runtime",
+    "may_skip",
 ]
 
 ALLOCATOR_MODULE = "sglang.srt.mem_cache.allocator"
@@ -78,10 +83,6 @@ RUNTIME_MODULES = (
 
 _lock = threading.Lock()
 _cached: types.ModuleType | None = None
-
-
-class PeerUnavailable(ImportError):
-    """The peer library (SGLang 0.5.23) is not installed or cannot be imported here."""
 
 
 class _DummyMeta(type):
@@ -231,7 +232,7 @@ def _register_bare_sglang() -> None:
         return
     spec = importlib.util.find_spec("sglang")
     if spec is None or spec.submodule_search_locations is None:
-        raise PeerUnavailable(
+        raise PeerNotInstalled(
             "sglang is not installed; install it with `pip install --no-deps sglang==0.5.23` "
             "(see benchmarks/install_peers.sh)"
         )
@@ -270,9 +271,10 @@ def load_sglang_allocators() -> types.ModuleType:
         except PeerUnavailable:
             raise
         except Exception as exc:
-            raise PeerUnavailable(
+            raise classify(
                 f"cannot import {ALLOCATOR_MODULE} ({type(exc).__name__}: {exc}); "
-                "expected sglang==0.5.23 installed with --no-deps"
+                "expected sglang==0.5.23 installed with --no-deps",
+                exc,
             ) from exc
         _cached = module
         return module
@@ -299,9 +301,10 @@ def load_sglang_runtime() -> dict[str, types.ModuleType]:
             try:
                 modules[name] = importlib.import_module(name)
             except Exception as exc:
-                raise PeerUnavailable(
+                raise classify(
                     f"cannot import {name} ({type(exc).__name__}: {exc}); install SGLang's CPU "
-                    'runtime dependencies with pip install -e ".[sglang]"'
+                    'runtime dependencies with pip install -e ".[sglang]"',
+                    exc,
                 ) from exc
     return modules
 
@@ -348,7 +351,7 @@ def load_vllm_block_pool() -> Any:
     import torch  # noqa: F401  -- real torch first
 
     if importlib.util.find_spec("vllm") is None:
-        raise PeerUnavailable("vllm is not installed (benchmarks/install_peers.sh)")
+        raise PeerNotInstalled("vllm is not installed (benchmarks/install_peers.sh)")
     if not any(isinstance(f, _VllmPlaceholderFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, _VllmPlaceholderFinder())
     # vllm/__init__ imports torch._inductor, which breaks on SGLang's placeholder ``triton``:
@@ -362,8 +365,8 @@ def load_vllm_block_pool() -> Any:
     try:
         module = importlib.import_module("vllm.v1.core.block_pool")
     except Exception as exc:
-        raise PeerUnavailable(
-            f"cannot import vllm.v1.core.block_pool ({type(exc).__name__}: {exc})"
+        raise classify(
+            f"cannot import vllm.v1.core.block_pool ({type(exc).__name__}: {exc})", exc
         ) from exc
     finally:
         sys.meta_path.extend(finders)
