@@ -142,3 +142,11 @@ def test_oracle_hybrid_partial_declaration_takes_the_undeclared_default() -> Non
     assert not caps.checks("free_full") and caps.groups and caps.resize_grow
     assert caps.source_of("groups") == "default" and caps.source_of("checked") == "declared"
     assert FULL.complete and FULL.replace(checked=False).complete
+
+
+def test_oracle_cli_declare_takes_the_per_call_form() -> None:
+    """``--declare checked=alloc+free:ValueError`` on an undeclared factory."""
+    [planned] = plan("minimal_allocator:make_checked", declare="checked=alloc+free:ValueError")
+    caps = planned.target.caps
+    assert caps.checks("free") and caps.checks("alloc") and not caps.checks("alloc_extend")
+    assert "checked=alloc+free:ValueError (option)" in planned.in_force()
