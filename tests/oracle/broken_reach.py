@@ -14,7 +14,11 @@ bug that stays invisible unless the run builds that shape:
 - ``FreeReadsStorage`` / ``FreeViewsAsInt64``: a ``free()`` that reads a strided view's storage
   as contiguous / an int32 row's bytes as int64 (``input.strided`` / ``input.int32``);
 - ``TranslateToInt64``: a translation that returns int64 where SGLang returns its int32 input
-  (the result's dtype is compared, ``LIFE-3``).
+  (the result's dtype is compared, ``LIFE-3``);
+- ``PageIdsTwiceAccepted``: ``free_page_ids`` naming a page twice is accepted and releases it
+  twice (the bad call ``bad.page_ids_twice``, ``FREE-3``);
+- ``HybridFreeDedupAdjacent`` (hybrid family, ``HYBRID_REACH_BROKEN``): a hybrid ``free()``
+  that releases a repeated slot's SWA page twice (``free.repeat_slot``, ``SWA-13``).
 
 ``REACH_BROKEN`` pairs each with the event that exposes it, the configuration that reaches it
 and the one clause the default run reports for it (the segment leak is reported as the census
@@ -28,6 +32,8 @@ from typing import Any
 
 import torch
 from broken_allocators import Broken, _SegmentsBase, factory_of
+from broken_hybrid import BrokenHybrid
+from kvpool.impl import SWATokenToKVPoolAllocator
 from kvpool.oracle.engine.capabilities import PAGED, TOKEN
 from kvpool.spec.rules import check_segments
 from kvpool.spec.segments import segment_pages, trim_boundary
@@ -129,6 +135,39 @@ class TranslateToInt64(SpecTorchAllocator):
         return super().translate_kv_indices_for_transfer(kv_indices).to(torch.int64)
 
 
+class PageIdsTwiceAccepted(SpecTorchAllocator):
+    """FREE-3: ``free_page_ids`` naming a page twice is accepted (checked mode) and releases
+    that page twice (SGLang's ``free_page_ids`` neither sorts nor deduplicates)."""
+
+    def free_page_ids(self, page_ids: torch.Tensor) -> None:
+        pages = self._in(page_ids)
+        if len(set(pages)) == len(pages) or self.model.free_group is not None:
+            super().free_page_ids(page_ids)
+            return
+        super().free_page_ids(torch.tensor(list(dict.fromkeys(pages))))
+        m = self.model
+        m.free_pages = sorted((Counter(pages) - Counter(set(pages))).elements()) + m.free_pages
+
+
+class HybridFreeDedupAdjacent(SWATokenToKVPoolAllocator):
+    """SWA-13: a hybrid ``free()`` finds the SWA pages to release from its slots' full pages
+    with ``unique_consecutive``: a slot named again further on in the same call releases its
+    SWA page a second time (outside a group, at ``ps > 1``)."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        ps = self.page_size
+        pages = free_index // ps
+        peers = self.full_to_swa_index_mapping[free_index] // ps
+        runs = torch.unique_consecutive(pages).tolist()
+        super().free(free_index)
+        if ps == 1 or self.free_group is not None:
+            return
+        for page in (Counter(runs) - Counter(set(runs))).elements():
+            self.swa_attn_allocator.free_page_ids(peers[pages == page][:1])
+
+
+HYBRID_REACH_BROKEN = (BrokenHybrid(HybridFreeDedupAdjacent, (4,), ("SWA-13",)),)
+
 REACH_BROKEN: tuple[tuple[str, Broken], ...] = (
     ("free.repeat_slot", Broken(FreeDedupAdjacent, ("FREE-4",), module="broken_reach")),
     (
@@ -140,6 +179,7 @@ REACH_BROKEN: tuple[tuple[str, Broken], ...] = (
     ("input.strided", Broken(FreeReadsStorage, ("FREE-4",), module="broken_reach")),
     ("input.int32", Broken(FreeViewsAsInt64, ("FREE-4",), module="broken_reach")),
     ("input.int32", Broken(TranslateToInt64, ("LIFE-3",), module="broken_reach")),
+    ("bad.page_ids_twice", Broken(PageIdsTwiceAccepted, ("FREE-3",), module="broken_reach")),
 )
 for _, _b in REACH_BROKEN:  # importable factories, e.g. broken_reach:freededupadjacent
     globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

@@ -101,7 +101,7 @@ def test_the_gate_names_an_expected_clause_left_at_zero() -> None:
 def test_the_run_prints_and_reports_the_clauses(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     report = tmp_path / "run.json"
     argv = ["kvpool.oracle.targets:kvpool_paged", "--page-sizes", "4", "--need-sort", "true"]
-    assert run_main([*argv, "--examples", "30", "--json", str(report)]) == 0
+    assert run_main([*argv, "--examples", "60", "--json", str(report)]) == 0
     out = capsys.readouterr().out
     assert "clauses exercised" in out and "not exercised by this run" in out
     data = json.loads(report.read_text())

@@ -232,3 +232,30 @@ def test_result_dtypes_are_sglangs() -> None:
     assert error is not None and error[0] == "LIFE-3"
     assert result_dtype_error(translate, {}, as64) is None
     assert result_dtype_error("free", {}, None) is None
+
+
+def test_hybrid_run_names_a_slot_twice_in_one_free_at_page_size_4() -> None:
+    """The hybrid family's ``free.repeat_slot`` (SWA-13): required at ``ps > 1`` only (at
+    ``ps = 1`` a slot named twice is a double free, SWA-11), reached and passed by kvpool's
+    hybrid allocator."""
+    from kvpool.oracle.families.hybrid.coverage import EVENTS
+    from kvpool.oracle.families.hybrid.runner import hybrid_target
+    from kvpool.oracle.families.hybrid.targets import FULL
+
+    needs = EVENTS["free.repeat_slot"].needs
+    assert needs(FULL, 4, False) and not needs(FULL, 1, False)
+    result = run_config(hybrid_target("kvpool-swa"), Config(4, False), max_examples=30)
+    assert result.ok, result.failure.report() if result.failure else result.error
+    assert result.coverage["free.repeat_slot"] > 0
+
+
+def test_hybrid_default_budget_catches_a_page_freed_twice_by_one_free() -> None:
+    """``HybridFreeDedupAdjacent`` releases a repeated slot's SWA page twice: caught within the
+    hybrid family's default examples (60), under SWA-13 (shrinking off, as above)."""
+    from broken_reach import HYBRID_REACH_BROKEN
+    from kvpool.oracle.families.hybrid.runner import run_hybrid
+
+    (broken,) = HYBRID_REACH_BROKEN
+    failure = run_hybrid(broken.factory(), max_examples=60, shrink_seconds=0).failure
+    assert failure is not None, f"{broken.cls.__name__} passed the default budget"
+    assert failure.clause == broken.clauses[0], failure.report()

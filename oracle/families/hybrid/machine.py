@@ -185,8 +185,8 @@ class HybridMachine(ActionMachine):
         row = self.rows.pop(data.integer(0, len(self.rows) - 1))
         head, tail, front = row.slots[:row.front], row.slots[row.front:], row.front
         if data.boolean():
-            self.ex.call("free_full", free_index=head, clobber=self.clobber)
-            self.ex.call("free", free_index=tail, clobber=self.clobber)
+            self.ex.call("free_full", free_index=self.repeat(data, head), clobber=self.clobber)
+            self.ex.call("free", free_index=self.repeat(data, tail), clobber=self.clobber)
             self.ex.note("finish-free")
             return
         self.ex.call("free_full_segments", segments=[[head, 0]], clobber=self.clobber)
@@ -196,6 +196,15 @@ class HybridMachine(ActionMachine):
         segments = [[row.slots[front:cut], front], [row.slots[cut:], cut]]
         self.ex.call("free_segments", segments=segments, clobber=self.clobber)
         self.ex.note("finish-segments" + ("-shared" if cut % self.ps else ""))
+
+    def repeat(self, data: Draws, slots: list[int]) -> list[int]:
+        """At ``ps > 1`` outside a group, a quarter of the time, ``slots`` with its first slot
+        named again at the end: one call may name a page twice (released once); at ``ps = 1`` a
+        slot named twice is a double free (``SWA-11``)."""
+        if self.ps == 1 or self.group_open or len(slots) < 2 or data.integer(0, 3):
+            return slots
+        self.ex.note("free.repeat_slot")
+        return [*slots, slots[0]]
 
     @action(lambda self: self.caps.groups and self.rows)
     def finish_batch_in_group(self, data: Draws) -> None:

@@ -67,6 +67,14 @@ def _free_deferred_segment(s: Scheduler, data: st.DataObject) -> Call:
     return "free", {"free_index": slots}
 
 
+def _page_ids_twice(s: Scheduler, data: st.DataObject) -> Call:
+    """FREE-3: ``free_page_ids`` naming a live request's page twice (each page named once)."""
+    req = s.reqs[data.draw(st.sampled_from(sorted(s.reqs)))]
+    pages = list(dict.fromkeys(slot // s.ps for slot in req.live()))
+    page = data.draw(st.sampled_from(pages))
+    return "free_page_ids", {"page_ids": [*pages, page]}
+
+
 def _page_zero(s: Scheduler, data: st.DataObject) -> Call:
     return "free", {"free_index": [data.draw(st.integers(0, s.ps - 1))]}
 
@@ -234,6 +242,10 @@ BAD_CALLS: dict[str, BadCall] = {
     "segment_layout": BadCall(
         lambda s: s.caps.segments != "none" and s.ps > 1 and bool(_overlapping(s)),
         _segment_layout,
+    ),
+    "page_ids_twice": BadCall(
+        lambda s: s.caps.paged and s.caps.page_ids and any(r.live() for r in s.reqs.values()),
+        _page_ids_twice,
     ),
 }
 BAD_KINDS = tuple(BAD_CALLS)

@@ -29,6 +29,7 @@ BAD_KIND_CALLS: dict[str, str] = {
     "shared_partial_page": "alloc_extend",
     "decode_shared_partial_page": "alloc_decode",
     "segment_layout": "free_segments",
+    "page_ids_twice": "free",  # free_page_ids: checked with free()
 }
 
 

@@ -80,6 +80,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
 BAD_CLAUSES: dict[str, str] = {
     "double_free": "FREE-3",
     "double_free_in_call": "FREE-3",
+    "page_ids_twice": "FREE-3",
     "free_deferred_segment": "FREE-3",
     "page_zero": "FREE-2",
     "out_of_range": "FREE-1",

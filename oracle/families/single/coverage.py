@@ -185,6 +185,7 @@ BAD_NEEDS: dict[str, Needs] = {
     "shared_partial_page": _both(_extend, _paged),
     "decode_shared_partial_page": _both(_decode, _paged),
     "segment_layout": _both(_segs, _paged),
+    "page_ids_twice": lambda c, ps, ns: c.paged and c.page_ids,
 }
 EVENTS = _table()
 
