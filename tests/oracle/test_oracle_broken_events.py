@@ -3,13 +3,13 @@
 Each allocator of ``broken_events.py`` breaks only in the situation one coverage event names.
 It is run exactly as ``python -m kvpool.oracle TARGET`` runs a configuration (the default
 examples, steps and shrink budget; the run stops at the first failure) and must be caught
-within 60 s with a trace of at most 8 calls, naming one of the clauses listed for it.
+within 60,000 calls (a bound the machine's load cannot move) with a trace of at most 8
+calls, naming one of the clauses listed for it.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +21,8 @@ from kvpool.oracle.engine.trace import Trace
 from kvpool.oracle.entry.cli import run_main
 from kvpool.oracle.families.single import coverage
 
-MAX_SECONDS_TO_CATCH = 60.0
+# A bound in calls, not seconds, so a loaded machine does not fail it (about 60 s of an idle core)
+MAX_CALLS_TO_CATCH = 60_000
 MAX_TRACE_CALLS = 8
 
 
@@ -39,23 +40,21 @@ def test_oracle_default_run_catches_the_event_bug(event: str, broken: object) ->
     failure = result.failure
     assert failure is not None, f"{broken.cls.__name__} not caught by the default run"
     assert failure.clause in broken.clauses, failure.report()
-    assert result.seconds_to_failure is not None
-    assert result.seconds_to_failure <= MAX_SECONDS_TO_CATCH
+    assert result.calls <= MAX_CALLS_TO_CATCH, result.calls
     assert failure.trace.num_calls() <= MAX_TRACE_CALLS, failure.report()
 
 
 @pytest.mark.parametrize("event", ["seg.mid_span", "cap.check_false"])
 def test_oracle_default_cli_run_catches_the_event_bug(event: str, tmp_path: Path) -> None:
     """``python -m kvpool.oracle module:factory`` with no options (its whole matrix, page
-    size 1 first) exits 1 within 60 s, every failing configuration naming one of the clauses;
-    the first failing configuration's trace has at most 8 calls."""
+    size 1 first) exits 1 within 60,000 calls, every failing configuration naming one of the
+    clauses; the first failing configuration's trace has at most 8 calls."""
     broken = dict(EVENT_BROKEN)[event]
     report = tmp_path / "run.json"
-    start = time.perf_counter()
     status = run_main([broken.path, "--json", str(report), "--trace-dir", str(tmp_path)])
-    assert time.perf_counter() - start <= MAX_SECONDS_TO_CATCH
     assert status == 1
     rows = json.loads(report.read_text())["configurations"]
+    assert sum(row["calls"] for row in rows) <= MAX_CALLS_TO_CATCH, rows
     clauses = {row["clause"] for row in rows if row["clause"] is not None}
     assert clauses and clauses <= set(broken.clauses), rows
     traces = [Trace.from_json(p.read_text()) for p in tmp_path.glob("*.json") if p != report]
