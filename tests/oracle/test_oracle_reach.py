@@ -9,6 +9,9 @@ kvpool's own allocators pass while reaching the events.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from broken_allocators import Broken
 from broken_reach import REACH_BROKEN
@@ -18,7 +21,7 @@ from kvpool.oracle.engine.target import Config, Target
 from kvpool.oracle.engine.trace import TraceStep
 from kvpool.oracle.families.single import coverage
 from kvpool.oracle.families.single.scheduler import near_powers_of_two
-from kvpool.oracle.families.single.targets import kvpool_paged, kvpool_token
+from kvpool.oracle.families.single.targets import kvpool_paged
 from kvpool.spec import AllocatorModel
 
 REACH_EVENTS = (
@@ -135,26 +138,28 @@ def test_default_budget_catches_a_bug_only_a_reach_shape_exposes(
 
 
 @pytest.mark.parametrize(
-    ("factory", "page_size", "events"),
+    ("target", "page_size", "events"),
     [
-        (kvpool_token, 1, TOKEN_REACH_EVENTS),
-        (kvpool_paged, 4, REACH_EVENTS),
+        ("kvpool.oracle.targets:kvpool_token", 1, TOKEN_REACH_EVENTS),
+        ("kvpool.oracle.targets:kvpool_paged", 4, REACH_EVENTS),
     ],
     ids=["token-ps1", "paged-ps4"],
 )
-def test_kvpool_passes_and_reaches_the_reach_events(
-    factory: object, page_size: int, events: tuple[str, ...]
+def test_kvpool_passes_the_gate_with_the_reach_events(
+    target: str, page_size: int, events: tuple[str, ...], tmp_path: Path
 ) -> None:
-    """kvpool's allocators pass a default-budget run of one configuration (both need_sort
-    values together) and reach every reach event there."""
-    target = Target(factory, capabilities_of(factory), f"kvpool.oracle.targets:{factory}")  # type: ignore[arg-type]
-    reached: dict[str, int] = dict.fromkeys(events, 0)
-    for need_sort in (False, True):
-        result = run_config(target, Config(page_size, need_sort))
-        assert result.ok, result.failure.report() if result.failure else result.error
-        for name in events:
-            reached[name] += result.coverage[name]
-    assert all(reached.values()), reached
+    """``python -m kvpool.oracle TARGET --page-sizes PS --require-coverage`` (default examples,
+    both need_sort values) exits 0 on kvpool's allocators: the gate requires the reach events
+    there and every one was reached."""
+    from kvpool.oracle.entry.cli import run_main
+
+    report = tmp_path / "run.json"
+    argv = [target, "--page-sizes", str(page_size), "--require-coverage", "--json", str(report)]
+    assert run_main([*argv, "--trace-dir", str(tmp_path)]) == 0
+    data = json.loads(report.read_text())
+    assert data["coverage_missing"][target] == []
+    for name in events:
+        assert sum(row["coverage"].get(name, 0) for row in data["configurations"]), name
 
 
 def _size_classes(page_sizes: tuple[int, ...]) -> set[str]:
