@@ -47,7 +47,7 @@ def test_sglang_unified_swa_conforms_to_declared_rules_UNI_1_to_UNI_13() -> None
     assert result["clause"] is None and result["error"] is None, result
     for event in ("arrive", "short", "fill", "extend", "decode", "slide", "finish-free",
                   "finish-full", "finish-segments", "slide-segment", "translate",
-                  "capacity.fit", "capacity.short", "life.clear",
+                  "capacity.fit", "capacity.short", "life.clear", "group",
                   "compaction.move", "lazy.holes", "probe.census", "data.check"):
         assert result["events"].get(event, 0) > 0, (event, result["events"])
 

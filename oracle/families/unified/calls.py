@@ -10,9 +10,14 @@ spec form is the model's ``free``. The segment forms take a page-aligned segment
 (``start_pos``) and release the pages of its page representatives (every ``page_size``-th
 token): ``free_swa_segment`` the SWA side (:func:`free_swa`), ``free_segment`` and
 ``free_full_segment`` both sides where bound, appending the virtual ids in the segment's order
-(:func:`free_in_order`). ``evict_to_free_tokens`` takes a tree cache with nothing to
-evict (:class:`ZeroCache`): the hook is then the allocation gate alone (``UNI-8``: True when the
-pages fit, after compaction under lazy compaction, which it then performs; None otherwise).
+(:func:`free_in_order`). Between ``free_group_begin`` and ``free_group_end`` the frees that
+SGLang's composite defers (``free``, ``free_full``, ``free_segment``, ``free_full_segment``) wait
+on the model too (:class:`Group`) and run at the end in its order: the plain frees as one
+``free``, the full frees as one, then the segments' pages (SWA side of ``free_segment``'s,
+then the full side of all, in order); window slides run at once. ``evict_to_free_tokens`` takes
+a tree cache with nothing to evict (:class:`ZeroCache`): the hook is then the allocation gate
+alone (``UNI-8``: True when the pages fit, after compaction under lazy compaction, which it
+then performs; None otherwise).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from kvpool.spec import ContractViolation
 from kvpool.spec.unified import UnifiedSWAModel
 
 from ...engine import callforms as forms
@@ -27,7 +33,8 @@ from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
 
-__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "ZeroCache", "evict_spec", "free_in_order"]
+__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "Group", "ZeroCache", "evict_spec",
+           "free_in_order"]
 
 REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",)  # calltables
 
@@ -78,6 +85,59 @@ def free_in_order(model: UnifiedSWAModel, ids: list[int]) -> None:
     model.free_virtual += pages
 
 
+class Group:
+    """The frees an open free group defers, kept on the spec model (``model.group``)."""
+
+    KINDS = ("free", "free_full", "free_segment", "free_full_segment")
+
+    def __init__(self) -> None:
+        self.deferred: dict[str, list[int]] = {kind: [] for kind in self.KINDS}
+
+    @staticmethod
+    def of(model: UnifiedSWAModel) -> Group | None:
+        found: Group | None = getattr(model, "group", None)
+        return found
+
+    @staticmethod
+    def begin(model: UnifiedSWAModel) -> None:
+        model.group = Group()
+
+    @staticmethod
+    def end(model: UnifiedSWAModel) -> None:
+        """Close the group: run its deferred frees in SGLang's order (module docstring)."""
+        group = Group.of(model)
+        model.group = None
+        if group is None:
+            return
+        d = group.deferred
+        for ids in (d["free"], d["free_full"]):
+            if ids:
+                model.free(ids)
+        ps = model.page_size
+        both = list(dict.fromkeys(t // ps for t in d["free_segment"]))
+        model.swa.release([v for v in both if v in model.swa.v2p])
+        pages = list(dict.fromkeys(both + [t // ps for t in d["free_full_segment"]]))
+        model.full.release(pages)
+        model.free_virtual += pages
+
+
+def deferred(kind: str, spec: Any) -> Any:
+    """``spec(model, ids)``, or, inside a group, the liveness check and the ids queued (for a
+    segment: its page representatives)."""
+    def run(model: UnifiedSWAModel, ids: list[int]) -> Any:
+        group = Group.of(model)
+        if group is None:
+            return spec(model, ids)
+        model.translate(ids)  # UNI-11: every page live, nothing changed otherwise
+        if kind == "free_full":
+            free_full_check(model, ids)
+        reps = ids[::model.page_size] if kind.endswith("segment") else ids
+        group.deferred[kind] += reps
+        return None
+
+    return run
+
+
 def _segment(name: str, spec: Any) -> Call:
     def target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
         idx = forms.tensor(a["free_index"], dev)
@@ -92,9 +152,32 @@ def _segment(name: str, spec: Any) -> Call:
         reuse="x.fill_(0)  # the caller reuses its tensor", slot_args=("free_index",))
 
 
+def free_full(model: UnifiedSWAModel, ids: list[int]) -> None:
+    """``free_full`` (``UNI-10``): ``free`` of pages whose SWA side is already released.
+
+    Raises:
+        ContractViolation: ``UNI-10`` when a page's SWA side is still bound (the caller wants
+            ``free``), ``UNI-11`` when a page is not live; nothing changed.
+    """
+    free_full_check(model, ids)
+    model.free(ids)
+
+
+def free_full_check(model: UnifiedSWAModel, ids: list[int]) -> None:
+    """Raise ``UNI-10`` when a page of ``ids`` still has its SWA side bound."""
+    bound = sorted({t // model.page_size for t in ids} & set(model.swa.v2p))
+    if bound:
+        raise ContractViolation("UNI-10", f"free_full of pages {bound} whose SWA side is live")
+
+
 def _free(name: str, spec_name: str) -> Call:
     call = free_call(name, "UNI-10")
-    return dataclasses.replace(call, spec=lambda m, a: getattr(m, spec_name)(a["free_index"]),
+
+    def now(m: UnifiedSWAModel, ids: list[int]) -> Any:
+        return free_full(m, ids) if name == "free_full" else getattr(m, spec_name)(ids)
+
+    spec = now if name == "free_swa" else deferred(name, now)
+    return dataclasses.replace(call, spec=lambda m, a: spec(m, a["free_index"]),
                                order_clause="UNI-10")
 
 
@@ -143,8 +226,8 @@ _TABLE = [
     _free("free", "free"),
     _free("free_swa", "free_swa"),
     _free("free_full", "free"),
-    _segment("free_segment", free_in_order),
-    _segment("free_full_segment", free_in_order),
+    _segment("free_segment", deferred("free_segment", free_in_order)),
+    _segment("free_full_segment", deferred("free_full_segment", free_in_order)),
     _segment("free_swa_segment", lambda m, ids: m.free_swa(ids)),
     _translate("translate_kv_indices_for_transfer", "full"),
     _translate("translate_loc_from_full_to_swa", "swa"),
@@ -155,6 +238,10 @@ _TABLE = [
          raise_clause="UNI-8", order_clause="UNI-8", result_clause="UNI-8",
          checks=lambda a, e, var: [f"assert {var} == {e!r}"]),
     plain_call("clear", "state", "UNI-12", "UNI-12"),
+    dataclasses.replace(plain_call("free_group_begin", "state", "UNI-10", "UNI-10"),
+                        spec=lambda m, a: Group.begin(m)),
+    dataclasses.replace(plain_call("free_group_end", "state", "UNI-10", "UNI-10"),
+                        spec=lambda m, a: Group.end(m)),
 ]
 
 UNIFIED_CALLS: dict[str, Call] = {c.name: c for c in _TABLE}

@@ -20,6 +20,7 @@ from typing import ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
+from kvpool.spec.unified import UnifiedSWAModel
 
 from ...engine.examples import record_example
 from ...engine.target import Config, Target
@@ -59,15 +60,16 @@ class UnifiedMachine(RuleBasedStateMachine):
         self.ex.create(pages * self.ps * entry + (entry // 2 if ragged else 0), lazy)
 
     # -- growth --------------------------------------------------------------------------------
-    @rule(data=st.data(), fill=st.sampled_from([False, False, False, True]),
+    @rule(data=st.data(), fill=st.sampled_from([False, False, True]),
           whole=st.booleans())
     def new_requests(self, data: st.DataObject, fill: bool, whole: bool) -> None:
         """New requests from an empty prefix; ``fill``: one request that takes everything
         ``available_size()`` promises; ``whole``: ``alloc`` of whole pages."""
         m = self.ex.model
         assert m is not None
-        if fill and m.available_size() > 0:
-            seqs = [m.available_size()]
+        most = data.draw(st.sampled_from([m.available_size(), compacted_capacity(m)]))
+        if fill and most > 0:
+            seqs = [most]
             self.ex.note("fill")
         else:
             seqs = data.draw(st.lists(st.integers(1, 3 * self.ps + 1), min_size=1, max_size=3))
@@ -170,8 +172,26 @@ class UnifiedMachine(RuleBasedStateMachine):
             self.ex.call("free_full", free_index=head)
         self.ex.call("free", free_index=tail)
         self.ex.note("finish-full" if head else "finish-free")
+        if backwards and data.draw(st.booleans()):  # a waiting request takes its place
+            need = -(-len(row.slots) // self.ps) * self.ps
+            self._append(self.ex.call("alloc", need_size=need), [Row([])], [need])
         if bool(self.caps.error_types) and data.draw(st.booleans()):
             self._bad("double_free", "free", free_index=row.slots[:self.ps])
+
+    @precondition(lambda self: self.caps.groups and self.rows)
+    @rule(data=st.data())
+    def finish_batch_in_group(self, data: st.DataObject) -> None:
+        """Up to three requests finish inside a free group (their frees wait for its end)."""
+        m = self.ex.model
+        assert m is not None
+        if m.lazy and self.ps == 1 and not self.caps.free_any_order:
+            return  # the group's end frees its ids in the order they were queued
+        self.ex.call("free_group_begin")
+        for _ in range(data.draw(st.integers(1, min(3, len(self.rows))))):
+            self.finish(data, split=data.draw(st.booleans()), backwards=False,
+                        segments=data.draw(st.booleans()))
+        self.ex.call("free_group_end")
+        self.ex.note("group")
 
     # -- queries, capacity, maintenance ----------------------------------------------------------
     @precondition(lambda self: self.rows)
@@ -195,7 +215,8 @@ class UnifiedMachine(RuleBasedStateMachine):
         if not self.caps.capacity_hooks:
             return
         free = len(m.free_virtual) * self.ps
-        sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free})
+        sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free,
+                        compacted_capacity(m)})
         self.ex.call("evict_to_free_tokens", num_tokens=data.draw(st.sampled_from(sizes)))
 
     @precondition(lambda self: self.caps.error_types)
@@ -224,6 +245,15 @@ class UnifiedMachine(RuleBasedStateMachine):
                 assert not m.full.v2p and not m.swa.v2p
         finally:
             record_example(type(self), self.ex, sys.exc_info()[1])
+
+
+def compacted_capacity(model: UnifiedSWAModel) -> int:
+    """Tokens an allocation can take once both sides are compacted (``UNI-8``'s lazy branch:
+    more than ``available_size()`` while holes are kept)."""
+    pages = len(model.free_virtual)
+    while pages and not model.fits(pages, compacted=True):
+        pages -= 1
+    return int(pages * model.page_size)
 
 
 def unified_machine_for(target: Target, config: Config) -> type[UnifiedMachine]:

@@ -33,7 +33,7 @@ class UnifiedCapabilities(Capabilities):
         checked: exception types raised on caller errors (a freed id translated or freed
             again, ``UNI-11``); ``False``: no bad input is sent.
         capacity_hooks: ``evict_to_free_tokens`` (the ``UNI-8`` gate, compaction included).
-        clear: ``clear()`` (``UNI-12``).
+        clear: ``clear()`` (``UNI-12``); groups: ``free_group_begin`` / ``free_group_end``.
         census_tables: ``verify_byte_accounting()`` reports a page freed twice under lazy
             compaction and a virtual page bound to another one's physical page (``UNI-13``,
             probed on a separate instance at every ``create``).
@@ -62,7 +62,7 @@ class UnifiedCapabilities(Capabilities):
     data_plane: bool = True
 
     UNUSED: ClassVar[tuple[str, ...]] = (
-        "paged", "extend", "groups", "segments", "reference_order", "shortage_raises",
+        "paged", "extend", "segments", "reference_order", "shortage_raises",
         "page_ids", "base_api", "resize", "merge", "capacity_context", "ownership")
 
     # the calls the unified run sends bad input to
