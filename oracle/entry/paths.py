@@ -2,9 +2,10 @@
 
 ``kvpool_home()`` is ``$KVPOOL_HOME`` if set, else ``$XDG_CACHE_HOME/kvpool``, else
 ``~/.cache/kvpool``. Traces go to ``<home>/traces`` (``--trace-dir DIR``, ``--trace-dir .`` for
-the cwd); Hypothesis keeps its files (its cache of source constants; the oracle runs with no
-example database, so no earlier failure is replayed into a seeded run) in ``<home>/hypothesis``
-(``--hypothesis-dir DIR``, or Hypothesis's own ``HYPOTHESIS_STORAGE_DIRECTORY``).
+the cwd); whatever Hypothesis writes goes to ``<home>/hypothesis`` (``--hypothesis-dir DIR``,
+or Hypothesis's own ``HYPOTHESIS_STORAGE_DIRECTORY``). An oracle run itself gives Hypothesis
+nothing to write: no example database (no earlier failure is replayed into a seeded run) and
+no constants collected from local modules (``engine.runner.no_local_constants``).
 """
 
 from __future__ import annotations
