@@ -11,7 +11,8 @@ segments last-first (``SEG-3``, reference order), a free census naming an owned 
 that took a page (``ERR-1``), allocations from the back of the free list (``ALLOC-5``,
 ``DECODE-7``), an ``alloc`` that sorts the free list it leaves (``SORT-2``), a ``free_segment``
 that keeps its last page (``SEG-2``), ``free_segments`` that raises on an empty segment
-(``SEG-6``), ``free_full`` that raises where ``free`` works (``FREE-7``).
+(``SEG-6``), ``free_full`` that raises where ``free`` works (``FREE-7``), a decode that
+continues a page one slot off (``DECODE-5``).
 ``tests/oracle/test_oracle_broken_rule.py`` lists, per clause, the allocator that pins it.
 """
 
@@ -217,6 +218,21 @@ class FreeFullRaises(M):
         super().free_full(free_index)
 
 
+class DecodeContinueSkipsSlot(M):
+    """DECODE-5: a decode that continues a partial page hands out the slot after the right one."""
+
+    def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
+        out = super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+        if out is None:
+            return out
+        ps, seqs = self.page_size, self._in(seq_lens_cpu)
+        shifted = [
+            s + 1 if (n - 1) % ps and (s + 1) % ps else s for s, n in zip(self._in(out), seqs)
+        ]
+        return self._out(shifted)
+
+
+
 BROKEN_RULE: tuple[Broken, ...] = (
     *(Broken(ACCEPTING[name], (clause,), module="broken_rule") for name, clause, _, _ in ACCEPTED),
     Broken(PageIdsKeepLast, ("FREE-8",), module="broken_rule"),
@@ -234,6 +250,7 @@ BROKEN_RULE: tuple[Broken, ...] = (
     Broken(SegmentKeepsLastPage, ("SEG-2",), module="broken_rule"),
     Broken(EmptySegmentRaises, ("SEG-6",), module="broken_rule"),
     Broken(FreeFullRaises, ("FREE-7",), module="broken_rule"),
+    Broken(DecodeContinueSkipsSlot, ("DECODE-5",), module="broken_rule"),
 )
 for _b in BROKEN_RULE:  # importable factories, e.g. broken_rule:pageidskeeplast
     globals().setdefault(_b.name, factory_of(_b.cls, PAGED))
