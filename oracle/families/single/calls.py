@@ -39,7 +39,10 @@ def free_call(name: str, raise_clause: str) -> Call:
         ("free_index",),
         spec=lambda m, a: getattr(m, name)(a["free_index"]),
         target=forms.free_target(name),
-        source=lambda a, var: [f"x = {forms.tensor_source(a['free_index'])}", f"a.{name}(x)"],
+        source=lambda a, var: [
+            f"x = {forms.tensor_source(a['free_index'], forms.form_of(a))}",
+            f"a.{name}(x)",
+        ],
         raise_clause=raise_clause,
         order_clause="FREE-5",
         reuse="x.fill_(0)  # the caller reuses its tensor",
@@ -122,7 +125,7 @@ _TABLE = [
         spec=lambda m, a: m.free_page_ids(a["page_ids"]),
         target=forms.page_ids_target,
         source=lambda a, var: [
-            f"x = {forms.tensor_source(a['page_ids'])}",
+            f"x = {forms.tensor_source(a['page_ids'], forms.form_of(a))}",
             "a.free_page_ids(x)",
         ],
         raise_clause="FREE-8",
@@ -137,7 +140,7 @@ _TABLE = [
         spec=lambda m, a: m.free_segment(a["free_index"], start_pos=a["start_pos"]),
         target=forms.segment_target,
         source=lambda a, var: [
-            f"x = {forms.tensor_source(a['free_index'])}",
+            f"x = {forms.tensor_source(a['free_index'], forms.form_of(a))}",
             f"a.free_segment(x, start_pos={a['start_pos']})",
         ],
         raise_clause="SEG-2",
@@ -182,10 +185,13 @@ _TABLE = [
         ("kv_indices",),
         spec=lambda m, a: m.translate_kv_indices_for_transfer(a["kv_indices"]),
         target=lambda alloc, a, device: forms.no_inputs(
-            alloc.translate_kv_indices_for_transfer(forms.tensor(a["kv_indices"], device))
+            alloc.translate_kv_indices_for_transfer(
+                forms.tensor(a["kv_indices"], device, forms.form_of(a))
+            )
         ),
         source=lambda a, var: [
-            f"{var} = a.translate_kv_indices_for_transfer({forms.tensor_source(a['kv_indices'])})"
+            f"{var} = a.translate_kv_indices_for_transfer("
+            f"{forms.tensor_source(a['kv_indices'], forms.form_of(a))})"
         ],
         raise_clause="LIFE-3",
         order_clause="LIFE-4",

@@ -27,6 +27,7 @@ from kvpool.spec.contract import (
 )
 
 from ...engine.call import Call
+from ...engine.callforms import choose_form, result_dtype_error
 from ...engine.core import Engine
 from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
@@ -109,6 +110,7 @@ class Executor(Engine):
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         if name == "check_decode_capacity" and self.caps.capacity_context:
             args.setdefault("context", self.num_calls % 2 == 0)  # SGLang's keywords, every other
+        choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors
 
     def _snapshot(self) -> Before:
         assert self.model is not None
@@ -176,6 +178,9 @@ class Executor(Engine):
             if expected is None and call.kind == "alloc":  # contract order: not checked yet
                 self._spec_accepts(pre, step)
             raise
+        wrong_dtype = result_dtype_error(call.name, step.args, got_obj)
+        if wrong_dtype is not None:
+            raise Divergence(*wrong_dtype)
         if step.clobber:
             self._clobber(step, inputs, group_open=model.free_group is not None)
         if call.kind != "alloc":
