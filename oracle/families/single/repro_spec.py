@@ -106,7 +106,7 @@ def spec_lines(step: TraceStep, var: str, mapped: dict[str, Any]) -> list[str]:
 def _learn(step: TraceStep, var: str) -> list[str]:
     """The line that maps the recorded run's slots of this allocation to this allocator's
     (none when the recorded allocation returned None)."""
-    return [f"S.update(zip({step.expect!r}, got({var})))"] if step.expect else []
+    return [f"S.update(zip({step.expect!r}, got({var}) or []))"] if step.expect else []
 
 
 def _cache_lines(step: TraceStep, var: str, a: dict[str, Any]) -> list[str]:
