@@ -113,18 +113,22 @@ class SegmentSkipsMiddlePage(_SegmentsBase):
 class FreeReadsStorage(_BrokenFree):
     """FREE-4: ``free()`` reads its input's storage as if it were contiguous
     (``as_strided(..., (1,))``): a strided view (every other element) names other slots, so
-    some pages are never released."""
+    some pages are never released (outside a group)."""
 
     def free(self, free_index: torch.Tensor) -> None:
-        super().free(free_index.as_strided((free_index.numel(),), (1,)))
+        if self.model.free_group is None:
+            free_index = free_index.as_strided((free_index.numel(),), (1,))
+        super().free(free_index)
 
 
 class FreeViewsAsInt64(_BrokenFree):
     """FREE-4: ``free()`` reinterprets its input's bytes as int64 (``.view(torch.int64)``): an
-    int32 row raises or names slots far outside the pool."""
+    int32 row raises or names slots far outside the pool (outside a group)."""
 
     def free(self, free_index: torch.Tensor) -> None:
-        super().free(free_index.contiguous().view(torch.int64))
+        if self.model.free_group is None:
+            free_index = free_index.contiguous().view(torch.int64)
+        super().free(free_index)
 
 
 class TranslateToInt64(SpecTorchAllocator):
