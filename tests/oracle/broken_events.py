@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from broken_allocators import Broken, factory_of
 from kvpool.oracle.engine.capabilities import PAGED, TOKEN
+from kvpool.spec.rules import check_decode
 from spec_torch import SpecTorchAllocator
 
 
@@ -98,9 +99,13 @@ class DecodeNoMergeWhenShort(SpecTorchAllocator):
     merging the staged pages first."""
 
     def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
-        ps = self.page_size
+        ps, m = self.page_size, self.model
+        check_decode(  # a caller error is still rejected first
+            _lens(seq_lens_cpu), self._in(last_loc), page_size=ps, num_pages=m.num_pages,
+            status_of=m.status_of,
+        )
         opens = sum(1 for s in _lens(seq_lens_cpu) if (s - 1) % ps == 0)
-        if self.model.staged and opens > len(self.model.free_pages):
+        if m.staged and opens > len(m.free_pages):
             return None
         return super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
 
