@@ -7,8 +7,9 @@ actions cost themselves. An :class:`ActionMachine` has a single rule, ``step``, 
 actions with :func:`action` (the precondition as the argument). A step then:
 
 - in a fresh example: calls the machine's ``start`` (the constructor call and its warm start);
-- otherwise: runs one action among those whose precondition holds (``eligible``), picked by
-  one integer draw;
+- otherwise: runs one action among those whose precondition holds (``eligible``), drawn as
+  Hypothesis draws a rule (an index among all actions, redrawn up to three times while it
+  names one not eligible or switched off, then one among the eligible ones);
 - swarm testing as Hypothesis's rules have it (feature flags): per example a probability
   ``p`` is drawn, and each action is switched off with probability ``p``, decided the first
   time it is eligible; when every eligible action is off, any eligible one may run.
@@ -36,13 +37,19 @@ from .report import OracleError
 
 F = TypeVar("F", bound=Callable[..., Any])
 _PRE = "_kvpool_action_pre"  # the attribute that marks an action (its precondition)
+_RANK = "_kvpool_action_rank"  # its place in the order (see ``actions_of``)
 
 
-def action(pre: Callable[[Any], object] = lambda machine: True) -> Callable[[F], F]:
-    """Mark a method ``(self, data)`` as an action, eligible while ``pre(self)`` is true."""
+def action(pre: Callable[[Any], object] = lambda machine: True, rank: int = 1) -> Callable[[F], F]:
+    """Mark a method ``(self, data)`` as an action, eligible while ``pre(self)`` is true.
+
+    ``rank`` orders the actions (then their names): the choice of an action is an index, and
+    Hypothesis draws the low indices most often (and shrinks toward them), so the actions that
+    change least come first, as Hypothesis orders rules by how many arguments they draw."""
 
     def mark(fn: F) -> F:
         setattr(fn, _PRE, pre)
+        setattr(fn, _RANK, rank)
         return fn
 
     return mark
@@ -50,22 +57,23 @@ def action(pre: Callable[[Any], object] = lambda machine: True) -> Callable[[F],
 
 @dataclass(frozen=True)
 class Action:
-    """One action of a machine: its method and its precondition."""
+    """One action of a machine: its method, its precondition and its rank."""
 
     name: str
     run: Callable[..., Any]
     pre: Callable[[Any], object]
+    rank: int = 1
 
 
 def actions_of(cls: type) -> tuple[Action, ...]:
-    """The actions of ``cls`` (its own and inherited), by name (a stable order)."""
+    """The actions of ``cls`` (its own and inherited), by rank and name (a stable order)."""
     found: dict[str, Action] = {}
     for klass in reversed(cls.__mro__):
         for name, fn in vars(klass).items():
             pre = getattr(fn, _PRE, None)
             if pre is not None:
-                found[name] = Action(name, fn, pre)
-    return tuple(found[name] for name in sorted(found))
+                found[name] = Action(name, fn, pre, getattr(fn, _RANK, 1))
+    return tuple(sorted(found.values(), key=lambda a: (a.rank, a.name)))
 
 
 class Swarm:
@@ -102,11 +110,20 @@ class ActionMachine(RuleBasedStateMachine):
         cls = type(self)
         if cls._actions is None:
             cls._actions = actions_of(cls)
-        eligible = [a for a in cls._actions if a.pre(self)]
+        self._pick(cls._actions, data).run(self, data=data)
+
+    def _pick(self, actions: tuple[Action, ...], data: Draws) -> Action:
+        """An eligible action, switched on where one is, drawn as Hypothesis draws a rule: up
+        to three draws among all actions, then one among the eligible ones."""
+        for _ in range(3):
+            candidate = actions[data.integer(0, len(actions) - 1)]
+            if candidate.pre(self) and self.swarm.enabled(candidate.name, data):
+                return candidate
+        eligible = [a for a in actions if a.pre(self)]
         if not eligible:
-            raise OracleError(f"{cls.__name__}: no action is possible in this state")
+            raise OracleError(f"{type(self).__name__}: no action is possible in this state")
         on = [a for a in eligible if self.swarm.enabled(a.name, data)]
-        data.choice(on or eligible).run(self, data=data)
+        return data.choice(on or eligible)
 
     @rule(data=st.data())
     def step(self, data: st.DataObject) -> None:

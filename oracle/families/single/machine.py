@@ -169,7 +169,7 @@ class OracleMachine(Scheduler, ActionMachine):
         if out:
             self.raw.append(out)
 
-    @action(lambda self: self.reqs or self.uses_extend())
+    @action(lambda self: self.reqs or self.uses_extend(), rank=2)
     @guarded
     def under_pressure(self, data: Draws) -> None:
         """Other requests take the free list down to 0-2 pages (staged pages stay), then
@@ -278,12 +278,12 @@ class OracleMachine(Scheduler, ActionMachine):
         self.ex.call("translate_kv_indices_for_transfer", kv_indices=req.live())
 
     # -- groups, merge, capacity -----------------------------------------------------------------
-    @action(lambda self: self.caps.groups and not self.group_open)
+    @action(lambda self: self.caps.groups and not self.group_open, rank=0)
     @guarded
     def group_begin(self, data: Draws) -> None:
         self.ex.call("free_group_begin")
 
-    @action(lambda self: self.caps.groups and not self.group_open and self.reqs)
+    @action(lambda self: self.caps.groups and not self.group_open and self.reqs, rank=2)
     @guarded
     def finish_batch_in_group(self, data: Draws) -> None:
         """The scheduler's pattern: one group around several finishes, then end (maybe twice)."""
@@ -305,12 +305,12 @@ class OracleMachine(Scheduler, ActionMachine):
         for _ in range(data.integer(1, 2)):  # a second end is a no-op (GROUP-2)
             self.ex.call("free_group_end")
 
-    @action(lambda self: self.caps.merge)
+    @action(lambda self: self.caps.merge, rank=0)
     @guarded
     def merge(self, data: Draws) -> None:
         self.ex.call("merge_and_sort_free")
 
-    @action(lambda self: self.caps.capacity_hooks and (self.cache or self.reqs))
+    @action(lambda self: self.caps.capacity_hooks and (self.cache or self.reqs), rank=3)
     @guarded
     def capacity(self, data: Draws) -> None:
         """Finished requests go to the tree cache (``retire`` of them), then the scheduler asks
