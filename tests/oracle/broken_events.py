@@ -349,7 +349,7 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
         "merge.decode",
         Broken(
             DecodeNoMergeWhenShort,
-            ("DECODE-6",),
+            ("ALLOC-5",),
             need_sort=True,
             module="broken_events",
         ),

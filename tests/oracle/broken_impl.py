@@ -132,8 +132,7 @@ class ImplViewMutatedLater(PagedTokenToKVPoolAllocator):
 
 
 class ImplMergeUnsorted(PagedTokenToKVPoolAllocator):
-    """Order: ``merge_and_sort_free`` appends the staged pages without sorting (first seen in the
-    order of an allocation that merges: ALLOC-5)."""
+    """Order: ``merge_and_sort_free`` appends the staged pages without sorting."""
 
     def merge_and_sort_free(self) -> None:
         if len(self._staged) == 0:
@@ -186,7 +185,7 @@ BROKEN_IMPL = (
     Broken(ImplViewMutatedLater, ("ALIAS-1",), module="broken_impl", correct=CORRECT),
     Broken(
         ImplMergeUnsorted,
-        ("ALLOC-5",),
+        ("SORT-3",),
         need_sort=True,
         module="broken_impl",
         correct=CORRECT,

@@ -44,7 +44,7 @@ class ShortageHandsOutFree(AllocPartialWhenShort, ShortageRaises):
 
 
 SHORTAGE_BROKEN: tuple[Broken, ...] = (
-    Broken(ShortageTakesThenRaises, ("ALLOC-3",), module="broken_shortage"),
+    Broken(ShortageTakesThenRaises, ("EXTEND-6",), module="broken_shortage"),
     Broken(ShortageHandsOutFree, ("ALLOC-3",), module="broken_shortage"),
 )
 shortageraises = factory_of(ShortageRaises, CAPS)
