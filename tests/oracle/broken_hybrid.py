@@ -145,7 +145,7 @@ class BrokenHybrid:
 
 BROKEN_HYBRID = (
     BrokenHybrid(SlideFreesFull, (4,), ("INV-1",)),
-    BrokenHybrid(MappingNotCleared, (1, 4), ("SWA-12",)),
+    BrokenHybrid(MappingNotCleared, (1, 4), ("SWA-2",)),
     BrokenHybrid(OnlyNamedSlotsCleared, (4,), ("SWA-2",)),
     BrokenHybrid(GroupDoubleRelease, (4,), ("SWA-19",)),
     BrokenHybrid(DecodeLeaksFullSide, (4,), ("INV-1",)),

@@ -392,7 +392,7 @@ def test_a_census_with_the_right_count_but_a_wrong_slot_fails_and_its_repro_too(
     failure = err.value.failure
     assert "0" in failure.detail and failure.trace.failing_step == 2, failure.report()
     repro = to_pytest(failure.trace, path)
-    assert "assert sorted(a.get_all_free_pages().tolist()) == [1, 2, 3, 4, 5, 6, 7, 8]" in repro
+    assert "census()" in repro.split("a.free(", 1)[1]  # the contract's census after the free
     namespace: dict[str, Any] = {}
     exec(compile(repro, "<repro>", "exec"), namespace)
     with pytest.raises(AssertionError):

@@ -20,7 +20,7 @@ NONE_CLAUSES = ("ALLOC-3", "EXTEND-6", "DECODE-6")
 
 def test_oracle_shortage_raise_conforms_only_when_declared() -> None:
     declared = Target(shortageraises, CAPS, "broken_shortage:shortageraises")
-    result = run_config(declared, CONFIG, max_examples=40)
+    result = run_config(declared, CONFIG, max_examples=80)
     assert result.ok, result.failure.report() if result.failure else result.error
     assert result.coverage["alloc.short_partial"] and result.coverage["extend.short_empty"]
     undeclared = Target(shortageraises, CAPS.replace(shortage_raises=()), declared.path)
