@@ -29,7 +29,7 @@ from ...engine.callforms import Args, as_list, capacity_context, tensor
 
 __all__ = [
     "ALLOC_CALLS", "CACHE_CALLS", "CALLS", "FREE_CALLS", "MAX_HELD", "Args", "Call", "as_list",
-    "bind", "capacity_context", "clone_model", "map_slots", "tensor",
+    "bind", "capacity_context", "clone_model", "map_slots", "model_state", "tensor",
 ]
 def free_call(name: str, raise_clause: str) -> Call:
     """``free`` / ``free_full``: one tensor of slots."""
@@ -264,3 +264,18 @@ def clone_model(model: AllocatorModel) -> AllocatorModel:
     c = AllocatorModel.__new__(AllocatorModel)
     c.__dict__.update({k: _copy_value(v) for k, v in model.__dict__.items()})
     return c
+
+
+def model_state(model: AllocatorModel) -> tuple[Any, ...]:
+    """Everything the spec model's ``check_invariants`` reads, copied (lists two levels deep):
+    equal states give equal verdicts."""
+    group = None if model.free_group is None else [list(c) for c in model.free_group]
+    return (
+        model.num_pages,
+        model.page_size,
+        list(model.free_pages),
+        list(model.staged),
+        group,
+        [list(c) for c in model.group_segments],
+        list(model._status),
+    )
