@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from kvpool.impl import SWATokenToKVPoolAllocator
 from kvpool.oracle.families.hybrid.targets import FULL, HybridCapabilities
+from kvpool.spec import ContractViolation
 
 
 class SlideFreesFull(SWATokenToKVPoolAllocator):
@@ -116,6 +117,127 @@ class GroupKeepsCallerTensor(SWATokenToKVPoolAllocator):
         super().free_group_end()
 
 
+class MappingWithoutTrailingEnd(SWATokenToKVPoolAllocator):
+    """``clear()`` zeroes the whole mapping, its trailing ``-1`` included (SWA-1): translating
+    the ``last_loc`` of ``-1`` of an empty prefix then reads SWA slot 0, the padding slot."""
+
+    def clear(self) -> None:
+        super().clear()
+        self.full_to_swa_index_mapping.zero_()
+
+
+class AvailableFullSideOnly(SWATokenToKVPoolAllocator):
+    """``available_size()`` reports the full side's free slots and forgets the SWA side's
+    (SWA-5: the minimum of both)."""
+
+    def available_size(self) -> int:
+        return self.full_available_size()
+
+
+class AllocChecksSwaSideOnly(SWATokenToKVPoolAllocator):
+    """Page size 1: ``alloc`` checks only the SWA side's free slots (as if the SWA pool were
+    always the smaller one); a full side short of slots hands back None into the pairing."""
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        if need_size > self.swa_available_size():
+            return None
+        full = self.full_attn_allocator.alloc(need_size)
+        swa = self.swa_attn_allocator.alloc(need_size)
+        self._pairs.set(full, swa)  # the planted bug: full may be None
+        return full
+
+
+class NewPagesOffByOne(SWATokenToKVPoolAllocator):
+    """The SWA side's page check of ``alloc_extend`` / ``alloc_decode`` is strict (``<``): a
+    request that takes exactly the SWA side's last free pages is refused (SWA-7)."""
+
+    def new_pages_available(self, num_full_pages: int, num_swa_pages: int) -> bool:
+        ps = self.page_size
+        return (num_full_pages <= self.full_available_size() // ps
+                and num_swa_pages < self.swa_available_size() // ps)
+
+
+class ExtendSkipsSwaLastLoc(SWATokenToKVPoolAllocator):
+    """Checked ``alloc_extend`` / ``alloc_decode`` keep the full side's rules but not SWA-8: a
+    partial page continued from a ``last_loc`` whose SWA peer was released is accepted."""
+
+    def _check_last_loc(self, prefix: list[int], seq: list[int], last_loc: torch.Tensor) -> None:
+        pass
+
+
+class DecodeRefusesExactFit(SWATokenToKVPoolAllocator):
+    """``alloc_decode`` refuses a decode whose new pages take exactly the SWA side's last free
+    pages (``>=`` for ``>``; SWA-9: None iff a side is short)."""
+
+    def alloc_decode(
+        self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor
+    ) -> torch.Tensor | None:
+        num_new_pages = self.full_attn_allocator._ops.decode_new_pages(seq_lens_cpu)
+        if num_new_pages and num_new_pages >= self.swa_available_size() // self.page_size:
+            return None
+        return super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+
+
+class SlideRejectsMidPage(SWATokenToKVPoolAllocator):
+    """Checked ``free_swa`` rejects a window slide that ends mid-page, as if it released part
+    of a page (SWA-10: every page the slots touch is released)."""
+
+    def free_swa(self, free_index: torch.Tensor) -> None:
+        if self.checked and free_index.numel() % self.page_size:
+            raise ContractViolation("SWA-10", "a slide must release whole pages")
+        super().free_swa(free_index)
+
+
+class SwaReleaseUnchecked(SWATokenToKVPoolAllocator):
+    """Checked mode without SWA-11: ``free_swa`` / ``free`` / segment frees accept a slot whose
+    SWA peer was released already (a second SWA release)."""
+
+    def _check_swa_release(self, free_index: torch.Tensor, call: str) -> None:
+        pass
+
+
+class FreeRejectsRepeatedSlot(SWATokenToKVPoolAllocator):
+    """Checked ``free`` applies the page-size-1 rule (a slot named twice) at every page size;
+    above 1 a ``free()`` naming one slot twice is valid (SWA-13: ``free_swa`` then
+    ``free_full``)."""
+
+    def free(self, free_index: torch.Tensor) -> None:
+        slots = free_index.tolist()
+        if self.checked and len(set(slots)) != len(slots):
+            raise ContractViolation("SWA-11", f"a slot is named twice in {slots}")
+        super().free(free_index)
+
+
+class SegmentsRequireAlignedStart(SWATokenToKVPoolAllocator):
+    """Segment frees reject a segment that starts mid-page (SGLang 0.5.23's assert; SWA-14
+    accepts any start, SEG-2)."""
+
+    def _swa_heads(self, segments: Any) -> list[tuple[torch.Tensor, int]]:
+        for free_index, start_pos in segments:
+            if self.checked and free_index.numel() and start_pos % self.page_size:
+                raise ContractViolation("SEG-2", f"segment start {start_pos} is not page-aligned")
+        return super()._swa_heads(segments)
+
+
+class EvictOnlyWhenFullShort(SWATokenToKVPoolAllocator):
+    """The capacity hook asks the cache to evict only when the full side is short; an SWA
+    shortfall alone is never requested (SWA-17)."""
+
+    def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int) -> None:
+        if num_tokens > self.full_available_size():
+            super().evict_to_free_tokens(tree_cache, num_tokens)
+
+
+class ResizeRejectsLargerSwa(SWATokenToKVPoolAllocator):
+    """Checked ``resize`` rejects an SWA size above the full size, as if the SWA pool were
+    always the smaller one (SWA-18 reads both sizes as given)."""
+
+    def resize(self, config: Any) -> None:
+        if self.checked and config.swa_max_total_num_tokens > config.full_max_total_num_tokens:
+            raise ContractViolation("SWA-18", "the SWA pool must not exceed the full pool")
+        super().resize(config)
+
+
 @dataclass(frozen=True)
 class BrokenHybrid:
     """One broken allocator, the page sizes that reach its bug and the clause it is reported
@@ -152,6 +274,18 @@ BROKEN_HYBRID = (
     BrokenHybrid(FreeFullOfLivePair, (1, 4), ("SWA-12",)),
     BrokenHybrid(TranslateIgnoresRelease, (1, 4), ("SWA-16",)),
     BrokenHybrid(GroupKeepsCallerTensor, (1, 4), ("GROUP-3",)),
+    BrokenHybrid(MappingWithoutTrailingEnd, (1, 4), ("SWA-1",)),
+    BrokenHybrid(AvailableFullSideOnly, (1, 4), ("SWA-5",)),
+    BrokenHybrid(AllocChecksSwaSideOnly, (1,), ("SWA-6",)),
+    BrokenHybrid(NewPagesOffByOne, (4,), ("SWA-7",)),
+    BrokenHybrid(ExtendSkipsSwaLastLoc, (4,), ("SWA-8",)),
+    BrokenHybrid(DecodeRefusesExactFit, (4,), ("SWA-9",)),
+    BrokenHybrid(SlideRejectsMidPage, (4,), ("SWA-10",)),
+    BrokenHybrid(SwaReleaseUnchecked, (1, 4), ("SWA-11",)),
+    BrokenHybrid(FreeRejectsRepeatedSlot, (4,), ("SWA-13",)),
+    BrokenHybrid(SegmentsRequireAlignedStart, (4,), ("SWA-14",)),
+    BrokenHybrid(EvictOnlyWhenFullShort, (1, 4), ("SWA-17",)),
+    BrokenHybrid(ResizeRejectsLargerSwa, (1, 4), ("SWA-18",)),
 )
 
 # a module-level factory, for ``python -m kvpool.oracle hybrid broken_hybrid:slide_frees_full``

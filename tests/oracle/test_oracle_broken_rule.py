@@ -38,7 +38,6 @@ BROKEN_LISTS = (
 NOT_YET_PINNED = {"broken_unified": "BROKEN_UNIFIED"}
 
 # Clauses without a broken allocator reported under exactly them, and why (each one a debt).
-_HYBRID = "no broken hybrid allocator yet; "
 _UNIFIED = "the unified family's broken allocators (broken_unified.py) accept several clauses; "
 NO_BROKEN_ALLOCATOR: dict[str, str] = {
     # single pool: rules no check names, their breaches show as another clause
@@ -53,23 +52,17 @@ NO_BROKEN_ALLOCATOR: dict[str, str] = {
     "SORT-1": "staging is seen through get_all_free_pages() only; a free that does not stage "
     "shows as its order clause (FREE-5) in exact order and passes in contract order",
     # hybrid family
-    "SWA-1": _HYBRID + "its state (two pools and the mapping) is read through SWA-2/SWA-3 checks",
-    "SWA-3": _HYBRID + "a mapping census breach is reported as SWA-2 or SWA-12 by the broken "
-    "allocators that exist",
-    "SWA-4": _HYBRID + "a side's conservation breach is reported as its free census (INV-1)",
-    "SWA-5": _HYBRID + "available_size() = min of the sides; SlideFreesFull / DecodeLeaksFullSide "
-    "breach it but are reported under the census (INV-1) first",
-    "SWA-6": _HYBRID + "alloc (page size 1) that breaks the pairing",
-    "SWA-7": _HYBRID + "alloc_extend whose sides take different page counts",
-    "SWA-8": _HYBRID + "alloc_extend that accepts a released tail (bad input bad.extend_released)",
-    "SWA-9": _HYBRID + "alloc_decode refused by one side that changes the other (atomic_decode)",
-    "SWA-10": _HYBRID + "free_swa that releases the full side too",
-    "SWA-11": _HYBRID + "free / free_swa that accepts a slot whose SWA peer was released",
-    "SWA-13": _HYBRID + "free(x) that is not free_swa(x) then free_full(x)",
-    "SWA-14": _HYBRID + "free_segments whose SWA side trims differently from the full side",
-    "SWA-15": _HYBRID + "free group that defers one side only",
-    "SWA-17": _HYBRID + "capacity hook that evicts on one side only",
-    "SWA-18": _HYBRID + "resize that reads the wrong side's size",
+    "SWA-3": "a slot mapped twice, or one full page split over SWA pages, differs first in a "
+    "field the oracle compares after every call: a side's free census (INV-1) or the mapping "
+    "pairs (SWA-2); kvpool's own verify_byte_accounting() names it under SWA-19",
+    "SWA-4": "a side's conservation breach differs first in that side's free census (INV-1, "
+    "compared before the mapping); an SWA page leaked under intact censuses is what the "
+    "target's verify_byte_accounting() reports (SWA-19), e.g. a segment free that trims each "
+    "segment alone and releases their shared SWA page twice",
+    "SWA-15": "the group's end is seen only through its releases: a wrong release order differs "
+    "in the SWA free census (INV-1), and a raise at the end after the caller reused the group's "
+    "inputs is reported as its cause (GROUP-3, the executor's rule); a clear() that keeps the "
+    "group open passes the default budget",
 }
 # the unified family's, while it is registered (kvpool.oracle.engine.registry)
 UNIFIED_NO_BROKEN_ALLOCATOR: dict[str, str] = {
