@@ -1,8 +1,8 @@
 """Deliberately broken unified allocators: SGLang 0.5.23's ``UnifiedSWATokenToKVPoolAllocator``
 with one planted bug each (its methods or its sub-pools' wrapped on the instance).
 
-``BROKEN_UNIFIED`` lists each with the capabilities it is run under and the clauses an oracle
-report may name for it. ``python broken_unified.py`` (``main``) runs, in one process (importing
+``BROKEN_UNIFIED`` lists each with the capabilities it is run under and the one clause the
+oracle reports it under. ``python broken_unified.py`` (``main``) runs, in one process (importing
 SGLang's runtime changes what later tests of a process see): SGLang's composite under its
 registered divergences, each registry entry re-enabled, and every broken allocator; it prints
 one JSON line for ``test_oracle_unified.py``. Exit status 3: SGLang is not importable here.
@@ -210,10 +210,56 @@ def group_end_skips_full_frees(a: Any) -> None:
     a.free_group_end = free_group_end
 
 
+def transfer_skips_sink(a: Any) -> None:
+    """``translate_kv_indices_for_transfer`` counts physical pages from the first allocatable
+    page, as if the registered buffer began after the sink: every row one page too high (the
+    top page of the full sub-pool lands past the buffer)."""
+    to_full, ps = a.translate_kv_indices_for_transfer, a.page_size
+    a.translate_kv_indices_for_transfer = lambda idx: to_full(idx) + ps
+
+
+def swa_rows_from_floor(a: Any) -> None:
+    """``translate_loc_from_full_to_swa`` subtracts the reserved sink page from every bound row,
+    as if the SWA sub-pool's page 0 were its first allocatable page (its lowest live page reads
+    inside the sink)."""
+    to_swa, ps = a.translate_loc_from_full_to_swa, a.page_size
+
+    def translate(idx: torch.Tensor, **kw: Any) -> torch.Tensor:
+        rows: torch.Tensor = to_swa(idx, **kw)
+        return torch.where(rows > 0, rows - ps, rows)
+
+    a.translate_loc_from_full_to_swa = translate
+
+
+def tombstone_read_unclamped(a: Any) -> None:
+    """``translate_loc_from_full_to_swa`` reads a slid-out page's tombstone (``v2p == -1``) as a
+    page index instead of the sink row 0."""
+    swa, ps = a.swa_attn_allocator, a.page_size
+
+    def translate(idx: torch.Tensor, **kw: Any) -> torch.Tensor:
+        v = idx.to(torch.int64)
+        return swa.virtual_to_physical[v // ps].to(torch.int64) * ps + v % ps
+
+    a.translate_loc_from_full_to_swa = translate
+
+
+def holes_reused_as_one(a: Any) -> None:
+    """Lazy hole reuse takes the right number of holes but binds every drained page to the
+    first of them (two live virtual pages on one physical page)."""
+    for side in _sides(a):
+        take = side._take_free_pages_from_end
+
+        def first_only(n: int, end: str, take: Any = take) -> torch.Tensor:
+            taken: torch.Tensor = take(n, end)
+            return taken[:1].repeat(taken.numel())
+
+        side._take_free_pages_from_end = first_only
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
-    """One planted bug: the patch, the capabilities it runs under, the clauses a report may
-    name for it."""
+    """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
+    reports it under (a 1-tuple, as every broken allocator's ``clauses``)."""
 
     patch: Patch
     clauses: tuple[str, ...]
@@ -241,23 +287,27 @@ class BrokenUnified:
 EAGER, LAZY, PAGED = (("compaction", ("eager",)),), (("compaction", ("lazy",)),), (
     ("page_sizes", (4,)),)
 BROKEN_UNIFIED = [
-    BrokenUnified(lost_move, ("UNI-6", "DATA-1")),
-    BrokenUnified(stale_v2p_after_move, ("UNI-6", "UNI-4", "DATA-1")),
-    BrokenUnified(frontier_off_by_a_page, ("UNI-7", "UNI-9")),
+    BrokenUnified(transfer_skips_sink, ("UNI-1",), LAZY),
+    BrokenUnified(swa_rows_from_floor, ("UNI-2",), LAZY),
+    BrokenUnified(transfer_identity, ("UNI-3",), LAZY),
+    BrokenUnified(holes_reused_as_one, ("UNI-4",), LAZY),
+    BrokenUnified(lost_move, ("UNI-6",)),
+    BrokenUnified(stale_v2p_after_move, ("UNI-6",)),
+    BrokenUnified(frontier_off_by_a_page, ("UNI-9",)),
     BrokenUnified(hole_counted_twice, ("UNI-7",), LAZY),
-    BrokenUnified(transfer_identity, ("UNI-6", "UNI-3")),
     BrokenUnified(translate_freed_answers, ("UNI-11",), (("checked", True),)),
     BrokenUnified(accounting_ignores_swa, ("UNI-13",), (("census_frontiers", True),)),
     BrokenUnified(available_memo_kept, ("UNI-7",)),
-    BrokenUnified(free_keeps_swa, ("UNI-9", "UNI-7")),
-    BrokenUnified(slide_frees_full, ("UNI-7", "UNI-9")),
-    BrokenUnified(decode_binds_full_only, ("UNI-9", "UNI-7"), PAGED),
+    BrokenUnified(free_keeps_swa, ("UNI-7",)),
+    BrokenUnified(slide_frees_full, ("UNI-9",)),
+    BrokenUnified(decode_binds_full_only, ("UNI-7",), PAGED),
     BrokenUnified(lazy_never_compacts, ("UNI-8",), LAZY),
     BrokenUnified(clear_keeps_swa, ("UNI-12",)),
-    BrokenUnified(eager_skips_compaction, ("UNI-7", "UNI-13"), EAGER),
+    BrokenUnified(eager_skips_compaction, ("UNI-7",), EAGER),
     BrokenUnified(zeroes_a_neighbour, ("DATA-1",)),
-    BrokenUnified(segment_first_page_only, ("UNI-7", "UNI-9")),
-    BrokenUnified(group_end_skips_full_frees, ("UNI-7", "UNI-9")),
+    BrokenUnified(segment_first_page_only, ("UNI-7",)),
+    BrokenUnified(group_end_skips_full_frees, ("UNI-7",)),
+    BrokenUnified(tombstone_read_unclamped, ("UNI-10",), LAZY),
 ]
 
 

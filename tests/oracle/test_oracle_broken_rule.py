@@ -4,8 +4,8 @@ deliberately broken allocator that the oracle reports under exactly that clause,
 
 Each broken allocator names one clause (``Broken.clauses`` of length 1); the tests that run them
 (``test_oracle_broken.py``, ``test_oracle_broken_events.py``, ``test_oracle_reach.py``,
-``test_oracle_shortage_raises.py``, ``test_oracle_hybrid.py``, and below for ``broken_rule.py``)
-assert the reported clause is in that 1-tuple, i.e. exactly it.
+``test_oracle_shortage_raises.py``, ``test_oracle_hybrid.py``, ``test_oracle_unified.py``, and
+below for ``broken_rule.py``) assert the reported clause is in that 1-tuple, i.e. exactly it.
 """
 
 from __future__ import annotations
@@ -33,12 +33,12 @@ BROKEN_LISTS = (
     ("broken_rule", "BROKEN_RULE", False),
     ("broken_reach", "REACH_BROKEN", True),
     ("broken_hybrid", "BROKEN_HYBRID", False),
+    ("broken_unified", "BROKEN_UNIFIED", False),
 )
 # Lists whose entries may still accept several clauses: only their one-clause entries count.
-NOT_YET_PINNED = {"broken_unified": "BROKEN_UNIFIED"}
+NOT_YET_PINNED: dict[str, str] = {}
 
 # Clauses without a broken allocator reported under exactly them, and why (each one a debt).
-_UNIFIED = "the unified family's broken allocators (broken_unified.py) accept several clauses; "
 NO_BROKEN_ALLOCATOR: dict[str, str] = {
     # single pool: rules no check names, their breaches show as another clause
     "MODEL-2": "slot s on page s // ps is the layout every check computes with; a breach shows "
@@ -52,29 +52,23 @@ NO_BROKEN_ALLOCATOR: dict[str, str] = {
     "SORT-1": "staging is seen through get_all_free_pages() only; a free that does not stage "
     "shows as its order clause (FREE-5) in exact order and passes in contract order",
     # hybrid family
-    "SWA-3": "no hybrid check names it: the oracle compares the target's fields after every "
-    "call, so a slot mapped twice or a full page split over SWA pages differs first in a side's "
-    "free census (INV-1) or the mapping pairs (SWA-2); kvpool's verify_byte_accounting() "
-    "reports it under SWA-19",
-    "SWA-4": "no hybrid check names it: a side's conservation breach differs first in that "
-    "side's free census (INV-1); an SWA page leaked under intact censuses is what the target's "
-    "verify_byte_accounting() reports (SWA-19), e.g. a segment free that trims each segment "
-    "alone and releases their shared SWA page twice",
-    "SWA-15": "a group is seen only through its releases: a wrong release order differs in the "
-    "SWA free census (INV-1); every free inside a group has its inputs overwritten by the "
-    "caller, so a raise at the group's end is reported as its cause (GROUP-3); begin is drawn "
-    "only with live rows, and a clear() that keeps the group open passes the default budget",
+    "SWA-3": "a slot mapped twice, or one full page split over SWA pages, differs first in a "
+    "field the oracle compares after every call: a side's free census (INV-1) or the mapping "
+    "pairs (SWA-2); kvpool's own verify_byte_accounting() names it under SWA-19",
+    "SWA-4": "a side's conservation breach differs first in that side's free census (INV-1, "
+    "compared before the mapping); an SWA page leaked under intact censuses is what the "
+    "target's verify_byte_accounting() reports (SWA-19), e.g. a segment free that trims each "
+    "segment alone and releases their shared SWA page twice",
+    "SWA-15": "the group's end is seen only through its releases: a wrong release order differs "
+    "in the SWA free census (INV-1), and a raise at the end after the caller reused the group's "
+    "inputs is reported as its cause (GROUP-3, the executor's rule); a clear() that keeps the "
+    "group open passes the default budget",
 }
 # the unified family's, while it is registered (kvpool.oracle.engine.registry)
 UNIFIED_NO_BROKEN_ALLOCATOR: dict[str, str] = {
-    "UNI-1": _UNIFIED + "none reports page byte ranges",
-    "UNI-2": _UNIFIED + "none reports the lowest page index",
-    "UNI-3": _UNIFIED + "transfer_identity may name UNI-6 or UNI-3",
-    "UNI-4": _UNIFIED + "stale_v2p_after_move may name UNI-6, UNI-4 or DATA-1",
-    "UNI-5": _UNIFIED + "none frees a live virtual page wrongly",
-    "UNI-6": _UNIFIED + "lost_move may name UNI-6 or DATA-1",
-    "UNI-9": _UNIFIED + "free_keeps_swa may name UNI-9 or UNI-7",
-    "UNI-10": _UNIFIED + "none breaks the full side's ownership of freed SWA pages",
+    "UNI-5": "no unified check names it: a release that leaves no hole, or a span that is not "
+    "live + holes, differs first in the capacity views compared after every call (UNI-7 / "
+    "UNI-9: hole_counted_twice, eager_skips_compaction) or in verify_byte_accounting() (UNI-13)",
 }
 NO_BROKEN_ALLOCATOR |= {
     "DATA-2": "the data plane (DATA-1..3) is new; no broken allocator hands out a live slot's "
