@@ -52,17 +52,18 @@ NO_BROKEN_ALLOCATOR: dict[str, str] = {
     "SORT-1": "staging is seen through get_all_free_pages() only; a free that does not stage "
     "shows as its order clause (FREE-5) in exact order and passes in contract order",
     # hybrid family
-    "SWA-3": "a slot mapped twice, or one full page split over SWA pages, differs first in a "
-    "field the oracle compares after every call: a side's free census (INV-1) or the mapping "
-    "pairs (SWA-2); kvpool's own verify_byte_accounting() names it under SWA-19",
-    "SWA-4": "a side's conservation breach differs first in that side's free census (INV-1, "
-    "compared before the mapping); an SWA page leaked under intact censuses is what the "
-    "target's verify_byte_accounting() reports (SWA-19), e.g. a segment free that trims each "
-    "segment alone and releases their shared SWA page twice",
-    "SWA-15": "the group's end is seen only through its releases: a wrong release order differs "
-    "in the SWA free census (INV-1), and a raise at the end after the caller reused the group's "
-    "inputs is reported as its cause (GROUP-3, the executor's rule); a clear() that keeps the "
-    "group open passes the default budget",
+    "SWA-3": "no hybrid check names it: the oracle compares the target's fields after every "
+    "call, so a slot mapped twice or a full page split over SWA pages differs first in a side's "
+    "free census (INV-1) or the mapping pairs (SWA-2); kvpool's verify_byte_accounting() "
+    "reports it under SWA-19",
+    "SWA-4": "no hybrid check names it: a side's conservation breach differs first in that "
+    "side's free census (INV-1); an SWA page leaked under intact censuses is what the target's "
+    "verify_byte_accounting() reports (SWA-19), e.g. a segment free that trims each segment "
+    "alone and releases their shared SWA page twice",
+    "SWA-15": "a group is seen only through its releases: a wrong release order differs in the "
+    "SWA free census (INV-1); every free inside a group has its inputs overwritten by the "
+    "caller, so a raise at the group's end is reported as its cause (GROUP-3); begin is drawn "
+    "only with live rows, and a clear() that keeps the group open passes the default budget",
 }
 # the unified family's, while it is registered (kvpool.oracle.engine.registry)
 UNIFIED_NO_BROKEN_ALLOCATOR: dict[str, str] = {
