@@ -80,12 +80,12 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "sglang",
         "CAP-1",
         ("capacity_hooks", False),
-        "Not a contract difference: evict_to_free_tokens / check_decode_capacity import "
-        "sglang.srt.mem_cache.base_prefix_cache, which needs pydantic; the CPU peer environment "
-        "(kvpool.oracle.peer_import placeholders) does not provide it, so the hooks raise "
-        "ModuleNotFoundError before doing anything.",
+        "Not a contract difference: the hooks import sglang.srt.mem_cache.base_prefix_cache, "
+        "whose imports need packages a CPU peer environment lacks (pydantic, torchvision), so "
+        "they raise ModuleNotFoundError before any change; once SGLang's runtime is loaded "
+        "(load_sglang_runtime) they work and conform (peers.sequences.shows_here).",
         "sglang/srt/mem_cache/allocator/base.py@0.5.23 evict_to_free_tokens (local import of "
-        "EvictParams); oracle/peer_import.py PLACEHOLDER_NAMES",
+        "EvictParams); oracle/peers/peer_import.py PLACEHOLDER_NAMES",
         ("CAP-2",),
         sequence=(
             'alloc = make("sglang-token", size=8)\n'

@@ -23,6 +23,7 @@ from kvpool.oracle.families.single.targets import KVCACHED_BASE, configs_for, lo
 from kvpool.oracle.peers.adapters import VLLM_BASE
 from kvpool.oracle.peers.divergences import REGISTRY, KnownDivergence, divergences_for
 from kvpool.oracle.peers.peer_import import may_skip
+from kvpool.oracle.peers.sequences import shows_here
 
 pytestmark = pytest.mark.peers
 
@@ -99,6 +100,9 @@ def test_oracle_registry_entry_is_a_real_divergence(name: str, div: KnownDiverge
         if result.failure is not None:
             found = result.failure
             break
+    if not shows_here(div.id):  # e.g. SGLang's runtime is loaded: its hooks work and conform
+        assert found is None, found.report()
+        return
     assert found is not None, f"{div.id}: no divergence found with {field}={full_value!r}"
     if div.id.endswith("-UNCHECKED"):  # any caller error: accepted, or an AssertionError instead
         assert "accepted the call" in found.detail or "instead of ContractViolation" in found.detail
