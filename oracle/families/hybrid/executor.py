@@ -70,6 +70,7 @@ class HybridExecutor(Engine):
         super().__init__(*args, **kwargs)
         self._field: int | None = None  # the census field that differed (the repro asserts it)
         self._group_reused = False  # a free inside the open group had its inputs overwritten
+        self._evict_want: list[tuple[int, int]] | None = None  # the spec's SWA-17 requests
 
     def create(self, size: int, size_swa: int) -> None:
         """A fresh target and model of ``size`` / ``size_swa`` tokens."""
@@ -131,6 +132,7 @@ class HybridExecutor(Engine):
             raise Divergence(call.result_clause or "SWA-17",
                              f"{step.call} returned {got!r}, the spec says {want!r}")
         if target_cache.requests != spec_cache.requests:
+            self._evict_want = list(spec_cache.requests)  # the repro asserts them
             raise Divergence("SWA-17", f"{step.call} asked the cache for {target_cache.requests} "
                                        f"(full, swa) tokens, the spec for {spec_cache.requests}")
         if call.kind == "alloc" and isinstance(got_obj, torch.Tensor):
@@ -185,6 +187,8 @@ class HybridExecutor(Engine):
         call = self.calls[step.call]
         if clause == "SWA-19":
             return ["assert not a.verify_byte_accounting()  # SWA-19"]
+        if clause == "SWA-17" and self._evict_want is not None:
+            return [f"assert cache.requests == {self._evict_want!r}  # SWA-17 (full, swa)"]
         if clause == "ALIAS-1" and self._alias_step is not None:
             k = self._alias_step
             return [f"assert r{k}.tolist() == {self.trace.steps[k].expect!r}  # ALIAS-1"]
