@@ -66,11 +66,7 @@ NO_BROKEN_ALLOCATOR: dict[str, str] = {
     "only with live rows, and a clear() that keeps the group open passes the default budget",
 }
 # the unified family's, while it is registered (kvpool.oracle.engine.registry)
-UNIFIED_NO_BROKEN_ALLOCATOR: dict[str, str] = {
-    "UNI-5": "no unified check names it: a release that leaves no hole, or a span that is not "
-    "live + holes, differs first in the capacity views compared after every call (UNI-7 / "
-    "UNI-9: hole_counted_twice, eager_skips_compaction) or in verify_byte_accounting() (UNI-13)",
-}
+UNIFIED_NO_BROKEN_ALLOCATOR: dict[str, str] = {}
 NO_BROKEN_ALLOCATOR |= {
     "DATA-2": "the data plane (DATA-1..3) is new; no broken allocator hands out a live slot's "
     "bytes yet",

@@ -9,6 +9,9 @@ calls and ``ERR-1``, failures). After every valid call:
 - both translations of every live token (``translate_kv_indices_for_transfer``,
   ``translate_loc_from_full_to_swa``): row for row under eager compaction (``UNI-6``), by what
   must hold under lazy compaction (:mod:`.placement`);
+- each sub-pool's holes and span: its own bookkeeping (holes distinct, inside the span, not
+  live; span = live + holes) before the capacity views, and after them its span and number of
+  holes against the model's (``UNI-5``, :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
 - the spec's own census and the target's ``verify_byte_accounting()`` (``UNI-13``), and at
   every ``create`` the census probes (:mod:`.probes`);
@@ -34,6 +37,7 @@ from ..single.calls import as_list
 from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, ZeroCache
 from .coverage import events_of
+from .holes import model_breach, own_breach
 from .placement import MoveLog, pages_of, placement_problems
 from .probes import census_probe
 from .targets import UnifiedCapabilities
@@ -83,6 +87,7 @@ class UnifiedExecutor(Engine):
         self._probe_lines: list[str] = []  # a census probe's sequence (UNI-13 at create)
         self._moves: list[MoveLog] = []
         self._where: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        self._hole_lines: list[str] = []  # a UNI-5 breach's repro assertion
 
     # -- construction ----------------------------------------------------------------------------
     def create(self, total_bytes: int, lazy: bool) -> None:
@@ -161,6 +166,7 @@ class UnifiedExecutor(Engine):
         model = self.model
         assert model is not None
         step.available_after = model.available_size()
+        self._check_holes(step, own_breach(self.target))
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
         exact = 0 if not self.caps.capacity_exact else len(FIELDS) if not model.lazy else 3
@@ -169,6 +175,8 @@ class UnifiedExecutor(Engine):
                 self._field = i
                 raise Divergence(clause, f"after {step.call}: {name} is {_short(g)}, the spec "
                                          f"says {_short(w)}")
+        if self.caps.capacity_exact:
+            self._check_holes(step, model_breach(self.target, model))
         self.events["placement"] += bool(ids)
         for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
             raise Divergence(clause, f"after {step.call}: {detail}")
@@ -182,6 +190,12 @@ class UnifiedExecutor(Engine):
         if problems:
             raise Divergence("UNI-13", f"after {step.call}: verify_byte_accounting() reports "
                                        f"{list(problems)[:3]} on a state the spec holds healthy")
+
+    def _check_holes(self, step: TraceStep, breach: tuple[str, list[str]] | None) -> None:
+        """``UNI-5``: a breach of the holes' bookkeeping (:mod:`.holes`) fails the call."""
+        if breach is not None:
+            detail, self._hole_lines = breach
+            raise Divergence("UNI-5", f"after {step.call}: {detail}")
 
     def _check_moves(self, step: TraceStep, ids: list[int], full: list[int],
                      swa: list[int]) -> None:
@@ -227,6 +241,8 @@ class UnifiedExecutor(Engine):
             return [*self._probe_lines[1:], "assert a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-13":
             return ["assert not a.verify_byte_accounting()  # UNI-13"]
+        if clause == "UNI-5" and self._hole_lines:
+            return self._hole_lines
         if self._field is not None and self.model is not None:
             ids = live_tokens(self.model)
             want = spec_census(self.model)[self._field]
