@@ -46,7 +46,7 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
     (optional, handed to the two sides), ``register_mapping(tensor)`` (called with the mapping
     at construction and after ``resize``) and ``swa_req_ring_size`` absent or None: the
     per-request SWA ring mode is not supported (NotImplementedError). Translation reads the
-    mapping directly (``mapping[idx].to(int32)``, as SGLang's ``SWAKVPool`` does), so kvpool
+    mapping directly (``mapping[idx]``, int64, as SGLang 0.5.23's ``SWAKVPool`` does), so kvpool
     never calls the pool's ``translate_loc_from_full_to_swa``. ``alloc_extend_swa_tail`` (PD
     decode pre-allocation, ``SWA-20``) comes from :class:`~kvpool.impl.swa_tail.SwaTailAllocation`.
 
@@ -164,13 +164,14 @@ class SWATokenToKVPoolAllocator(HybridDiagnostics, SwaTailAllocation, SglangSurf
         return None
 
     def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
-        """``mapping[kv_indices]`` as int32: 0 where released, -1 for -1 (``SWA-16``). O(k)."""
+        """``mapping[kv_indices]``, int64 whatever the input's dtype (SGLang 0.5.23's
+        ``SWAKVPool``): 0 where released, -1 for -1 (``SWA-16``). O(k)."""
         if self.checked:
             table = self.full_attn_allocator._table
             assert table is not None
             hr.check_translate(host_list(kv_indices), table.status_of, self.page_size,
                                self.full_attn_allocator.num_pages)
-        return self._pairs.mapping[kv_indices.to(torch.int64)].to(torch.int32)
+        return self._pairs.mapping[kv_indices.to(torch.int64)]
 
     def translate_swa_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
         return self.translate_loc_from_full_to_swa(kv_indices)

@@ -19,13 +19,15 @@ Args = Mapping[str, Any]
 # and strided views, as SGLang's scheduler passes them (a target declares ``slot_forms``).
 FORMS = ("int64", "int32", "strided", "int32+strided")
 FORM_ARGS = ("free_index", "segments", "page_ids", "kv_indices", "last_loc")
-# the clause a result tensor of the wrong dtype breaks (SGLang's dtypes: int64 slots; a
-# translation returns its input's dtype)
-DTYPE_CLAUSES = {
-    "alloc": "ALLOC-4",
-    "alloc_extend": "EXTEND-4",
-    "alloc_decode": "DECODE-5",
-    "translate_kv_indices_for_transfer": "LIFE-3",
+# per call: the clause a result tensor of another dtype than SGLang 0.5.23's breaks, and that
+# dtype ("int64", or "input": the dtype of the call's slot tensors). A family passes its own
+# table to :func:`result_dtype_error`; this one is the single pool's (a static pool's
+# translation is the identity).
+DTYPES: dict[str, tuple[str, str]] = {
+    "alloc": ("ALLOC-4", "int64"),
+    "alloc_extend": ("EXTEND-4", "int64"),
+    "alloc_decode": ("DECODE-5", "int64"),
+    "translate_kv_indices_for_transfer": ("LIFE-3", "input"),
 }
 
 
@@ -56,18 +58,34 @@ def choose_form(args: dict[str, Any], accepted: Sequence[str], num_calls: int) -
         args["form"] = form
 
 
-def result_dtype_error(name: str, a: Args, result: Any) -> tuple[str, str] | None:
+def result_dtype(
+    name: str, a: Args, dtypes: Mapping[str, tuple[str, str]] = DTYPES
+) -> tuple[str, torch.dtype] | None:
+    """``(clause, dtype)``: the dtype SGLang's result of the call ``name`` with the arguments
+    ``a`` has (``dtypes[name]``: int64, or the dtype of the input's form) and the clause another
+    dtype breaks; None when the call has no such rule."""
+    rule = dtypes.get(name)
+    if rule is None:
+        return None
+    clause, kind = rule
+    form = form_of(a)
+    given = torch.int32 if form and "int32" in form else torch.int64
+    return clause, given if kind == "input" else torch.int64
+
+
+def result_dtype_error(
+    name: str, a: Args, result: Any, dtypes: Mapping[str, tuple[str, str]] = DTYPES
+) -> tuple[str, str] | None:
     """``(clause, detail)`` when the tensor ``result`` of the call ``name`` has another dtype
-    than SGLang's: int64 for an allocation, the input's for a translation (the identity)."""
-    clause = DTYPE_CLAUSES.get(name)
-    if clause is None or not isinstance(result, torch.Tensor):
+    than SGLang's (:func:`result_dtype`)."""
+    rule = result_dtype(name, a, dtypes)
+    if rule is None or not isinstance(result, torch.Tensor) or result.dtype == rule[1]:
         return None
-    form = form_of(a) if name == "translate_kv_indices_for_transfer" else None
-    want = torch.int32 if form and "int32" in form else torch.int64
-    if result.dtype == want:
-        return None
-    given = f" for {want} input" if name == "translate_kv_indices_for_transfer" else ""
-    return clause, f"{name} returned a {result.dtype} tensor{given}; SGLang returns {want}"
+    clause, want = rule
+    form = form_of(a)
+    given = torch.int32 if form and "int32" in form else torch.int64
+    input_text = f" for {given} input" if "kv_indices" in a else ""
+    return clause, f"{name} returned a {result.dtype} tensor{input_text}; SGLang returns {want}"
 
 
 def as_list(value: Any) -> Any:

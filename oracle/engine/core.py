@@ -29,7 +29,7 @@ from kvpool.spec.contract import Divergence
 
 from ..reporting.hints import hint_for
 from ..reporting.pagemap import render
-from . import dataplane
+from . import callforms, dataplane
 from .call import MAX_HELD, Call
 from .report import Failure, OracleError, OracleFailure, record_failure
 from .repro import error_type_names
@@ -69,6 +69,7 @@ class Engine:
         self.failed = False
         self.events: Counter[str] = Counter()  # coverage events reached
         self._alias_step: int | None = None  # the step whose held result changed (ALIAS-1)
+        self._dtype_assert: str | None = None  # a result's dtype the repro asserts
         self.data_plane = self.trace.data_plane = self.data_plane_default or dataplane.requested()
         self.plane: dataplane.DataPlane | None = None  # built for each target (dataplane)
 
@@ -274,11 +275,26 @@ class Engine:
         if self.data_plane:
             dataplane.after_call(self, len(self.trace.steps) - 1, step.call, None)
 
+    def _check_dtype(
+        self, step: TraceStep, result: Any, dtypes: Mapping[str, tuple[str, str]]
+    ) -> None:
+        """Raise the clause of ``step``'s call when its tensor ``result`` has another dtype than
+        SGLang's (``dtypes``: the family's table, :func:`~.callforms.result_dtype`); the repro
+        then asserts the dtype."""
+        wrong = callforms.result_dtype_error(step.call, step.args, result, dtypes)
+        rule = callforms.result_dtype(step.call, step.args, dtypes)
+        if wrong is not None and rule is not None:
+            var = f"r{next(i for i, s in enumerate(self.trace.steps) if s is step)}"
+            self._dtype_assert = f"assert {var}.dtype == {rule[1]}  # [{rule[0]}] SGLang's dtype"
+            raise Divergence(*wrong)
+
     # -- failure ---------------------------------------------------------------------------------
     def _fail(self, clause: str, detail: str, index: int, before: Callable[[], str]) -> None:
         trace = self.trace
         trace.clause, trace.detail, trace.failing_step = clause, detail, index
         trace.final_asserts = self._final_asserts(index)
+        if self._dtype_assert is not None:  # the result's values may be right: assert its dtype
+            trace.final_asserts = [self._dtype_assert]
         if clause.startswith("DATA-"):  # the bytes are the harness's: the repro replays them
             trace.final_asserts = dataplane.repro_asserts(trace)
         assert self.model is not None  # set by create, before any step can fail

@@ -106,10 +106,9 @@ def make_swa_kv_pool() -> Any:
             self.full_to_swa_index_mapping = full_to_swa_index_mapping
 
         def translate_loc_from_full_to_swa(self, kv_indices: Any) -> Any:
-            import torch
-
+            """The mapping indexed by ``kv_indices``, in its dtype (int64), as SGLang's."""
             assert self.full_to_swa_index_mapping is not None
-            return self.full_to_swa_index_mapping[kv_indices].to(torch.int32)
+            return self.full_to_swa_index_mapping[kv_indices]
 
         def get_state_buf_infos(self) -> Any:
             raise NotImplementedError

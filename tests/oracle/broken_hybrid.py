@@ -95,7 +95,7 @@ class TranslateIgnoresRelease(SWATokenToKVPoolAllocator):
     def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
         stale = getattr(self, "_stale", self.full_to_swa_index_mapping)
         super().translate_loc_from_full_to_swa(kv_indices)
-        return stale[kv_indices].to(torch.int32)
+        return stale[kv_indices.to(torch.int64)]
 
 
 class GroupKeepsCallerTensor(SWATokenToKVPoolAllocator):
@@ -238,6 +238,28 @@ class ResizeRejectsLargerSwa(SWATokenToKVPoolAllocator):
         super().resize(config)
 
 
+class ExtendInLastLocDtype(SWATokenToKVPoolAllocator):
+    """``alloc_extend`` hands its slots out in ``last_loc``'s dtype: int32 when the scheduler's
+    ``last_loc`` row is int32 (SGLang's are int64 whatever the input; SWA-7)."""
+
+    def alloc_extend(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
+                     seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
+                     extend_num_tokens: int) -> torch.Tensor | None:
+        out = super().alloc_extend(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu,
+                                   last_loc, extend_num_tokens)
+        return None if out is None else out.to(last_loc.dtype)
+
+
+class TranslateReadsStorage(SWATokenToKVPoolAllocator):
+    """``translate_loc_from_full_to_swa`` reads its input's storage as if it were contiguous
+    (a raw ``data_ptr`` read): a strided view of slots is translated from the wrong slots
+    (SWA-16)."""
+
+    def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        flat = torch.as_strided(kv_indices, kv_indices.shape, (1,))
+        return super().translate_loc_from_full_to_swa(flat)
+
+
 @dataclass(frozen=True)
 class BrokenHybrid:
     """One broken allocator, the page sizes that reach its bug and the clause it is reported
@@ -286,6 +308,8 @@ BROKEN_HYBRID = (
     BrokenHybrid(SegmentsRequireAlignedStart, (4,), ("SWA-14",)),
     BrokenHybrid(EvictOnlyWhenFullShort, (1, 4), ("SWA-17",)),
     BrokenHybrid(ResizeRejectsLargerSwa, (1, 4), ("SWA-18",)),
+    BrokenHybrid(ExtendInLastLocDtype, (4,), ("SWA-7",)),
+    BrokenHybrid(TranslateReadsStorage, (1, 4), ("SWA-16",)),
 )
 
 # a module-level factory, for ``python -m kvpool.oracle hybrid broken_hybrid:slide_frees_full``

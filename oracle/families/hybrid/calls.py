@@ -6,8 +6,10 @@ target with SGLang 0.5.23's signatures (``target``: tensors on the device, ``*_c
 a resize config; returns the result and the input tensors the caller may overwrite), the same
 call as Python source for a repro (``source``, ``checks``, ``reuse``), the arguments that carry
 slots, and the clauses it can fail. Arguments are plain values (ints, lists of ints, segments as
-``[[slots], start_pos]``). The capacity hooks take a tree cache: the executor passes an
-:class:`EvictRecorder` as ``args["tree_cache"]``. A new hybrid call is one more row here.
+``[[slots], start_pos]``); ``args["form"]`` passes the slot tensors (slots, segments,
+``last_loc``, ``kv_indices``) as int32 and/or strided views (``callforms.choose_form``). The
+capacity hooks take a tree cache: the executor passes an :class:`EvictRecorder` as
+``args["tree_cache"]``. A new hybrid call is one more row here.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from ...engine import callforms as forms
 from ...engine.call import Call
 from ...engine.callforms import Args
 
-__all__ = ["HYBRID_CALLS", "REPRO_IMPORTS", "EvictRecorder", "t"]
+__all__ = ["HYBRID_CALLS", "HYBRID_DTYPES", "REPRO_IMPORTS", "EvictRecorder", "t"]
 
 # the lines a hybrid repro imports beside the single-pool ones (``trace.to_pytest``)
 REPRO_IMPORTS = (
@@ -60,29 +62,40 @@ def t(values: Any, device: str = "cpu") -> torch.Tensor:
     return torch.tensor(list(values), dtype=torch.int64, device=device)
 
 
+def _slot_tensor(a: Args, arg: str, dev: str) -> torch.Tensor:
+    """The slots of ``a[arg]`` as a tensor on ``dev`` in the call's form (``args["form"]``)."""
+    return forms.tensor(a[arg], dev, forms.form_of(a))
+
+
+def _slots(a: Args, arg: str) -> str:
+    """Repro source of :func:`_slot_tensor`: ``t([...])`` in the call's form."""
+    return forms.tensor_source(a[arg], forms.form_of(a))
+
+
 def _free(name: str, raise_clause: str) -> Call:
     """A free of one tensor of full slots."""
 
     def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
-        idx = forms.tensor(a["free_index"], dev)
+        idx = _slot_tensor(a, "free_index", dev)
         return getattr(x, name)(idx), [idx]
 
     return Call(
         name, "free", ("free_index",),
         spec=lambda m, a: getattr(m, name)(a["free_index"]),
         target=target,
-        source=lambda a, var: [f"x = t({a['free_index']!r})", f"a.{name}(x)"],
+        source=lambda a, var: [f"x = {_slots(a, 'free_index')}", f"a.{name}(x)"],
         raise_clause=raise_clause, order_clause=raise_clause, reuse=_REUSE,
         slot_args=("free_index",))
 
 
 def _segments(name: str) -> Call:
     def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
-        segs = [(forms.tensor(s, dev), p) for s, p in a["segments"]]
+        segs = [(forms.tensor(s, dev, forms.form_of(a)), p) for s, p in a["segments"]]
         return getattr(x, name)(segs), [s for s, _ in segs]
 
     def source(a: Args, var: str) -> list[str]:
-        segs = ", ".join(f"(t({s!r}), {p})" for s, p in a["segments"])
+        segs = ", ".join(f"({forms.tensor_source(s, forms.form_of(a))}, {p})"
+                         for s, p in a["segments"])
         return [f"segs = [{segs}]", f"a.{name}(segs)"]
 
     return Call(
@@ -116,21 +129,21 @@ def _extend_forms(name: str, extra: tuple[str, ...] = ()) -> tuple[Target, Calla
     def target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
         pre, seq = a["prefix_lens"], a["seq_lens"]
         return forms.no_inputs(getattr(x, name)(
-            t(pre, dev), t(pre), t(seq, dev), t(seq), t(a["last_loc"], dev),
+            t(pre, dev), t(pre), t(seq, dev), t(seq), _slot_tensor(a, "last_loc", dev),
             a["extend_num_tokens"], *(a[p] for p in extra)))
 
     def source(a: Args) -> str:
         pre, seq = a["prefix_lens"], a["seq_lens"]
         more = "".join(f", {a[p]}" for p in extra)
         return (f"a.{name}(t({pre!r}), t({pre!r}), t({seq!r}), t({seq!r}), "
-                f"t({a['last_loc']!r}), {a['extend_num_tokens']}{more})")
+                f"{_slots(a, 'last_loc')}, {a['extend_num_tokens']}{more})")
 
     return target, source
 
 
 def _decode_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
     seq = a["seq_lens"]
-    return forms.no_inputs(x.alloc_decode(t(seq, dev), t(seq), t(a["last_loc"], dev)))
+    return forms.no_inputs(x.alloc_decode(t(seq, dev), t(seq), _slot_tensor(a, "last_loc", dev)))
 
 
 def _capacity(name: str) -> Call:
@@ -184,14 +197,14 @@ _TABLE = [
            *_extend_forms("alloc_extend_swa_tail", ("swa_tail_len",)), "SWA-20"),
     _alloc("alloc_decode", ("seq_lens", "last_loc"), _decode_target,
            lambda a: (f"a.alloc_decode(t({a['seq_lens']!r}), t({a['seq_lens']!r}), "
-                      f"t({a['last_loc']!r}))"), "SWA-9"),
+                      f"{_slots(a, 'last_loc')})"), "SWA-9"),
     _free("free", "SWA-13"),
     _free("free_swa", "SWA-10"),
     _free("free_full", "SWA-12"),
     Call("free_swa_segment", "free", ("free_index", "start_pos"),
          spec=lambda m, a: m.free_swa_segment(a["free_index"], start_pos=a["start_pos"]),
          target=lambda x, a, dev: _segment_target(x, a, dev),
-         source=lambda a, var: [f"x = t({a['free_index']!r})",
+         source=lambda a, var: [f"x = {_slots(a, 'free_index')}",
                                 f"a.free_swa_segment(x, start_pos={a['start_pos']})"],
          raise_clause="SWA-14", order_clause="SWA-14", reuse=_REUSE, slot_args=("free_index",)),
     _segments("free_segments"),
@@ -199,9 +212,9 @@ _TABLE = [
     Call("translate_loc_from_full_to_swa", "state", ("kv_indices",),
          spec=lambda m, a: m.translate_loc_from_full_to_swa(a["kv_indices"]),
          target=lambda x, a, dev: forms.no_inputs(
-             x.translate_loc_from_full_to_swa(t(a["kv_indices"], dev))),
+             x.translate_loc_from_full_to_swa(_slot_tensor(a, "kv_indices", dev))),
          source=lambda a, var: [
-             f"{var} = a.translate_loc_from_full_to_swa(t({a['kv_indices']!r}))"],
+             f"{var} = a.translate_loc_from_full_to_swa({_slots(a, 'kv_indices')})"],
          raise_clause="SWA-16", order_clause="SWA-16", result_clause="SWA-16",
          checks=forms.slots_checks, slot_args=("kv_indices",)),
     _plain("free_group_begin", "SWA-15"),
@@ -221,8 +234,16 @@ _TABLE = [
 
 
 def _segment_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
-    idx = forms.tensor(a["free_index"], dev)
+    idx = _slot_tensor(a, "free_index", dev)
     return x.free_swa_segment(idx, start_pos=a["start_pos"]), [idx]
 
 
 HYBRID_CALLS: dict[str, Call] = {c.name: c for c in _TABLE}
+# the dtype of each result SGLang 0.5.23 hands out (``callforms.result_dtype_error``): int64
+# slots, and an int64 translation whatever the input's dtype (SGLang's ``SWAKVPool`` indexes
+# its int64 mapping with it; a static pool's identity translation keeps the input's, LIFE-3)
+HYBRID_DTYPES: dict[str, tuple[str, str]] = {
+    "alloc": ("SWA-6", "int64"), "alloc_extend": ("SWA-7", "int64"),
+    "alloc_extend_swa_tail": ("SWA-20", "int64"), "alloc_decode": ("SWA-9", "int64"),
+    "translate_loc_from_full_to_swa": ("SWA-16", "int64"),
+}

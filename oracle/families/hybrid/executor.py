@@ -2,11 +2,12 @@
 
 The hybrid family's part of the engine (:class:`~kvpool.oracle.engine.Engine`, which records
 the trace, checks bad calls and ``ERR-1``, probes ownership and builds failures). After every
-valid call: the result (slot for slot, SGLang's reference order), both pools' free censuses in
-order (``get_all_free_pages()`` of each side: free list then staged), the pairs of
-``full_to_swa_index_mapping`` and its trailing ``-1``, the three available sizes, the eviction
-requests of the capacity hooks (``SWA-17``), the spec's invariants (``SWA-2..4``) and the
-target's ``verify_byte_accounting()`` (``SWA-19``).
+valid call: the result (slot for slot, SGLang's reference order; its dtype int64), both pools'
+free censuses in order (``get_all_free_pages()`` of each side: free list then staged), the pairs
+of ``full_to_swa_index_mapping`` and its trailing ``-1``, the three available sizes, the
+eviction requests of the capacity hooks (``SWA-17``), the spec's invariants (``SWA-2..4``) and
+the target's ``verify_byte_accounting()`` (``SWA-19``). Slot tensors go in the forms the target
+declares (``slot_forms``: int32, strided views).
 """
 
 from __future__ import annotations
@@ -18,13 +19,14 @@ import torch
 from kvpool.spec import ContractViolation, HybridModel
 from kvpool.spec.contract import Divergence
 
+from ...engine.callforms import choose_form
 from ...engine.core import Engine
 from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, target_line
 from ..single.calls import as_list
-from .calls import HYBRID_CALLS, EvictRecorder
+from .calls import HYBRID_CALLS, HYBRID_DTYPES, EvictRecorder
 from .coverage import events_of
 
 __all__ = ["CLAUSES", "FIELDS", "HybridExecutor", "census", "spec_census"]
@@ -104,6 +106,9 @@ class HybridExecutor(Engine):
                      live_mask=lambda slots: torch.isin(slots, torch.tensor(
                          list(self._spec().mapping), dtype=torch.int64)))]
 
+    def _prepare(self, name: str, args: dict[str, Any]) -> None:
+        choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors
+
     def _spec(self) -> HybridModel:
         assert self.model is not None
         return self.model
@@ -127,6 +132,7 @@ class HybridExecutor(Engine):
         if step.clobber:
             self._clobber(step, inputs, group_open=group_open)
             self._group_reused |= group_open and bool(inputs)
+        self._check_dtype(step, got_obj, HYBRID_DTYPES)
         got = as_list(got_obj) if isinstance(got_obj, torch.Tensor) else got_obj
         if got != want:
             raise Divergence(call.result_clause or "SWA-17",

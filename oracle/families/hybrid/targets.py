@@ -36,6 +36,9 @@ class HybridCapabilities(Capabilities):
             (the engine's probes: ``ALIAS-1..3``, and ``GROUP-3`` for a free inside a group).
         atomic_decode: a decode refused by one side changes neither side (``SWA-9``).
         resize_grow: ``resize`` may grow the full pool past the constructor's size.
+        slot_forms: the forms of slot tensors (slots, segments, ``last_loc``, ``kv_indices``)
+            the target accepts beside int64 contiguous ones: ``"int32"`` rows and
+            ``"strided"`` views, as SGLang's scheduler passes them (by default both).
         divergences: registry ids explaining what is switched off.
     """
 
@@ -46,7 +49,7 @@ class HybridCapabilities(Capabilities):
     # single-pool fields that say nothing about a hybrid target (not printed)
     UNUSED: ClassVar[tuple[str, ...]] = (
         "paged", "extend", "decode_ps1", "reference_order", "page_ids", "base_api", "merge",
-        "capacity_context", "slot_forms")
+        "capacity_context")
 
     # the calls the hybrid run sends bad input to
     CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (

@@ -27,7 +27,7 @@ from kvpool.spec.contract import (
 )
 
 from ...engine.call import Call
-from ...engine.callforms import choose_form, result_dtype_error
+from ...engine.callforms import DTYPES, choose_form
 from ...engine.core import Engine
 from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
@@ -185,9 +185,7 @@ class Executor(Engine):
             if expected is None and call.kind == "alloc":  # contract order: not checked yet
                 self._spec_accepts(pre, step)
             raise
-        wrong_dtype = result_dtype_error(call.name, step.args, got_obj)
-        if wrong_dtype is not None:
-            raise Divergence(*wrong_dtype)
+        self._check_dtype(step, got_obj, DTYPES)
         if step.clobber:
             self._clobber(step, inputs, group_open=model.free_group is not None)
         if call.kind != "alloc":
