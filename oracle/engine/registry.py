@@ -1,4 +1,5 @@
-"""The names of the allocator families and the module that defines each (``FAMILY``).
+"""The names of the allocator families and the module that declares each one's ``FAMILY`` (its
+scheduler model's module).
 
 Kept apart from :mod:`kvpool.oracle.engine.families` so that naming a family (the command
 line's ``--family`` check) loads nothing else."""
@@ -6,7 +7,7 @@ line's ``--family`` check) loads nothing else."""
 from __future__ import annotations
 
 FAMILY_MODULES: dict[str, str] = {
-    "single": "kvpool.oracle.families.single.family",
-    "hybrid": "kvpool.oracle.families.hybrid.family",
-    "unified": "kvpool.oracle.families.unified.family",
+    "single": "kvpool.oracle.families.single.machine",
+    "hybrid": "kvpool.oracle.families.hybrid.machine",
+    "unified": "kvpool.oracle.families.unified.machine",
 }

@@ -169,7 +169,7 @@ def _size_classes(page_sizes: tuple[int, ...]) -> set[str]:
 def test_every_family_runs_every_page_size_class_by_default() -> None:
     """Page size 1, a small one and one >= 16: kvpool's single-pool and hybrid targets, SGLang's
     hybrid one, and an undeclared hybrid factory (its defaults)."""
-    from kvpool.oracle.families.hybrid.family import FAMILY
+    from kvpool.oracle.families.hybrid.machine import FAMILY
     from kvpool.oracle.families.hybrid.targets import HYBRID_TARGETS
 
     every = {"1", "small", ">=16"}

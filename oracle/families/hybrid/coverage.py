@@ -14,16 +14,9 @@ from __future__ import annotations
 from typing import Any
 
 from ...engine.clausemap import ClauseMap
-from ...engine.events import Event, Needs, always, cap
+from ...engine.events import Needs, always, call_events, event_rows, event_table
+from ...engine.events import paged as _paged
 from ...engine.trace import TraceStep
-
-
-def _ps1(c: Any, ps: int, ns: bool) -> bool:
-    return ps == 1
-
-
-def _paged(c: Any, ps: int, ns: bool) -> bool:
-    return ps > 1
 
 
 def _checked_and(kind: str, pred: Needs) -> Needs:
@@ -31,38 +24,42 @@ def _checked_and(kind: str, pred: Needs) -> Needs:
     return lambda c, ps, ns: c.checks(BAD_KIND_CALLS[kind]) and pred(c, ps, ns)
 
 
-_ROWS: list[tuple[str, str, Needs, str]] = [
-    ("arrive", "SWA-7", always, "new requests were admitted"),
-    ("short", "SWA-5", always, "new requests were refused (one side short)"),
-    ("fill", "SWA-5", always, "a request took every slot the smaller side had left"),
-    ("extend", "SWA-8", _paged, "rows grew by chunks"),
-    ("decode", "SWA-9", always, "rows decoded one token"),
-    ("decode-short", "SWA-9", always, "a decode was refused"),
-    ("slide-aligned", "SWA-10", always, "a window slid to a page boundary"),
-    ("slide-unaligned", "SWA-3", _paged, "a window slid to mid-page (the page keeps its peer)"),
-    ("finish-free", "SWA-13", always, "a request finished by free_full + free"),
-    ("finish-segments", "SWA-14", always, "a request finished by the segment frees"),
-    ("free.repeat_slot", "SWA-13", _paged, "a free() / free_full() named one slot twice"),
-    ("finish-segments-shared", "SWA-14", lambda c, ps, ns: ps > 1 and c.segments == "shared",
-     "two finishing segments shared a page"),
-    ("group", "SWA-15", cap("groups"), "requests finished inside a free group"),
-    ("group.input_reused", "GROUP-3", cap("groups"), "a deferred free's input was overwritten"),
-    ("alloc.ok", "SWA-6", _ps1, "alloc handed out slots on both sides"),
-    ("alloc.short", "SWA-6", _ps1, "alloc returned None"),
-    ("alloc_extend.ok", "SWA-7", _paged, "alloc_extend succeeded"),
-    ("alloc_extend.short", "SWA-7", _paged, "alloc_extend returned None"),
-    ("alloc_decode.ok", "SWA-9", _paged, "alloc_decode succeeded"),
-    ("alloc_decode.short", "SWA-9", lambda c, ps, ns: ps > 1 and getattr(c, "atomic_decode", True),
-     "alloc_decode returned None"),
-    ("translate", "SWA-16", always, "translate_loc_from_full_to_swa"),
-    ("capacity.check", "SWA-17", cap("capacity_hooks"), "check_decode_capacity"),
-    ("capacity.evict", "SWA-17", cap("capacity_hooks"), "the cache was asked to evict"),
-    ("life.clear", "SWA-1", cap("clear"), "clear() mid-run"),
-    ("life.resize", "SWA-18", cap("resize"), "resize() mid-run"),
-    ("cap.byte_accounting", "SWA-19", always, "verify_byte_accounting() read"),
-    ("alias.held", "ALIAS-1", always, "a result re-checked after later calls"),
-    ("alias.inputs", "ALIAS-2", cap("ownership"), "the caller overwrote a free's input"),
-]
+_NEEDS: dict[str, Needs] = {
+    "shared": lambda c, ps, ns: ps > 1 and c.segments == "shared",
+    "atomic": lambda c, ps, ns: ps > 1 and getattr(c, "atomic_decode", True),
+}
+_ROWS = event_rows("""
+arrive                  SWA-7    always              new requests were admitted
+short                   SWA-5    always              new requests were refused (one side short)
+fill                    SWA-5    always              a request took every slot the smaller side had
+                                                     left
+extend                  SWA-8    paged               rows grew by chunks
+decode                  SWA-9    always              rows decoded one token
+decode-short            SWA-9    always              a decode was refused
+slide-aligned           SWA-10   always              a window slid to a page boundary
+slide-unaligned         SWA-3    paged               a window slid to mid-page (the page keeps its
+                                                     peer)
+finish-free             SWA-13   always              a request finished by free_full + free
+finish-segments         SWA-14   always              a request finished by the segment frees
+free.repeat_slot        SWA-13   paged               a free() / free_full() named one slot twice
+finish-segments-shared  SWA-14   shared              two finishing segments shared a page
+group                   SWA-15   cap:groups          requests finished inside a free group
+group.input_reused      GROUP-3  cap:groups          a deferred free's input was overwritten
+alloc.ok                SWA-6    ps1                 alloc handed out slots on both sides
+alloc.short             SWA-6    ps1                 alloc returned None
+alloc_extend.ok         SWA-7    paged               alloc_extend succeeded
+alloc_extend.short      SWA-7    paged               alloc_extend returned None
+alloc_decode.ok         SWA-9    paged               alloc_decode succeeded
+alloc_decode.short      SWA-9    atomic              alloc_decode returned None
+translate               SWA-16   always              translate_loc_from_full_to_swa
+capacity.check          SWA-17   cap:capacity_hooks  check_decode_capacity
+capacity.evict          SWA-17   cap:capacity_hooks  the cache was asked to evict
+life.clear              SWA-1    cap:clear           clear() mid-run
+life.resize             SWA-18   cap:resize          resize() mid-run
+cap.byte_accounting     SWA-19   always              verify_byte_accounting() read
+alias.held              ALIAS-1  always              a result re-checked after later calls
+alias.inputs            ALIAS-2  cap:ownership       the caller overwrote a free's input
+""", _NEEDS)
 # bad-input kinds of the hybrid scheduler model -> the clause the spec rejects each with
 BAD_CLAUSES: dict[str, str] = {
     "swa_double": "SWA-11",
@@ -82,11 +79,9 @@ BAD_KIND_CALLS: dict[str, str] = {
     "extend_released": "alloc_extend",
 }
 _BAD_NEEDS: dict[str, Needs] = {"extend_released": _paged}
-for _kind in BAD_CLAUSES:
-    _ROWS.append((f"bad.{_kind}", "ERR-1", _checked_and(_kind, _BAD_NEEDS.get(_kind, always)),
-                  f"bad input: {_kind}"))
-EVENTS: dict[str, Event] = {name: Event(name, clause, needs, doc)
-                            for name, clause, needs, doc in _ROWS}
+EVENTS = event_table(
+    _ROWS, {kind: _checked_and(kind, _BAD_NEEDS.get(kind, always)) for kind in BAD_CLAUSES}
+)
 
 CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "SWA-1": ("arrive", "life.clear"),
@@ -120,11 +115,7 @@ _SIMPLE = {"translate_loc_from_full_to_swa": "translate", "check_decode_capacity
 def events_of(step: TraceStep, group_open: bool, result: Any) -> list[str]:
     """The events one performed hybrid call reached (beside the scheduler model's)."""
     c = step.call
-    out: list[str] = []
-    if c in ("alloc", "alloc_extend", "alloc_decode"):
-        out.append(f"{c}.{'short' if result is None else 'ok'}")
-    elif c in _SIMPLE:
-        out.append(_SIMPLE[c])
+    out = call_events(c, result, _SIMPLE)
     if c == "evict_to_free_tokens" and step.args.get("num_tokens"):
         out.append("capacity.evict")
     if step.clobber and group_open and c.startswith("free"):

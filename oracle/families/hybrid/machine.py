@@ -12,20 +12,20 @@ Each row remembers ``front``: positions below it have no SWA peer.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from dataclasses import dataclass
-from hashlib import sha256
-from typing import ClassVar
 
 from kvpool.spec.window import released_frontier, slide_end
 
 from ...engine.draws import Draws
 from ...engine.examples import record_example
+from ...engine.families import Family
+from ...engine.machines import FamilyMachine, bind
 from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
-from .coverage import BAD_KIND_CALLS
+from .calls import HYBRID_CALLS
+from .coverage import BAD_KIND_CALLS, HYBRID
 from .executor import HybridExecutor
-from .targets import HybridCapabilities
+from .targets import HYBRID_TARGETS, HybridCapabilities
 
 
 @dataclass
@@ -40,21 +40,16 @@ class Row:
         return len(self.slots) % ps == 0 or self.front < len(self.slots)
 
 
-class HybridMachine(ActionMachine):
-    """Scheduler model over one hybrid configuration (class attributes: ``hybrid_machine``)."""
+class HybridMachine(FamilyMachine, ActionMachine):
+    """Scheduler model over one hybrid configuration (bound by ``hybrid_machine_for``)."""
 
-    target: ClassVar[Target]
-    config: ClassVar[Config]
-    stats: ClassVar[dict[str, int]]
-    coverage: ClassVar[Counter[str]]  # coverage events of every example
+    executor_class = HybridExecutor
+    ex: HybridExecutor
+    caps: HybridCapabilities
+    rows: list[Row]
 
     def __init__(self) -> None:
         super().__init__()
-        cls = type(self)
-        self.ps = cls.config.page_size
-        self.ex = HybridExecutor(cls.target, cls.config)
-        self.caps: HybridCapabilities = cls.target.caps  # type: ignore[assignment]
-        self.rows: list[Row] = []
         self.group_open = False
         self.ready = False
 
@@ -310,7 +305,12 @@ class HybridMachine(ActionMachine):
 
 def hybrid_machine_for(target: Target, config: Config) -> type[HybridMachine]:
     """A machine class bound to one hybrid configuration."""
-    attrs = {"target": target, "config": config, "coverage": Counter(), "digest": sha256(),
-             "stats": {"examples": 0, "calls": 0, "failed": 0}}
     name = f"Hybrid_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}"
-    return type(name, (HybridMachine,), attrs)
+    return bind(HybridMachine, name, target, config)
+
+
+# The hybrid sliding-window family: SGLang 0.5.23's ``SWATokenToKVPoolAllocator`` and kvpool's
+# (``python -m kvpool.oracle --family hybrid``).
+FAMILY = Family("hybrid", HYBRID_CALLS, HybridExecutor, hybrid_machine_for, HYBRID,
+                HybridCapabilities, "kvpool_hybrid_capabilities", HYBRID_TARGETS,
+                default_examples=60, default_steps=30)

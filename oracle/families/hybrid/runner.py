@@ -16,7 +16,7 @@ from typing import Any
 from ...engine.report import Failure
 from ...engine.runner import Result, run_config
 from ...engine.target import Config, Target
-from .family import FAMILY
+from .machine import FAMILY
 from .targets import HYBRID_TARGETS, HybridCapabilities
 
 

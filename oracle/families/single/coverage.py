@@ -19,7 +19,8 @@ from kvpool.spec.layout import decode_needs_page, num_new_pages
 from kvpool.spec.segments import trim_boundary
 
 from ...engine.capabilities import Capabilities
-from ...engine.events import Event, Needs, always, cap
+from ...engine.events import Event, Needs, always, cap, event_rows, event_table
+from ...engine.events import both as _both
 from ...engine.trace import TraceStep
 from .badkinds import kind_checked
 from .calls import FREE_CALLS
@@ -43,10 +44,6 @@ def _sorted(c: Capabilities, ps: int, ns: bool) -> bool:
     return ns
 
 
-def _both(*preds: Needs) -> Needs:
-    return lambda c, ps, ns: all(p(c, ps, ns) for p in preds)
-
-
 _groups, _segs = cap("groups"), (lambda c, ps, ns: c.segments != "none")
 _shared = lambda c, ps, ns: c.segments == "shared" and ps > 1  # noqa: E731
 
@@ -60,108 +57,90 @@ _one_request = lambda c, ps, ns: not c.paged or c.extend  # noqa: E731  (alloc /
 POWER_MIN = 256  # sizes around 2**k for 2**k >= POWER_MIN are the ``size.pow2_*`` events
 
 
-def _form(name: str) -> Needs:
-    """The target accepts slot tensors in the form ``name`` (``slot_forms``)."""
-    return lambda c, ps, ns: name in c.slot_forms
+# the needs terms of the event table beside ``always``, ``paged``, ``ps1``, ``cap:`` and ``form:``
+_NEEDS: dict[str, Needs] = {
+    "paged": _paged, "extend": _extend, "decode": _decode, "sorted": _sorted, "groups": _groups,
+    "segments": _segs, "shared": _shared, "one_request": _one_request,
+    "token": lambda c, ps, ns: not c.paged,
+}
 
 
 def _table() -> dict[str, Event]:
-    rows: list[tuple[str, str, Needs, str]] = [
-        ("alloc.ok", "ALLOC-4", always, "alloc handed out whole pages"),
-        ("alloc.zero", "ALLOC-2", always, "alloc(0) returned []"),
-        ("alloc.short_empty", "ALLOC-3", always, "alloc short with no page free or staged"),
-        ("alloc.short_partial", "ALLOC-3", always, "alloc short while some pages are free"),
-        ("extend.ok", "EXTEND-4", _extend, "alloc_extend succeeded"),
-        ("extend.short_empty", "EXTEND-6", _extend, "alloc_extend short, nothing free"),
-        ("extend.short_partial", "EXTEND-6", _extend, "alloc_extend short, some pages free"),
-        ("extend.part1", "EXTEND-5", _both(_extend, _paged), "a request continued a partial page"),
-        ("extend.part3", "EXTEND-5", _both(_extend, _paged), "a request ended mid-page"),
-        ("extend.many_pages", "EXTEND-4", _extend, "a request took >= 3 new pages"),
-        ("decode.ok", "DECODE-5", _decode, "alloc_decode succeeded"),
-        ("decode.short_empty", "DECODE-6", _decode, "alloc_decode short, nothing free"),
-        ("decode.short_partial", "DECODE-6", _decode, "alloc_decode short, some pages free"),
-        ("decode.page_open", "DECODE-4", _decode, "a decode opened a new page"),
-        ("decode.page_continue", "DECODE-5", _both(_decode, _paged), "a decode continued a page"),
-        ("merge.alloc", "ALLOC-5", _sorted, "alloc merged the staged pages first"),
-        ("merge.extend", "EXTEND-7", _both(_sorted, _extend), "alloc_extend merged first"),
-        ("merge.decode", "DECODE-7", _both(_sorted, _decode), "alloc_decode merged first"),
-        ("merge.explicit", "SORT-3", _both(_sorted, cap("merge")), "merge_and_sort_free merged"),
-        ("free.many_pages", "FREE-4", always, "a free released >= 2 pages"),
-        ("free.repeat_slot", "FREE-4", cap("paged"), "a paged free() named one slot twice"),
-        (
-            "size.pow2_single",
-            "ALLOC-4",
-            _one_request,
-            f"one request took 2**k - 1 .. 2**k + 1 tokens (2**k >= {POWER_MIN})",
-        ),
-        (
-            "size.pow2_batch",
-            "EXTEND-4",
-            _extend,
-            f"a batch of >= 2 took, or gave a request, 2**k +- 1 tokens (2**k >= {POWER_MIN})",
-        ),
-        ("free.unordered", "FREE-5", lambda c, ps, ns: not c.paged, "a token free, not ascending"),
-        ("free.empty", "FREE-6", always, "an empty free"),
-        ("free.full", "FREE-7", cap("base_api"), "free_full released pages"),
-        ("free.staged", "SORT-1", _sorted, "a free staged its pages"),
-        ("free.page_ids", "FREE-8", cap("page_ids"), "free_page_ids released >= 2 pages"),
-        (
-            "group.page_ids",
-            "GROUP-4",
-            _both(_groups, cap("page_ids")),
-            "a free_page_ids deferred by a group",
-        ),
-        (
-            "group.page_in_pieces",
-            "GROUP-6",
-            _both(_groups, _paged),
-            "a page named by several free() calls of one group",
-        ),
-        (
-            "group.repeat_slot",
-            "GROUP-6",
-            _both(_groups, cap("paged")),
-            "a slot named again by a later free() of one group",
-        ),
-        ("group.segments", "GROUP-4", _both(_groups, _segs), "a segment free deferred by a group"),
-        ("group.end_many", "GROUP-4", _groups, "a group end released >= 2 pages"),
-        ("group.end_idle", "GROUP-2", _groups, "free_group_end with no open group"),
-        ("group.alloc_inside", "GROUP-5", _groups, "an allocation inside an open group"),
-        ("group.input_reused", "GROUP-3", _groups, "the caller overwrote a deferred free's input"),
-        ("seg.trim", "SEG-5", _shared, "a segment head trimmed on a shared boundary page"),
-        ("seg.inside", "SEG-5", _shared, "a segment wholly inside the previous one's last page"),
-        ("seg.empty", "SEG-6", _segs, "an empty segment skipped"),
-        ("seg.many", "SEG-3", _segs, "free_segments of >= 2 non-empty segments"),
-        (
-            "seg.mid_span",
-            "SEG-2",
-            _both(_segs, _shared),
-            "a segment starting and ending mid-page across >= 3 pages",
-        ),
-        ("seg.single", "SEG-2", _segs, "free_segment released pages"),
-        ("seg.unaligned_1", "SEG-2", _shared, "a segment starting mid-page, on 1 page"),
-        ("seg.unaligned_2", "SEG-2", _shared, "a segment starting mid-page, touching 2 pages"),
-        ("seg.unaligned_3", "SEG-2", _shared, "a segment starting mid-page, touching >= 3 pages"),
-        ("life.clear", "LIFE-1", cap("clear"), "clear() mid-run"),
-        ("life.clear_staged", "LIFE-1", _both(_sorted, cap("clear")), "clear() with pages staged"),
-        ("life.resize", "LIFE-2", cap("resize"), "resize() mid-run"),
-        ("life.ragged", "MODEL-1", _paged, "a pool whose size is not a multiple of the page"),
-        ("life.translate", "LIFE-3", cap("base_api"), "translate_kv_indices_for_transfer"),
-        ("cap.evict", "CAP-1", cap("capacity_hooks"), "the tree cache was asked to evict"),
-        ("cap.check_false", "CAP-2", cap("capacity_hooks"), "check_decode_capacity said no"),
-        ("cap.byte_accounting", "CAP-3", cap("base_api"), "verify_byte_accounting() read"),
-        ("input.int32", "FREE-1", _form("int32"), "a call passed int32 slot tensors"),
-        ("input.strided", "FREE-1", _form("strided"), "a call passed strided slot tensor views"),
-        ("alias.held", "ALIAS-1", always, "a result re-checked after later calls"),
-        ("alias.inputs", "ALIAS-2", cap("ownership"), "the caller overwrote a free's input"),
-        ("alias.results", "ALIAS-3", cap("ownership"), "the caller wrote into a census"),
-    ]
+    rows = event_rows(f"""
+alloc.ok              ALLOC-4   always               alloc handed out whole pages
+alloc.zero            ALLOC-2   always               alloc(0) returned []
+alloc.short_empty     ALLOC-3   always               alloc short with no page free or staged
+alloc.short_partial   ALLOC-3   always               alloc short while some pages are free
+extend.ok             EXTEND-4  extend               alloc_extend succeeded
+extend.short_empty    EXTEND-6  extend               alloc_extend short, nothing free
+extend.short_partial  EXTEND-6  extend               alloc_extend short, some pages free
+extend.part1          EXTEND-5  extend+paged         a request continued a partial page
+extend.part3          EXTEND-5  extend+paged         a request ended mid-page
+extend.many_pages     EXTEND-4  extend               a request took >= 3 new pages
+decode.ok             DECODE-5  decode               alloc_decode succeeded
+decode.short_empty    DECODE-6  decode               alloc_decode short, nothing free
+decode.short_partial  DECODE-6  decode               alloc_decode short, some pages free
+decode.page_open      DECODE-4  decode               a decode opened a new page
+decode.page_continue  DECODE-5  decode+paged         a decode continued a page
+merge.alloc           ALLOC-5   sorted               alloc merged the staged pages first
+merge.extend          EXTEND-7  sorted+extend        alloc_extend merged first
+merge.decode          DECODE-7  sorted+decode        alloc_decode merged first
+merge.explicit        SORT-3    sorted+cap:merge     merge_and_sort_free merged
+free.many_pages       FREE-4    always               a free released >= 2 pages
+free.repeat_slot      FREE-4    cap:paged            a paged free() named one slot twice
+size.pow2_single      ALLOC-4   one_request          one request took 2**k - 1 .. 2**k + 1
+                                                     tokens (2**k >= {POWER_MIN})
+size.pow2_batch       EXTEND-4  extend               a batch of >= 2 took, or gave a request,
+                                                     2**k +- 1 tokens (2**k >= {POWER_MIN})
+free.unordered        FREE-5    token                a token free, not ascending
+free.empty            FREE-6    always               an empty free
+free.full             FREE-7    cap:base_api         free_full released pages
+free.staged           SORT-1    sorted               a free staged its pages
+free.page_ids         FREE-8    cap:page_ids         free_page_ids released >= 2 pages
+group.page_ids        GROUP-4   groups+cap:page_ids  a free_page_ids deferred by a group
+group.page_in_pieces  GROUP-6   groups+paged         a page named by several free() calls of one
+                                                     group
+group.repeat_slot     GROUP-6   groups+cap:paged     a slot named again by a later free() of one
+                                                     group
+group.segments        GROUP-4   groups+segments      a segment free deferred by a group
+group.end_many        GROUP-4   groups               a group end released >= 2 pages
+group.end_idle        GROUP-2   groups               free_group_end with no open group
+group.alloc_inside    GROUP-5   groups               an allocation inside an open group
+group.input_reused    GROUP-3   groups               the caller overwrote a deferred free's
+                                                     input
+seg.trim              SEG-5     shared               a segment head trimmed on a shared boundary
+                                                     page
+seg.inside            SEG-5     shared               a segment wholly inside the previous one's
+                                                     last page
+seg.empty             SEG-6     segments             an empty segment skipped
+seg.many              SEG-3     segments             free_segments of >= 2 non-empty segments
+seg.mid_span          SEG-2     segments+shared      a segment starting and ending mid-page
+                                                     across >= 3 pages
+seg.single            SEG-2     segments             free_segment released pages
+seg.unaligned_1       SEG-2     shared               a segment starting mid-page, on 1 page
+seg.unaligned_2       SEG-2     shared               a segment starting mid-page, touching 2
+                                                     pages
+seg.unaligned_3       SEG-2     shared               a segment starting mid-page, touching >= 3
+                                                     pages
+life.clear            LIFE-1    cap:clear            clear() mid-run
+life.clear_staged     LIFE-1    sorted+cap:clear     clear() with pages staged
+life.resize           LIFE-2    cap:resize           resize() mid-run
+life.ragged           MODEL-1   paged                a pool whose size is not a multiple of the
+                                                     page
+life.translate        LIFE-3    cap:base_api         translate_kv_indices_for_transfer
+cap.evict             CAP-1     cap:capacity_hooks   the tree cache was asked to evict
+cap.check_false       CAP-2     cap:capacity_hooks   check_decode_capacity said no
+cap.byte_accounting   CAP-3     cap:base_api         verify_byte_accounting() read
+input.int32           FREE-1    form:int32           a call passed int32 slot tensors
+input.strided         FREE-1    form:strided         a call passed strided slot tensor views
+alias.held            ALIAS-1   always               a result re-checked after later calls
+alias.inputs          ALIAS-2   cap:ownership        the caller overwrote a free's input
+alias.results         ALIAS-3   cap:ownership        the caller wrote into a census
+""", _NEEDS)
     for lo, hi in BATCH_BUCKETS:
         rows.append((f"extend.bs_{lo}_{hi}", "EXTEND-4", _extend, f"alloc_extend of {lo}-{hi}"))
         rows.append((f"decode.bs_{lo}_{hi}", "DECODE-4", _decode, f"alloc_decode of {lo}-{hi}"))
-    for kind, needs in BAD_NEEDS.items():
-        rows.append((f"bad.{kind}", "ERR-1", _both(_sent(kind), needs), f"bad input: {kind}"))
-    return {name: Event(name, clause, needs, doc) for name, clause, needs, doc in rows}
+    return event_table(rows, {kind: _both(_sent(kind), needs) for kind, needs in BAD_NEEDS.items()})
 
 
 # Bad-input kinds (``kvpool.oracle.badcalls``) and when a target can be sent them.

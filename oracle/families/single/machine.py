@@ -12,7 +12,6 @@ the caller-side bookkeeping is :class:`~kvpool.oracle.scheduler.Scheduler`.
 from __future__ import annotations
 
 import functools
-import hashlib
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -20,11 +19,16 @@ from typing import Any, ClassVar, TypeVar
 
 from hypothesis import strategies as st
 
+from ...engine.capabilities import Capabilities
 from ...engine.draws import Draws
 from ...engine.examples import record_example
+from ...engine.families import Family
+from ...engine.machines import bind
 from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
 from .badcalls import applicable_kinds, make_bad_call
+from .calls import CALLS
+from .clause_map import SINGLE
 from .executor import Executor
 from .scheduler import POOL_PAGES, Request, Scheduler
 
@@ -358,11 +362,10 @@ def machine_for(target: Target, config: Config) -> type[OracleMachine]:
     name = (
         f"Oracle_ps{config.page_size}_{'sorted' if config.need_sort else 'unsorted'}_{config.order}"
     )
-    attrs = {
-        "target": target,
-        "config": config,
-        "stats": {"examples": 0, "calls": 0, "failed": 0},
-        "coverage": Counter(),
-        "digest": hashlib.sha256(),
-    }
-    return type(name, (OracleMachine,), attrs)
+    return bind(OracleMachine, name, target, config)
+
+
+# The single-pool family: SGLang's token and paged allocators (``python -m kvpool.oracle``).
+FAMILY = Family(
+    "single", CALLS, Executor, machine_for, SINGLE, Capabilities, "kvpool_capabilities", {}
+)

@@ -12,16 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from ...engine.clausemap import ClauseMap
-from ...engine.events import Event, Needs, always, cap
+from ...engine.events import call_events, event_rows, event_table
 from ...engine.trace import TraceStep
 
 
 def _lazy(c: Any, ps: int, ns: bool) -> bool:
     return "lazy" in c.compaction
-
-
-def _paged(c: Any, ps: int, ns: bool) -> bool:
-    return ps > 1
 
 
 def _decodes(c: Any, ps: int, ns: bool) -> bool:
@@ -36,39 +32,36 @@ def _data(c: Any, ps: int, ns: bool) -> bool:
     return bool(c.data_plane)
 
 
-_ROWS: list[tuple[str, str, Needs, str]] = [
-    ("arrive", "UNI-8", always, "new requests were admitted"),
-    ("short", "UNI-8", always, "new requests were refused (the pages do not fit)"),
-    ("fill", "UNI-7", always, "a request took everything available_size() promised"),
-    ("extend", "UNI-8", _paged, "rows grew by chunks from their prefix"),
-    ("decode", "UNI-8", _decodes, "rows decoded one token by alloc_decode"),
-    ("slide", "UNI-10", always, "a window slid: free_swa of whole pages"),
-    ("finish-free", "UNI-5", always, "a request finished by free"),
-    ("finish-full", "UNI-10", always, "a request finished by free_full + free"),
-    ("finish-segments", "UNI-10", always, "a request finished by the segment frees"),
-    ("slide-segment", "UNI-10", always, "a window slid by free_swa_segment"),
-    ("group", "UNI-10", cap("groups"), "requests finished inside a free group"),
-    ("alloc.ok", "UNI-8", always, "alloc handed out pages"),
-    ("alloc_extend.ok", "UNI-8", always, "alloc_extend succeeded"),
-    ("alloc_extend.short", "UNI-8", always, "alloc_extend returned None"),
-    ("alloc_decode.ok", "UNI-8", _decodes, "alloc_decode succeeded"),
-    ("translate", "UNI-11", always, "a translation of live tokens"),
-    ("capacity.fit", "UNI-8", cap("capacity_hooks"), "evict_to_free_tokens: the pages fit"),
-    ("capacity.short", "UNI-8", cap("capacity_hooks"), "evict_to_free_tokens: they do not"),
-    ("life.clear", "UNI-12", cap("clear"), "clear() mid-run"),
-    ("placement", "UNI-4", always, "live pages' translations judged"),
-    ("compaction.move", "UNI-6", always, "a compaction moved live pages"),
-    ("lazy.holes", "UNI-5", _lazy, "a lazy sub-pool kept holes after a call"),
-    ("cap.byte_accounting", "UNI-13", always, "verify_byte_accounting() read"),
-    ("probe.census", "UNI-13", always, "the census probes ran on a fresh instance"),
-    ("data.check", "DATA-1", _data, "every live token's K/V bytes read back"),
-    ("data.hand_out", "DATA-2", _data, "signatures written into handed-out tokens' K/V"),
-]
+_ROWS = event_rows("""
+arrive               UNI-8   always              new requests were admitted
+short                UNI-8   always              new requests were refused (the pages do not fit)
+fill                 UNI-7   always              a request took everything available_size() promised
+extend               UNI-8   paged               rows grew by chunks from their prefix
+decode               UNI-8   decodes             rows decoded one token by alloc_decode
+slide                UNI-10  always              a window slid: free_swa of whole pages
+finish-free          UNI-5   always              a request finished by free
+finish-full          UNI-10  always              a request finished by free_full + free
+finish-segments      UNI-10  always              a request finished by the segment frees
+slide-segment        UNI-10  always              a window slid by free_swa_segment
+group                UNI-10  cap:groups          requests finished inside a free group
+alloc.ok             UNI-8   always              alloc handed out pages
+alloc_extend.ok      UNI-8   always              alloc_extend succeeded
+alloc_extend.short   UNI-8   always              alloc_extend returned None
+alloc_decode.ok      UNI-8   decodes             alloc_decode succeeded
+translate            UNI-11  always              a translation of live tokens
+capacity.fit         UNI-8   cap:capacity_hooks  evict_to_free_tokens: the pages fit
+capacity.short       UNI-8   cap:capacity_hooks  evict_to_free_tokens: they do not
+life.clear           UNI-12  cap:clear           clear() mid-run
+placement            UNI-4   always              live pages' translations judged
+compaction.move      UNI-6   always              a compaction moved live pages
+lazy.holes           UNI-5   lazy                a lazy sub-pool kept holes after a call
+cap.byte_accounting  UNI-13  always              verify_byte_accounting() read
+probe.census         UNI-13  always              the census probes ran on a fresh instance
+data.check           DATA-1  data_plane          every live token's K/V bytes read back
+data.hand_out        DATA-2  data_plane          signatures written into handed-out tokens' K/V
+""", {"decodes": _decodes, "lazy": _lazy, "data_plane": _data})
 BAD_CLAUSES: dict[str, str] = {"translate_freed": "UNI-11", "double_free": "UNI-11"}
-for _kind in BAD_CLAUSES:
-    _ROWS.append((f"bad.{_kind}", "ERR-1", _checked, f"bad input: {_kind}"))
-EVENTS: dict[str, Event] = {name: Event(name, clause, needs, doc)
-                            for name, clause, needs, doc in _ROWS}
+EVENTS = event_table(_ROWS, dict.fromkeys(BAD_CLAUSES, _checked))
 
 CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UNI-1": ("placement",),
@@ -98,11 +91,7 @@ def events_of(step: TraceStep, result: Any, holes: bool) -> list[str]:
     """The events one performed unified call reached (beside the scheduler model's);
     ``holes``: a lazy sub-pool holds holes after it."""
     c = step.call
-    out: list[str] = ["lazy.holes"] if holes else []
-    if c in ("alloc", "alloc_extend", "alloc_decode"):
-        out.append(f"{c}.{'short' if result is None else 'ok'}")
-    elif c == "evict_to_free_tokens":
-        out.append("capacity.fit" if result else "capacity.short")
-    elif c in _SIMPLE:
-        out.append(_SIMPLE[c])
-    return out
+    out = ["lazy.holes"] if holes else []
+    if c == "evict_to_free_tokens":
+        return [*out, "capacity.fit" if result else "capacity.short"]
+    return out + call_events(c, result, _SIMPLE)

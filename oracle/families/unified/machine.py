@@ -13,19 +13,20 @@ positions below it have no SWA page.
 from __future__ import annotations
 
 import sys
-from collections import Counter
 from dataclasses import dataclass
-from hashlib import sha256
-from typing import ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from kvpool.spec.unified import UnifiedSWAModel
 
 from ...engine.examples import record_example
+from ...engine.families import Family
+from ...engine.machines import FamilyMachine, bind
 from ...engine.target import Config, Target
+from .calls import UNIFIED_CALLS
+from .coverage import UNIFIED
 from .executor import UnifiedExecutor
-from .targets import UnifiedCapabilities
+from .targets import UNIFIED_TARGETS, UnifiedCapabilities
 
 
 @dataclass
@@ -36,21 +37,13 @@ class Row:
     front: int = 0
 
 
-class UnifiedMachine(RuleBasedStateMachine):
-    """Scheduler model over one unified configuration (class attributes: ``machine_for``)."""
+class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
+    """Scheduler model over one unified configuration (bound by ``unified_machine_for``)."""
 
-    target: ClassVar[Target]
-    config: ClassVar[Config]
-    stats: ClassVar[dict[str, int]]
-    coverage: ClassVar[Counter[str]]
-
-    def __init__(self) -> None:
-        super().__init__()
-        cls = type(self)
-        self.ps = cls.config.page_size
-        self.ex = UnifiedExecutor(cls.target, cls.config)
-        self.caps: UnifiedCapabilities = cls.target.caps  # type: ignore[assignment]
-        self.rows: list[Row] = []
+    executor_class = UnifiedExecutor
+    ex: UnifiedExecutor
+    caps: UnifiedCapabilities
+    rows: list[Row]
 
     @initialize(pages=st.integers(8, 30), ragged=st.booleans(), lazy=st.booleans())
     def create(self, pages: int, ragged: bool, lazy: bool) -> None:
@@ -258,6 +251,11 @@ def compacted_capacity(model: UnifiedSWAModel) -> int:
 
 def unified_machine_for(target: Target, config: Config) -> type[UnifiedMachine]:
     """A machine class bound to one unified configuration."""
-    attrs = {"target": target, "config": config, "coverage": Counter(), "digest": sha256(),
-             "stats": {"examples": 0, "calls": 0, "failed": 0}}
-    return type(f"Unified_ps{config.page_size}", (UnifiedMachine,), attrs)
+    return bind(UnifiedMachine, f"Unified_ps{config.page_size}", target, config)
+
+
+# The unified memory-pool family: SGLang 0.5.23's ``UnifiedSWATokenToKVPoolAllocator``, eager
+# and lazy compaction (``python -m kvpool.oracle --family unified``).
+FAMILY = Family("unified", UNIFIED_CALLS, UnifiedExecutor, unified_machine_for, UNIFIED,
+                UnifiedCapabilities, "kvpool_unified_capabilities", UNIFIED_TARGETS,
+                default_examples=30, default_steps=30)
