@@ -272,6 +272,24 @@ def holes_reused_as_one(a: Any) -> None:
         side._take_free_pages_from_end = first_only
 
 
+def eager_binds_reversed(a: Any) -> None:
+    """A multi-page allocation binds its new virtual pages to the new physical pages in reverse
+    order (the pages, the frontier and the tables are otherwise right): under eager compaction,
+    where placement is fixed, a row bound to another page with no page copy involved."""
+    for side in _sides(a):
+        take = side._alloc_bind_fast_or_slow
+
+        def reversed_bind(v_pages: torch.Tensor, n: int, side: Any = side,
+                          take: Any = take) -> Any:
+            phys = take(v_pages, n)
+            if phys is None or phys.numel() < 2:
+                return phys
+            side.bind(v_pages, phys.flip(0))
+            return phys.flip(0)
+
+        side._alloc_bind_fast_or_slow = reversed_bind
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
@@ -325,6 +343,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(segment_first_page_only, ("UNI-7",)),
     BrokenUnified(group_end_skips_full_frees, ("UNI-7",)),
     BrokenUnified(tombstone_read_unclamped, ("UNI-10",), LAZY),
+    BrokenUnified(eager_binds_reversed, ("UNI-4",), EAGER),
 ]
 
 

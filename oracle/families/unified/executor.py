@@ -7,8 +7,10 @@ calls and ``ERR-1``, failures). After every valid call:
 - the capacity views ``available_size()`` (``UNI-7``) and ``full_/swa_available_size()``
   (``UNI-9``), exactly, in both compaction modes;
 - both translations of every live token (``translate_kv_indices_for_transfer``,
-  ``translate_loc_from_full_to_swa``): row for row under eager compaction (``UNI-6``), by what
-  must hold under lazy compaction (:mod:`.placement`);
+  ``translate_loc_from_full_to_swa``): by what must hold in both modes (:mod:`.placement`), and
+  row for row under eager compaction, where placement is fixed: a row off the spec's page breaks
+  ``UNI-6`` when a page copy of that call (the model's or the target's) touched its page, else
+  ``UNI-4`` (the binding itself);
 - each sub-pool's holes and span: its own bookkeeping (holes distinct, inside the span, not
   live; span = live + holes) before the capacity views, and after them its span and number of
   holes against the model's (``UNI-5``, :mod:`.holes`);
@@ -44,7 +46,7 @@ from .targets import UnifiedCapabilities
 
 FIELDS = ("available_size()", "full_available_size()", "swa_available_size()",
           "full rows of the live tokens", "SWA rows of the live tokens")
-CLAUSES = ("UNI-7", "UNI-9", "UNI-9", "UNI-6", "UNI-6")
+CLAUSES = ("UNI-7", "UNI-9", "UNI-9", "UNI-4", "UNI-4")  # rows: UNI-6 where a move touched
 _SOURCES = ("a.available_size()", "a.full_available_size()", "a.swa_available_size()",
             "a.translate_kv_indices_for_transfer(t({ids!r})).tolist()",
             "a.translate_loc_from_full_to_swa(t({ids!r})).tolist()")
@@ -88,6 +90,7 @@ class UnifiedExecutor(Engine):
         self._moves: list[MoveLog] = []
         self._where: tuple[dict[int, int], dict[int, int]] = ({}, {})
         self._hole_lines: list[str] = []  # a UNI-5 breach's repro assertion
+        self._model_moves = (0, 0)  # the model's moves per side, as of the last call
 
     # -- construction ----------------------------------------------------------------------------
     def create(self, total_bytes: int, lazy: bool) -> None:
@@ -107,6 +110,7 @@ class UnifiedExecutor(Engine):
         kv = self.target.get_kvcache()
         self._moves = [MoveLog(kv.full_kv_pool), MoveLog(kv.swa_kv_pool)]
         self._where = ({}, {})
+        self._model_moves = (0, 0)
         self._checked(0, lambda: "", lambda: self._created(step, total_bytes))
 
     def create_from(self, args: Mapping[str, Any]) -> None:
@@ -169,7 +173,7 @@ class UnifiedExecutor(Engine):
         self._check_holes(step, own_breach(self.target))
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
-        exact = 0 if not self.caps.capacity_exact else len(FIELDS) if not model.lazy else 3
+        exact = 3 if self.caps.capacity_exact else 0  # the capacity views; rows below
         for i, (name, clause, g, w) in enumerate(zip(FIELDS, CLAUSES, got, want)):
             if i < exact and g != w:
                 self._field = i
@@ -180,6 +184,8 @@ class UnifiedExecutor(Engine):
         self.events["placement"] += bool(ids)
         for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
             raise Divergence(clause, f"after {step.call}: {detail}")
+        if self.caps.capacity_exact and not model.lazy:
+            self._check_rows(step, ids, got, want)
         self._check_moves(step, ids, got[3], got[4])
         try:
             model.check_invariants()
@@ -197,6 +203,31 @@ class UnifiedExecutor(Engine):
             detail, self._hole_lines = breach
             raise Divergence("UNI-5", f"after {step.call}: {detail}")
 
+    def _check_rows(self, step: TraceStep, ids: list[int], got: tuple[Any, ...],
+                    want: tuple[Any, ...]) -> None:
+        """Eager placement is fixed: each side's rows of the live tokens are the spec's. The
+        first differing token breaks ``UNI-6`` when a page copy of this call (the model's move
+        or a copy the target issued) touched its page before, its page now or the spec's page
+        (a move that went wrong), else ``UNI-4`` (the page is bound elsewhere, nothing moved)."""
+        model = self.model
+        assert model is not None
+        ps = self.page_size
+        for k, pool, log, before, done in zip((3, 4), (model.full, model.swa), self._moves,
+                                              self._where, self._model_moves):
+            if got[k] == want[k]:
+                continue
+            i = next(j for j, (g, w) in enumerate(zip(got[k], want[k])) if g != w)
+            touched = {p for pair in pool.moves[done:] + log.copies for p in pair}
+            pages = {before.get(ids[i] // ps), got[k][i] // ps, want[k][i] // ps}
+            moved = bool(pages & touched)
+            self._field = k
+            raise Divergence("UNI-6" if moved else CLAUSES[k],
+                             f"after {step.call}: {FIELDS[k]} is {_short(got[k])}, the spec "
+                             f"says {_short(want[k])} (token {ids[i]} on row {got[k][i]}, the "
+                             f"spec's {want[k][i]}; "
+                             f"{'a page copy of this call' if moved else 'no page copy'} "
+                             f"touched its page)")
+
     def _check_moves(self, step: TraceStep, ids: list[int], full: list[int],
                      swa: list[int]) -> None:
         """``UNI-6``: live pages moved only along the copies issued since the last call."""
@@ -213,6 +244,7 @@ class UnifiedExecutor(Engine):
             if wrong:
                 raise Divergence("UNI-6", f"after {step.call}: {side} {wrong[0]}")
         self._where = now
+        self._model_moves = (len(model.full.moves), len(model.swa.moves))
 
     def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
         """A divergence seen right after ``clear()`` breaks ``UNI-12`` (the symptom's clause
