@@ -113,6 +113,42 @@ class UnifiedSWAModel:
         return ul.fits_pages(num_pages, num_pages, 0, 0, f.room() + len(f.holes),
                              s.room() + len(s.holes), gap, f.page_bytes, s.page_bytes)
 
+    def fits_after_reclaim(self, num_pages: int, full_reclaim: int, swa_reclaim: int) -> bool:
+        """Whether ``num_pages`` new pages fit both sides once both are compacted and
+        ``full_reclaim`` / ``swa_reclaim`` of their live pages are released (``UNI-8``'s
+        eviction plan; ``(0, 0)`` is ``fits(num_pages, compacted=True)``). Each side's live
+        pages plus the new ones stay within its pages above the sink and the virtual ids."""
+        f, s = self.full, self.swa
+        ids = f.pages - f.min_page
+        full_live = len(f.v2p) - min(full_reclaim, len(f.v2p))
+        swa_live = len(s.v2p) - min(swa_reclaim, len(s.v2p))
+        if full_live + num_pages > ids or swa_live + num_pages > min(ids, s.pages - s.min_page):
+            return False
+        gap = ul.gap_bytes((s.min_page + swa_live) * s.page_bytes,
+                           (f.pages - full_live) * f.page_bytes)
+        return ul.fits_pages(num_pages, num_pages, 0, 0, ids - full_live,
+                             s.pages - s.min_page - swa_live, gap, f.page_bytes, s.page_bytes)
+
+    def reclaim_plan(self, num_tokens: int, full_evictable: int,
+                     swa_evictable: int) -> tuple[int, int] | None:
+        """The tokens ``evict_to_free_tokens`` asks a cache to evict, ``(full, swa)``
+        (``UNI-8``): ``(0, 0)`` when ``ceil(num_tokens / page_size)`` pages fit after
+        compaction; else, with at most ``min(live pages, evictable // page_size)`` pages a
+        side, the least SWA reclaim that fits with all full reclaim, then the least full reclaim
+        with that SWA reclaim, in whole pages (tokens); None when even all of it does not fit.
+        """
+        ps = self.page_size
+        need = -(-num_tokens // ps)
+        if self.fits_after_reclaim(need, 0, 0):
+            return (0, 0)
+        most_full = min(len(self.full.v2p), full_evictable // ps)
+        most_swa = min(len(self.swa.v2p), swa_evictable // ps)
+        if not self.fits_after_reclaim(need, most_full, most_swa):
+            return None
+        swa = next(n for n in range(most_swa + 1) if self.fits_after_reclaim(need, most_full, n))
+        full = next(n for n in range(most_full + 1) if self.fits_after_reclaim(need, n, swa))
+        return full * ps, swa * ps
+
     def _reserve(self, num_pages: int) -> list[int] | None:
         """Gate and take ``num_pages`` virtual pages bound on both sides (``UNI-8``); None, with
         nothing changed, when they do not fit even after compaction."""

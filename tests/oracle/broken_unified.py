@@ -290,6 +290,21 @@ def eager_binds_reversed(a: Any) -> None:
         side._alloc_bind_fast_or_slow = reversed_bind
 
 
+def evict_plan_takes_all(a: Any) -> None:
+    """The eviction plan asks the cache for everything it can evict whenever it has to evict
+    at all (the plan the spec makes is the least that fits)."""
+    plan = a.reclaim_plan
+
+    def greedy(full: Any, swa: Any, **kw: Any) -> Any:
+        found = plan(full, swa, **kw)
+        if found is None or found == (0, 0) or "full_evictable_tokens" not in kw:
+            return found
+        ps = a.page_size
+        return (kw["full_evictable_tokens"] // ps * ps, kw["swa_evictable_tokens"] // ps * ps)
+
+    a.reclaim_plan = greedy
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
@@ -341,9 +356,10 @@ BROKEN_UNIFIED = [
     BrokenUnified(eager_skips_compaction, ("UNI-5",), EAGER),
     BrokenUnified(zeroes_a_neighbour, ("DATA-1",)),
     BrokenUnified(segment_first_page_only, ("UNI-7",)),
-    BrokenUnified(group_end_skips_full_frees, ("UNI-7",)),
+    BrokenUnified(group_end_skips_full_frees, ("UNI-9",)),
     BrokenUnified(tombstone_read_unclamped, ("UNI-10",), LAZY),
     BrokenUnified(eager_binds_reversed, ("UNI-4",), EAGER),
+    BrokenUnified(evict_plan_takes_all, ("UNI-8",)),
 ]
 
 

@@ -15,9 +15,9 @@ SGLang's composite defers (``free``, ``free_full``, ``free_segment``, ``free_ful
 on the model too (:class:`Group`) and run at the end in its order: the plain frees as one
 ``free``, the full frees as one, then the segments' pages (SWA side of ``free_segment``'s,
 then the full side of all, in order); window slides run at once. ``evict_to_free_tokens`` takes
-a tree cache with nothing to evict (:class:`ZeroCache`): the hook is then the allocation gate
-alone (``UNI-8``: True when the pages fit, after compaction under lazy compaction, which it
-then performs; None otherwise).
+a prefix cache holding the finished rows the scheduler left in it (:mod:`.cache`): the
+eviction plan it asks for and its result are the spec's (``UNI-8``); :class:`ZeroCache`, with
+nothing to evict, is what every other call is handed.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from ...engine import callforms as forms
 from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
+from .cache import evict_call, evict_spec
 
 __all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "Group", "ZeroCache", "evict_spec",
            "free_in_order"]
@@ -56,20 +57,6 @@ class ZeroCache:
 
     def evict_for_alloc(self, params: Any, **_: Any) -> None:
         self.requests.append((int(params.num_tokens), int(params.swa_num_tokens)))
-
-
-def evict_spec(model: UnifiedSWAModel, num_tokens: int) -> bool | None:
-    """``evict_to_free_tokens`` with nothing evictable (``UNI-8``'s gate): True when
-    ``ceil(num_tokens / page_size)`` pages fit now; under lazy compaction, when they fit after
-    both sides are compacted, both are compacted and True; else None, nothing changed."""
-    pages = -(-num_tokens // model.page_size)
-    if pages == 0 or model.fits(pages, compacted=False):
-        return True
-    if model.lazy and model.fits(pages, compacted=True):
-        model.full.flush()
-        model.swa.flush()
-        return True
-    return None
 
 
 def free_in_order(model: UnifiedSWAModel, ids: list[int]) -> None:
@@ -196,10 +183,6 @@ def _alloc_source(a: Args, var: str) -> list[str]:
     return [f"{var} = a.alloc({a['need_size']})"]
 
 
-def _evict_target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
-    return forms.no_inputs(x.evict_to_free_tokens(a["tree_cache"], a["num_tokens"]))
-
-
 def _create_source(a: Args, var: str) -> list[str]:
     return [f"a = factory(total_bytes={a['total_bytes']}, page_size={a['page_size']}, "
             f"lazy={a['lazy']}, device=DEVICE)"]
@@ -231,12 +214,7 @@ _TABLE = [
     _segment("free_swa_segment", lambda m, ids: m.free_swa(ids)),
     _translate("translate_kv_indices_for_transfer", "full"),
     _translate("translate_loc_from_full_to_swa", "swa"),
-    Call("evict_to_free_tokens", "cache", ("num_tokens",),
-         spec=lambda m, a: evict_spec(m, a["num_tokens"]), target=_evict_target,
-         source=lambda a, var: ["cache = ZeroCache()",
-                                f"{var} = a.evict_to_free_tokens(cache, {a['num_tokens']})"],
-         raise_clause="UNI-8", order_clause="UNI-8", result_clause="UNI-8",
-         checks=lambda a, e, var: [f"assert {var} == {e!r}"]),
+    evict_call(),
     plain_call("clear", "state", "UNI-12", "UNI-12"),
     dataclasses.replace(plain_call("free_group_begin", "state", "UNI-10", "UNI-10"),
                         spec=lambda m, a: Group.begin(m)),

@@ -51,6 +51,7 @@ alloc_decode.ok      UNI-8   decodes             alloc_decode succeeded
 translate            UNI-11  always              a translation of live tokens
 capacity.fit         UNI-8   cap:capacity_hooks  evict_to_free_tokens: the pages fit
 capacity.short       UNI-8   cap:capacity_hooks  evict_to_free_tokens: they do not
+capacity.evict       UNI-8   cap:capacity_hooks  evict_to_free_tokens asked the cache to evict
 life.clear           UNI-12  cap:clear           clear() mid-run
 placement            UNI-4   always              live pages' translations judged
 compaction.move      UNI-6   always              a compaction moved live pages
@@ -72,7 +73,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UNI-6": ("compaction.move",),
     "UNI-7": ("arrive", "short", "fill"),
     "UNI-8": ("alloc.ok", "alloc_extend.ok", "alloc_extend.short", "capacity.fit",
-              "capacity.short"),
+              "capacity.short", "capacity.evict"),
     "UNI-9": ("arrive", "slide"),
     "UNI-10": ("slide", "finish-full", "finish-segments", "slide-segment", "group"),
     "UNI-11": ("translate",),
@@ -92,6 +93,8 @@ def events_of(step: TraceStep, result: Any, holes: bool) -> list[str]:
     ``holes``: a lazy sub-pool holds holes after it."""
     c = step.call
     out = ["lazy.holes"] if holes else []
-    if c == "evict_to_free_tokens":
-        return [*out, "capacity.fit" if result else "capacity.short"]
+    if c == "evict_to_free_tokens":  # result: (the hook's result, the eviction requests)
+        hook, asked = result if isinstance(result, tuple) else (result, [])
+        return [*out, "capacity.fit" if hook else "capacity.short",
+                *(["capacity.evict"] if asked else [])]
     return out + call_events(c, result, _SIMPLE)

@@ -12,8 +12,9 @@ calls and ``ERR-1``, failures). After every valid call:
   ``UNI-6`` when a page copy of that call (the model's or the target's) touched its page, else
   ``UNI-4`` (the binding itself);
 - each sub-pool's holes and span: its own bookkeeping (holes distinct, inside the span, not
-  live; span = live + holes) before the capacity views, and after them its span and number of
-  holes against the model's (``UNI-5``, :mod:`.holes`);
+  live; span = live + holes) before the capacity views (and before a differing result is
+  reported: a broken bookkeeping is its cause), and after them its span and number of holes
+  against the model's (``UNI-5``, :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
 - the spec's own census and the target's ``verify_byte_accounting()`` (``UNI-13``), and at
   every ``create`` the census probes (:mod:`.probes`);
@@ -162,6 +163,7 @@ class UnifiedExecutor(Engine):
         if step.call.startswith("translate") and (model.lazy or not self.caps.capacity_exact):
             return want  # placement is free here (judged in _post)
         if got != want:
+            self._check_holes(step, own_breach(self.target))  # the cause, when it is that
             raise Divergence(call.result_clause or "UNI-8",
                              f"{step.call} returned {got!r}, the spec says {want!r}")
         return want

@@ -5,9 +5,10 @@ eager or lazy. Requests arrive (``alloc_extend`` from an empty prefix, or ``allo
 pages), grow by chunks from their prefix, decode (``alloc_decode``; at page size 1 without
 ``decode_ps1``: ``alloc``), and their window slides: ``free_swa`` of the whole pages before the
 window (never the last page, which the next token continues). A request finishes by ``free``, or
-by ``free_full`` of its released head and ``free`` of the rest. Translations, the capacity hook,
-``clear`` and (checked targets) bad input run between. Each row remembers ``front``: its
-positions below it have no SWA page.
+by ``free_full`` of its released head and ``free`` of the rest, or stays in the prefix cache
+(``cached``) that the capacity hook ``evict_to_free_tokens`` is handed (:mod:`.cache`) and may
+evict from. Translations, the capacity hook, ``clear`` and (checked targets) bad input run
+between. Each row remembers ``front``: its positions below it have no SWA page.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
     ex: UnifiedExecutor
     caps: UnifiedCapabilities
     rows: list[Row]
+    cached: list[Row]  # finished rows the prefix cache holds (oldest first)
 
     @initialize(pages=st.integers(8, 30), ragged=st.booleans(), lazy=st.booleans())
     def create(self, pages: int, ragged: bool, lazy: bool) -> None:
+        self.cached = []
         modes = self.caps.compaction
         lazy = lazy if len(modes) > 1 else modes[0] == "lazy"
         entry = self.caps.entry_bytes[0]
@@ -198,19 +201,27 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
     @precondition(lambda self: self.caps.capacity_hooks or self.caps.clear)
     @rule(data=st.data(), clear=st.sampled_from([False] * 7 + [True]))
     def maintenance(self, data: st.DataObject, clear: bool) -> None:
-        """The capacity hook at sizes around what fits (or, one time in eight, ``clear``)."""
+        """The capacity hook at sizes around what fits, after up to two finished requests
+        stayed in the prefix cache it is handed (or, one time in eight, ``clear``)."""
         m = self.ex.model
         assert m is not None
         if clear and self.caps.clear:
             self.ex.call("clear")
-            self.rows = []
+            self.rows, self.cached = [], []
             return
         if not self.caps.capacity_hooks:
             return
+        for _ in range(data.draw(st.integers(0, min(2, len(self.rows))))):
+            self.cached.append(self.rows.pop(0))
         free = len(m.free_virtual) * self.ps
+        most = compacted_capacity(m)
         sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free,
-                        compacted_capacity(m)})
-        self.ex.call("evict_to_free_tokens", num_tokens=data.draw(st.sampled_from(sizes)))
+                        most, most + self.ps, most + 3 * self.ps})
+        self.ex.call("evict_to_free_tokens", num_tokens=data.draw(st.sampled_from(sizes)),
+                     cached=[(r.slots, r.front) for r in self.cached])
+        self.cached = [r for r in self.cached if r.slots[0] // self.ps in m.full.v2p]
+        for row in self.cached:  # the cache released its SWA pages
+            row.front = row.front if row.slots[-1] // self.ps in m.swa.v2p else len(row.slots)
 
     @precondition(lambda self: self.caps.error_types)
     @rule(data=st.data())
@@ -233,7 +244,7 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         try:
             m = self.ex.model
             if m is not None and not self.ex.failed:
-                for row in self.rows:
+                for row in self.rows + self.cached:
                     self.ex.call("free", free_index=row.slots)
                 assert not m.full.v2p and not m.swa.v2p
         finally:
