@@ -23,8 +23,13 @@ RESERVED = "reserved"
 def host_list(values: torch.Tensor | np.ndarray | Sequence[int]) -> list[int]:
     """A tensor, numpy array or sequence of ints as a Python list (synchronises for device
     tensors)."""
-    if isinstance(values, (torch.Tensor, np.ndarray)):
-        return [int(v) for v in values.reshape(-1).tolist()]
+    if isinstance(values, torch.Tensor):
+        flat = values.reshape(-1).tolist()
+        integral = not values.is_floating_point() and values.dtype is not torch.bool
+        return flat if integral else [int(v) for v in flat]  # tolist() gives ints already
+    if isinstance(values, np.ndarray):
+        flat = values.reshape(-1).tolist()
+        return flat if values.dtype.kind in "iu" else [int(v) for v in flat]
     return list(values)
 
 

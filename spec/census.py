@@ -33,7 +33,11 @@ def census(
     post: all(line[:5] in ("INV-1", "INV-2", "INV-3", "INV-4") for line in __return__)
     """
     problems: list[str] = []
-    listed = Counter([*free, *staged, *deferred])
+    every = [*free, *staged, *deferred]
+    # the healthy case in O(n): distinct pages, all inside 1..num_pages; else the recount below
+    distinct = len(set(every)) == len(every)
+    inside = not every or (min(every) >= 1 and max(every) <= num_pages)
+    listed = Counter() if distinct and inside else Counter(every)
     for page, count in sorted(listed.items()):
         if not 1 <= page <= num_pages:
             problems.append(f"INV-3: page {page} is listed free but is not a page of 1..{num_pages}")

@@ -8,6 +8,8 @@ strategy's validation, a span per strategy), more than the call it parametrises.
 and the same choices underneath, drawn directly as choices of the test case:
 
 - ``integer(lo, hi)``, ``boolean()``, ``choice(seq)``: one integer or boolean choice each;
+- ``bounded(lo, hi)``, ``sample(seq)``: ``draw(st.integers(lo, hi))`` and
+  ``draw(st.sampled_from(seq))`` with the same choices, without building a strategy per draw;
 - ``draw(strategy)``: bounded ``st.integers`` (ranges up to 128 values), ``st.booleans()``,
   ``st.just``, ``st.sampled_from`` and ``st.one_of`` of those are drawn as the choices their
   Hypothesis ``do_draw`` makes; any other strategy (``lists``, ``permutations``, mapped or
@@ -48,6 +50,18 @@ def _span_stop(cd: Any) -> None:
     stop()
 
 
+# Each pooled constraints dict by its bounds / probability (the same dicts Hypothesis pools).
+_INTEGER: dict[tuple[int, int], Any] = {}
+_BOOLEAN: dict[float, Any] = {}
+try:  # ConjectureData's internal draw of one choice, with its pooled constraints
+    from hypothesis.internal.conjecture.data import ConjectureData
+
+    _DIRECT = callable(getattr(ConjectureData, "_draw", None)) and callable(
+        getattr(ConjectureData, "_pooled_constraints", None)
+    )
+except ImportError:  # pragma: no cover
+    _DIRECT = False
+
 try:  # the strategy classes whose draws are single choices (Hypothesis internals)
     from hypothesis.strategies._internal.lazy import LazyStrategy
     from hypothesis.strategies._internal.misc import BooleansStrategy, JustStrategy
@@ -68,18 +82,49 @@ class Draws(st.DataObject):
     def __init__(self, data: st.DataObject) -> None:
         super().__init__(data.conjecture_data)
         self._cd = data.conjecture_data
+        # ConjectureData.draw_integer / draw_boolean build and pool a constraints dict per draw;
+        # with the internal ``_draw`` at hand, one pooled dict per bound or probability serves
+        direct = _DIRECT and not getattr(self._cd.provider, "avoid_realization", True)
+        self._draw_choice: Any = self._cd._draw if direct else None
 
     def integer(self, lo: int, hi: int) -> int:
         """An integer in ``[lo, hi]`` (one choice; shrinks toward ``lo``, or 0 if inside)."""
-        return int(self._cd.draw_integer(lo, hi))
+        if self._draw_choice is None:
+            return int(self._cd.draw_integer(lo, hi))
+        key = (lo, hi)
+        constraints = _INTEGER.get(key)
+        if constraints is None:
+            constraints = _INTEGER[key] = self._cd._pooled_constraints(
+                "integer", {"min_value": lo, "max_value": hi, "weights": None, "shrink_towards": 0}
+            )
+        return int(self._draw_choice("integer", constraints, observe=True, forced=None))
 
     def boolean(self, p: float = 0.5) -> bool:
         """True with probability ``p`` (one choice; shrinks to False)."""
-        return bool(self._cd.draw_boolean(p))
+        if self._draw_choice is None:
+            return bool(self._cd.draw_boolean(p))
+        constraints = _BOOLEAN.get(p)
+        if constraints is None:
+            constraints = _BOOLEAN[p] = self._cd._pooled_constraints("boolean", {"p": p})
+        return bool(self._draw_choice("boolean", constraints, observe=True, forced=None))
 
     def choice(self, values: Sequence[T]) -> T:
         """One of ``values`` (non-empty; shrinks toward the first)."""
-        return values[self._cd.draw_integer(0, len(values) - 1)]
+        return values[self.integer(0, len(values) - 1)]
+
+    def bounded(self, lo: int, hi: int) -> int:
+        """``draw(st.integers(lo, hi))`` without building the strategy: the same choices (one
+        integer choice up to 128 values, Hypothesis's own weighted draw for wider ranges)."""
+        if hi - lo > _MAX_FAST_RANGE:
+            return int(self._cd.draw(st.integers(lo, hi)))
+        return self.integer(lo, hi)
+
+    def sample(self, values: Sequence[T]) -> T:
+        """``draw(st.sampled_from(values))`` without building the strategy (``values``
+        non-empty): no choice for one value, else one integer choice of the index."""
+        if len(values) == 1:
+            return values[0]
+        return values[self.integer(0, len(values) - 1)]
 
     def begin_step(self) -> None:
         """Open the span of one state-machine step (the shrinker drops steps by spans)."""
@@ -120,20 +165,20 @@ class Draws(st.DataObject):
             lo, hi = strategy.start, strategy.end
             if lo is None or hi is None or hi - lo > _MAX_FAST_RANGE:
                 return False, None
-            return True, int(self._cd.draw_integer(lo, hi))
+            return True, self.integer(lo, hi)
         if kind is BooleansStrategy:
-            return True, bool(self._cd.draw_boolean())
+            return True, self.boolean()
         if kind is JustStrategy or kind is SampledFromStrategy:
             if strategy._transformations:
                 return False, None
             elements = strategy.elements
             if len(elements) == 1:
                 return True, elements[0]
-            return True, elements[self._cd.draw_integer(0, len(elements) - 1)]
+            return True, elements[self.integer(0, len(elements) - 1)]
         if kind is OneOfStrategy:
             branches = strategy.element_strategies  # flattened, the empty ones left out
             if not branches:
                 return False, None
-            branch = branches[self._cd.draw_integer(0, len(branches) - 1)]
+            branch = branches[self.integer(0, len(branches) - 1)]
             return True, self.draw(branch)
         return False, None

@@ -15,14 +15,13 @@ from hypothesis import strategies as st
 from kvpool.spec import AllocatorModel
 
 from ...engine.capabilities import Capabilities
+from ...engine.draws import Draws
 from ...engine.report import OracleError
 from .coverage import POWER_MIN
 from .executor import Executor
 
 # Pool sizes in pages: small pools (shortages) and large ones (batches of dozens of requests).
 POOL_PAGES = st.one_of(st.integers(8, 24), st.integers(64, 256))
-_KIND_OF_2, _KIND_OF_3, _KIND_OF_5 = st.integers(0, 1), st.integers(0, 2), st.integers(0, 4)
-_ONE_IN_4 = st.integers(0, 3)
 
 
 def near_powers_of_two(room: int, low: int = 1) -> list[int]:
@@ -83,7 +82,7 @@ class Scheduler:
             num_pages += -(-(POWER_MIN + 8) // self.ps)
         return num_pages * self.ps + (self.ps - 1 if ragged else 0)
 
-    def draw_num_tokens(self, data: st.DataObject, *, low: int = 1, share: int = 1) -> int:
+    def draw_num_tokens(self, data: Draws, *, low: int = 1, share: int = 1) -> int:
         """Draw a token count: small and near page boundaries, a few pages, many pages, near
         this call's fair share of the free capacity, just around it (so that shortages,
         partial shortages and merges happen often), or around a power of two that fits
@@ -91,11 +90,11 @@ class Scheduler:
         ps = self.ps
         room = self.model.available_size() // max(1, share)
         if share > 8:  # a large batch: mostly within the fair share, so most batches fit
-            kind = data.draw(_KIND_OF_2)
+            kind = data.bounded(0, 1)
             values = [1, ps - 1, ps] if kind == 0 else []
             span = (low, max(low, room))
         else:
-            kind = data.draw(_KIND_OF_5)
+            kind = data.bounded(0, 4)
             values = {
                 0: [1, ps - 1, ps, ps + 1, 2 * ps],
                 2: [room, room - ps + 1, room + 1, room + ps],
@@ -103,18 +102,18 @@ class Scheduler:
             }.get(kind, [])
             span = (low, max(low, 3 * ps)) if kind in (1, 4) else (3 * ps + 1, 10 * ps)
         if values:
-            return max(low, values[data.draw(st.integers(0, len(values) - 1))])
-        return data.draw(st.integers(*span))
+            return max(low, values[data.bounded(0, len(values) - 1)])
+        return data.bounded(*span)
 
     @staticmethod
-    def batch_size(data: st.DataObject, limit: int = 64) -> int:
+    def batch_size(data: Draws, limit: int = 64) -> int:
         """Draw a batch size in ``[1, limit]`` as a scheduler produces them: a third each of
         1-3, 4-8 and 9-64 requests."""
-        lo, hi = ((1, 3), (4, 8), (9, 64))[data.draw(_KIND_OF_3)]
-        bs = data.draw(st.integers(lo, hi))
+        lo, hi = ((1, 3), (4, 8), (9, 64))[data.bounded(0, 2)]
+        bs = data.bounded(lo, hi)
         return max(1, min(bs, limit))
 
-    def admit(self, data: st.DataObject, batch_size: int) -> None:
+    def admit(self, data: Draws, batch_size: int) -> None:
         """New requests arrive (``alloc_extend`` from an empty prefix; token targets: one
         ``alloc``); the batch is capped at one request per available page (admission)."""
         bs = max(1, min(batch_size, self.model.available_size() // self.ps))
@@ -136,30 +135,30 @@ class Scheduler:
         if out is not None:
             self.add_rows(self.split(out, seqs))
 
-    def long_prompt(self, data: st.DataObject, seqs: list[int]) -> None:
+    def long_prompt(self, data: Draws, seqs: list[int]) -> None:
         """A quarter of the time (when the pool can hold one) the batch ``seqs`` is changed so
         that it takes a size around a power of two of at least ``POWER_MIN`` tokens in all: one
         request (a token target's single ``alloc``), or the last request completing the sum
         (else the first request takes that size)."""
         sizes = near_powers_of_two(self.model.available_size(), POWER_MIN - 1)
-        if not sizes or data.draw(_ONE_IN_4):
+        if not sizes or data.bounded(0, 3):
             return
-        total = data.draw(st.sampled_from(sizes))
+        total = data.sample(sizes)
         rest = sum(seqs[:-1])
         if rest < total:
             seqs[-1] = total - rest
         else:
             seqs[0] = total
 
-    def pick_requests(self, data: st.DataObject) -> list[Request]:
+    def pick_requests(self, data: Draws) -> list[Request]:
         """A batch of distinct live requests: all running ones (a scheduler's decode batch) or
         a window of the request ids (wrapping)."""
         rids = sorted(self.reqs)
-        bs = len(rids) if data.draw(st.booleans()) else self.batch_size(data, len(rids))
-        k = data.draw(st.integers(0, len(rids) - 1))
+        bs = len(rids) if data.boolean() else self.batch_size(data, len(rids))
+        k = data.bounded(0, len(rids) - 1)
         return [self.reqs[r] for r in (rids[k:] + rids[:k])[:bs]]
 
-    def pieces(self, data: st.DataObject, slots: list[int], start: int) -> list[list[int]]:
+    def pieces(self, data: Draws, slots: list[int], start: int) -> list[list[int]]:
         """``slots`` (positions from ``start``) cut into consecutive pieces for separate
         ``free()`` calls. Inside an open group (or in a token allocator) a cut may fall
         mid-page, so one page is named by several calls (``GROUP-6``); outside a group a paged
@@ -172,35 +171,35 @@ class Scheduler:
         chosen = data.draw(st.lists(st.sampled_from(cuts), max_size=3, unique=True)) if cuts else []
         bounds = [0, *sorted(chosen), n]
         out = [self.with_repeat(data, slots[a:b]) for a, b in itertools.pairwise(bounds)]
-        if self.group_open and self.caps.paged and len(out) > 1 and not data.draw(_ONE_IN_4):
-            k = data.draw(st.integers(1, len(out) - 1))  # a slot an earlier free() named (GROUP-6)
+        if self.group_open and self.caps.paged and len(out) > 1 and not data.bounded(0, 3):
+            k = data.bounded(1, len(out) - 1)  # a slot an earlier free() named (GROUP-6)
             out[k] = [out[k - 1][-1], *out[k]]
-        if data.draw(st.booleans()):  # an empty free is a no-op (FREE-6), also inside a group
-            out.insert(data.draw(st.integers(0, len(out))), [])
+        if data.boolean():  # an empty free is a no-op (FREE-6), also inside a group
+            out.insert(data.bounded(0, len(out)), [])
         return out
 
-    def with_repeat(self, data: st.DataObject, slots: list[int]) -> list[int]:
+    def with_repeat(self, data: Draws, slots: list[int]) -> list[int]:
         """``slots`` for one paged ``free()``, a quarter of the time with one of them named
         again (its page is released once: ``FREE-4``): mostly at the far end from where it
         stands (so that other pages lie between the two), else at a drawn place; inside a
         group, half of those name instead a slot an earlier ``free()`` of the group named
         (``GROUP-6``). A token allocator's slots are returned as they are (a slot named twice is
         a double free, ``FREE-3``)."""
-        if not self.caps.paged or not slots or data.draw(_ONE_IN_4):
+        if not self.caps.paged or not slots or data.bounded(0, 3):
             return slots
         named = [s for chunk in self.model.free_group or () for s in chunk]
-        use_named = bool(named) and data.draw(st.booleans())
+        use_named = bool(named) and data.boolean()
         pool = named if use_named else slots
-        k = data.draw(st.integers(0, len(pool) - 1))
+        k = data.bounded(0, len(pool) - 1)
         far = len(slots) if use_named or 2 * k < len(slots) else 0
-        at = data.draw(st.one_of(st.just(far), st.just(far), st.integers(0, len(slots))))
+        at = far if data.bounded(0, 2) < 2 else data.bounded(0, len(slots))  # far 2 in 3
         return [*slots[:at], pool[k], *slots[at:]]
 
-    def free_page_ids(self, data: st.DataObject, slots: list[int]) -> None:
+    def free_page_ids(self, data: Draws, slots: list[int]) -> None:
         """Release the whole pages ``slots`` lie on by page id (``FREE-8``): in row order or
         permuted (any order is legal); the caller then overwrites its tensor (``ALIAS-2``)."""
         pages = list(dict.fromkeys(s // self.ps for s in slots))
-        if data.draw(st.booleans()):
+        if data.boolean():
             pages = list(data.draw(st.permutations(pages)))
         clobber = self.caps.ownership or self.group_open
         self.ex.call("free_page_ids", page_ids=pages, clobber=clobber)
@@ -217,9 +216,9 @@ class Scheduler:
         """Live requests whose next decode step opens a new page (``DECODE-4``)."""
         return [r for r in self.reqs.values() if len(r.row) % self.ps == 0]
 
-    def make_room(self, data: st.DataObject, num_tokens: int, *, check: bool) -> None:
+    def make_room(self, data: Draws, num_tokens: int, *, check: bool) -> None:
         """Like SGLang's scheduler: evict from the tree cache before allocating (``CAP-*``)."""
-        if self.cache and self.caps.capacity_hooks and data.draw(st.booleans()):
+        if self.cache and self.caps.capacity_hooks and data.boolean():
             name = "check_decode_capacity" if check else "evict_to_free_tokens"
             entries = [list(e) for e in self.cache]
             del self.cache[: self.ex.call(name, entries=entries, num_tokens=num_tokens)]
@@ -245,7 +244,7 @@ class Scheduler:
             k += n
         return out
 
-    def segments(self, data: st.DataObject, req: Request, start: int, end: int) -> list[list[Any]]:
+    def segments(self, data: Draws, req: Request, start: int, end: int) -> list[list[Any]]:
         """Positions ``[start, end)`` of a row cut into touching segments (maybe an empty one)."""
         if self.caps.segments == "shared":
             cuts = list(range(start + 1, end))
@@ -254,9 +253,9 @@ class Scheduler:
         mids = [p for p in cuts if p % self.ps == self.ps // 2]  # mid-page cuts (shared mode)
         chosen: list[int] = []
         far = [m for m in mids if m - mids[0] > 2 * self.ps]
-        spans = bool(far) and data.draw(st.booleans())
+        spans = bool(far) and data.boolean()
         if spans:  # a middle segment from mid-page to mid-page
-            chosen = [mids[0], far[data.draw(st.integers(0, len(far) - 1))]]  # across >= 3 pages
+            chosen = [mids[0], far[data.bounded(0, len(far) - 1)]]  # across >= 3 pages
         elif cuts:
             pick = st.sampled_from(cuts)
             if mids:
@@ -264,8 +263,8 @@ class Scheduler:
             chosen = data.draw(st.lists(pick, max_size=2, unique=True))
         bounds = [start, *sorted(chosen), end]
         segs: list[list[Any]] = [[req.row[a:b], a] for a, b in itertools.pairwise(bounds)]
-        if data.draw(st.booleans()):
-            i = data.draw(st.integers(0, len(segs)))
+        if data.boolean():
+            i = data.bounded(0, len(segs))
             segs.insert(i, [[], bounds[i]])
         return segs
 
