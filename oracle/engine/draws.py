@@ -99,14 +99,15 @@ class Draws(st.DataObject):
             )
         return int(self._draw_choice("integer", constraints, observe=True, forced=None))
 
-    def boolean(self, p: float = 0.5) -> bool:
-        """True with probability ``p`` (one choice; shrinks to False)."""
+    def boolean(self, p: float = 0.5, forced: bool | None = None) -> bool:
+        """True with probability ``p`` (one choice; shrinks to False); ``forced``: that value,
+        recorded as a forced choice (``0 < p < 1``)."""
         if self._draw_choice is None:
-            return bool(self._cd.draw_boolean(p))
+            return bool(self._cd.draw_boolean(p, forced=forced))
         constraints = _BOOLEAN.get(p)
         if constraints is None:
             constraints = _BOOLEAN[p] = self._cd._pooled_constraints("boolean", {"p": p})
-        return bool(self._draw_choice("boolean", constraints, observe=True, forced=None))
+        return bool(self._draw_choice("boolean", constraints, observe=True, forced=forced))
 
     def choice(self, values: Sequence[T]) -> T:
         """One of ``values`` (non-empty; shrinks toward the first)."""
@@ -143,7 +144,7 @@ class Draws(st.DataObject):
             must_stop = True
         elif steps_run == 0:
             must_stop = False
-        return bool(self._cd.draw_boolean(2**-16, forced=must_stop))
+        return self.boolean(2**-16, forced=must_stop)
 
     def draw(self, strategy: st.SearchStrategy[T], label: Any = None) -> T:
         """A value of ``strategy``: by its choices directly where it is one of the simple

@@ -253,6 +253,9 @@ def bind(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None =
 
 def _copy_value(value: Any) -> Any:
     if isinstance(value, list):
+        # the model's lists are homogeneous: lists of pages / statuses, or a group's lists
+        if not value or type(value[0]) is not list:
+            return value[:]
         return [list(v) if isinstance(v, list) else v for v in value]
     if isinstance(value, dict):
         return dict(value)
