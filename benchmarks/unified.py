@@ -66,7 +66,7 @@ def make_target(name: str, ps: int) -> Any:
         size = POOL_PAGES * ps
         return load_sglang_swa().SWATokenToKVPoolAllocator(
             size, size, ps, torch.float16, "cpu", make_swa_kv_pool(), False)
-    from tests.spec.unified_peer import load
+    from kvpool.oracle.families.unified.peer import load_unified as load
 
     fixtures = load()
     fixtures.setup_allocator_context()

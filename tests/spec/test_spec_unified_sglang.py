@@ -4,7 +4,7 @@ contract fixes the answer: ``available_size``, ``full/swa_available_size``, an e
 ``verify_byte_accounting()`` exactly when the census is empty, and
 ``translate_kv_indices_for_transfer`` (eager: exactly; lazy: placement judged by what must
 hold). Extend and decode run on SGLang's torch fallbacks (``alloc_extend_naive`` /
-``alloc_decode_naive``), not Triton (``unified_peer.route_kernels_to_torch``).
+``alloc_decode_naive``), not Triton (``kvpool.oracle.families.unified.peer.load_unified``).
 
 The replay runs in a subprocess: importing SGLang's runtime changes what later tests of the
 same process see. Skipped when SGLang is missing, unless ``CI`` is set.
