@@ -99,18 +99,20 @@ class UnifiedSWAModel:
         return min(self.swa_max_tokens - len(self.swa.v2p) * self.page_size,
                    self.schedulable_available_size("swa"))
 
-    def fits(self, num_pages: int, *, compacted: bool) -> bool:
+    def fits(self, num_pages: int, *, compacted: bool, swa_pages: int | None = None) -> bool:
         """Whether ``num_pages`` new pages fit on both sides (``UNI-8``); ``compacted``: after
-        both sides' holes are closed."""
+        both sides' holes are closed; ``swa_pages``: the SWA side takes only that many of them
+        (default: all; ``alloc_extend_swa_tail``)."""
         f, s = self.full, self.swa
+        swa = num_pages if swa_pages is None else swa_pages
         if num_pages > len(self.free_virtual):
             return False
         if not compacted:
-            return ul.fits_pages(num_pages, num_pages, len(f.holes), len(s.holes), f.room(),
+            return ul.fits_pages(num_pages, swa, len(f.holes), len(s.holes), f.room(),
                                  s.room(), self.gap_bytes(), f.page_bytes, s.page_bytes)
         gap = ul.gap_bytes(s.min_page * s.page_bytes + len(s.v2p) * s.page_bytes,
                            f.pages * f.page_bytes - len(f.v2p) * f.page_bytes)
-        return ul.fits_pages(num_pages, num_pages, 0, 0, f.room() + len(f.holes),
+        return ul.fits_pages(num_pages, swa, 0, 0, f.room() + len(f.holes),
                              s.room() + len(s.holes), gap, f.page_bytes, s.page_bytes)
 
     def fits_after_reclaim(self, num_pages: int, full_reclaim: int, swa_reclaim: int) -> bool:
@@ -149,19 +151,21 @@ class UnifiedSWAModel:
         full = next(n for n in range(most_full + 1) if self.fits_after_reclaim(need, n, swa))
         return full * ps, swa * ps
 
-    def _reserve(self, num_pages: int) -> list[int] | None:
-        """Gate and take ``num_pages`` virtual pages bound on both sides (``UNI-8``); None, with
+    def _reserve(self, num_pages: int, swa_pages: int | None = None) -> list[int] | None:
+        """Gate and take ``num_pages`` virtual pages bound on the full side, the last
+        ``swa_pages`` of them (default: all) on the SWA side too (``UNI-8``); None, with
         nothing changed, when they do not fit even after compaction."""
+        swa = num_pages if swa_pages is None else swa_pages
         if num_pages == 0:
             return []
-        if not self.fits(num_pages, compacted=False):
-            if not (self.lazy and self.fits(num_pages, compacted=True)):
+        if not self.fits(num_pages, compacted=False, swa_pages=swa):
+            if not (self.lazy and self.fits(num_pages, compacted=True, swa_pages=swa)):
                 return None
             self.full.flush()
             self.swa.flush()
         virtual, self.free_virtual = self.free_virtual[:num_pages], self.free_virtual[num_pages:]
         self.full.bind(virtual, self.full.take(num_pages))
-        self.swa.bind(virtual, self.swa.take(num_pages))
+        self.swa.bind(virtual[num_pages - swa:], self.swa.take(swa))
         return virtual
 
     # -- allocation --
@@ -200,6 +204,29 @@ class UnifiedSWAModel:
                 else:
                     out.append(mine[pos // ps - -(-prefix // ps)] * ps + pos % ps)
         return out
+
+    def alloc_extend_swa_tail(self, prefix_len: int, seq_len: int, last_loc: int,
+                              swa_tail_len: int) -> list[int] | None:
+        """One request grows from ``prefix_len`` to ``seq_len`` tokens as ``alloc_extend``
+        does, but only the new pages holding its last ``swa_tail_len`` positions get an SWA
+        page (``UNI-8``, a decode node's prealloc); the others read as the sink, as released
+        pages do (``UNI-10``). The gate counts those SWA pages only. None when they do not fit.
+
+        Raises:
+            ContractViolation: ``UNI-8`` unless ``0 <= swa_tail_len <= seq_len - prefix_len``.
+        """
+        if not 0 <= swa_tail_len <= seq_len - prefix_len:
+            raise ContractViolation("UNI-8", f"swa_tail_len {swa_tail_len} outside "
+                                             f"0..{seq_len - prefix_len}")
+        ps = self.page_size
+        first_new, end = -(-prefix_len // ps), -(-seq_len // ps)
+        swa = end - max(first_new, (seq_len - swa_tail_len) // ps) if swa_tail_len else 0
+        pages = self._reserve(end - first_new, swa)
+        if pages is None:
+            return None
+        return [last_loc + 1 + pos - prefix_len if pos < first_new * ps
+                else pages[pos // ps - first_new] * ps + pos % ps
+                for pos in range(prefix_len, seq_len)]
 
     def alloc_decode(self, seq_lens: Sequence[int],
                      last_locs: Sequence[int]) -> list[int] | None:

@@ -305,6 +305,13 @@ def evict_plan_takes_all(a: Any) -> None:
     a.reclaim_plan = greedy
 
 
+def swa_tail_binds_all(a: Any) -> None:
+    """``alloc_extend_swa_tail`` binds an SWA page to every new page, the tail's or not (it
+    runs the plain ``alloc_extend``)."""
+    extend = a.alloc_extend
+    a.alloc_extend_swa_tail = lambda *args: extend(*args[:6])
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
@@ -348,9 +355,9 @@ BROKEN_UNIFIED = [
     BrokenUnified(translate_freed_answers, ("UNI-11",), (("checked", True),)),
     BrokenUnified(accounting_ignores_swa, ("UNI-13",), (("census_frontiers", True),)),
     BrokenUnified(available_memo_kept, ("UNI-7",)),
-    BrokenUnified(free_keeps_swa, ("UNI-7",)),
-    BrokenUnified(slide_frees_full, ("UNI-9",)),
-    BrokenUnified(decode_binds_full_only, ("UNI-7",), PAGED),
+    BrokenUnified(free_keeps_swa, ("UNI-9",)),
+    BrokenUnified(slide_frees_full, ("UNI-7",)),
+    BrokenUnified(decode_binds_full_only, ("UNI-9",), PAGED),
     BrokenUnified(lazy_never_compacts, ("UNI-8",), LAZY),
     BrokenUnified(clear_keeps_swa, ("UNI-12",)),
     BrokenUnified(eager_skips_compaction, ("UNI-5",), EAGER),
@@ -360,6 +367,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(tombstone_read_unclamped, ("UNI-10",), LAZY),
     BrokenUnified(eager_binds_reversed, ("UNI-4",), EAGER),
     BrokenUnified(evict_plan_takes_all, ("UNI-8",)),
+    BrokenUnified(swa_tail_binds_all, ("UNI-7",)),
 ]
 
 

@@ -37,6 +37,7 @@ arrive               UNI-8   always              new requests were admitted
 short                UNI-8   always              new requests were refused (the pages do not fit)
 fill                 UNI-7   always              a request took everything available_size() promised
 extend               UNI-8   paged               rows grew by chunks from their prefix
+prealloc-tail        UNI-8   always              a request arrived with SWA pages for its tail only
 decode               UNI-8   decodes             rows decoded one token by alloc_decode
 slide                UNI-10  always              a window slid: free_swa of whole pages
 finish-free          UNI-5   always              a request finished by free
@@ -73,7 +74,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UNI-6": ("compaction.move",),
     "UNI-7": ("arrive", "short", "fill"),
     "UNI-8": ("alloc.ok", "alloc_extend.ok", "alloc_extend.short", "capacity.fit",
-              "capacity.short", "capacity.evict"),
+              "capacity.short", "capacity.evict", "prealloc-tail"),
     "UNI-9": ("arrive", "slide"),
     "UNI-10": ("slide", "finish-full", "finish-segments", "slide-segment", "group"),
     "UNI-11": ("translate",),

@@ -4,7 +4,9 @@ A run builds a small buffer (a few dozen pages a side, so shortages and compacti
 eager or lazy. Requests arrive (``alloc_extend`` from an empty prefix, or ``alloc`` of whole
 pages), grow by chunks from their prefix, decode (``alloc_decode``; at page size 1 without
 ``decode_ps1``: ``alloc``), and their window slides: ``free_swa`` of the whole pages before the
-window (never the last page, which the next token continues). A request finishes by ``free``, or
+window (never the last page, which the next token continues); a decode node's request may
+arrive with SWA pages for its window tail only (``alloc_extend_swa_tail``). A request finishes
+by ``free``, or
 by ``free_full`` of its released head and ``free`` of the rest, or stays in the prefix cache
 (``cached``) that the capacity hook ``evict_to_free_tokens`` is handed (:mod:`.cache`) and may
 evict from. Translations, the capacity hook, ``clear`` and (checked targets) bad input run
@@ -24,7 +26,7 @@ from ...engine.examples import record_example
 from ...engine.families import Family
 from ...engine.machines import FamilyMachine, bind
 from ...engine.target import Config, Target
-from .calls import UNIFIED_CALLS
+from .calls import UNIFIED_CALLS, Group
 from .coverage import UNIFIED
 from .executor import UnifiedExecutor
 from .targets import UNIFIED_TARGETS, UnifiedCapabilities
@@ -77,6 +79,20 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
                                last_loc=[-1] * len(seqs), extend_num_tokens=sum(seqs))
         self.ex.note("short" if out is None else "arrive")
         self._append(out, [Row([]) for _ in seqs], seqs)
+
+    @rule(data=st.data())
+    def prealloc_tail(self, data: st.DataObject) -> None:
+        """A decode node's prealloc: one request's KV for its whole prompt on the full side, on
+        the SWA side for its window tail only (``alloc_extend_swa_tail``); its ``front`` is
+        the first page with an SWA page (past its last page when the tail is empty)."""
+        seq = data.draw(st.integers(1, 3 * self.ps + 1))
+        tail = data.draw(st.integers(0, seq))
+        out = self.ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[seq],
+                           last_loc=[-1], extend_num_tokens=seq, swa_tail_len=tail)
+        self.ex.note("short" if out is None else "prealloc-tail")
+        if out is not None:
+            front = (seq - tail) // self.ps if tail else -(-seq // self.ps)
+            self.rows.append(Row(out, front * self.ps))
 
     def _append(self, out: list[int] | None, rows: list[Row], counts: list[int]) -> None:
         if out is None:
@@ -171,7 +187,8 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         if backwards and data.draw(st.booleans()):  # a waiting request takes its place
             need = -(-len(row.slots) // self.ps) * self.ps
             self._append(self.ex.call("alloc", need_size=need), [Row([])], [need])
-        if bool(self.caps.error_types) and data.draw(st.booleans()):
+        in_group = Group.of(self.ex.model) is not None  # its frees are queued, not done yet
+        if bool(self.caps.error_types) and not in_group and data.draw(st.booleans()):
             self._bad("double_free", "free", free_index=row.slots[:self.ps])
 
     @precondition(lambda self: self.caps.groups and self.rows)
