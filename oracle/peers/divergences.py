@@ -382,7 +382,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "hands out and takes back in SGLang's exact order.",
         "kvcached/kv_cache_manager.py@0.1.6 _alloc, _pick_avail_page, free; "
         "csrc/page_allocator.cpp@0.1.6 PageAllocator::alloc_page, free_pages",
-        ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4"),
+        ("ALLOC-5", "EXTEND-7", "DECODE-7", "LIFE-4", "GROUP-4"),
         sequence=(
             'alloc = make("kvcached-paged", size=64, page_size=4)\n'
             'a, b = alloc.alloc(4), alloc.alloc(4)\n'

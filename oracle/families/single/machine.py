@@ -121,14 +121,12 @@ class OracleMachine(Scheduler, ActionMachine):
             for req, part in zip(reqs, self.split(out, chunks)):
                 req.row += part
 
-    @action(
-        lambda self: (
-            self.reqs
-            and (
-                not self.caps.paged or (self.caps.extend and (self.ps > 1 or self.caps.decode_ps1))
-            )
-        )
-    )
+    def can_decode(self) -> bool:
+        """Whether requests grow by decode steps: ``alloc`` on a token target, ``alloc_decode``
+        where the target declares it at this page size."""
+        return not self.caps.paged or (self.caps.extend and (self.ps > 1 or self.caps.decode_ps1))
+
+    @action(lambda self: self.reqs and self.can_decode())
     @guarded
     def decode(self, data: Draws) -> None:
         """One decode step of a batch, or a burst of steps that crosses a page boundary."""
@@ -179,7 +177,7 @@ class OracleMachine(Scheduler, ActionMachine):
         """Other requests take the free list down to 0-2 pages (staged pages stay), then
         a batch that needs more arrives: a shortage with pages still free, or a merge first."""
         self.squeeze(data.integer(0, 2))
-        decode = bool(self.reqs) and data.boolean()
+        decode = bool(self.reqs) and self.can_decode() and data.boolean()
         if decode:
             self.decode_step(data, self.page_openers() or self.pick_requests(data))
         else:

@@ -114,8 +114,9 @@ class Scheduler:
         return max(1, min(bs, limit))
 
     def admit(self, data: Draws, batch_size: int) -> None:
-        """New requests arrive (``alloc_extend`` from an empty prefix; token targets: one
-        ``alloc``); the batch is capped at one request per available page (admission)."""
+        """New requests arrive (``alloc_extend`` from an empty prefix; token targets, and paged
+        ones without ``alloc_extend``: one ``alloc`` of whole pages per request); the batch is
+        capped at one request per available page (admission)."""
         bs = max(1, min(batch_size, self.model.available_size() // self.ps))
         seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
         self.long_prompt(data, seqs)
@@ -128,10 +129,9 @@ class Scheduler:
                 last_loc=[-1] * bs,
                 extend_num_tokens=sum(seqs),
             )
-        elif not self.caps.paged:
+        else:  # a token target, or a paged one without alloc_extend: whole pages per request
+            seqs = [-(-n // self.ps) * self.ps for n in seqs]
             out = self.ex.call("alloc", need_size=sum(seqs))
-        else:
-            return
         if out is not None:
             self.add_rows(self.split(out, seqs))
 
