@@ -206,6 +206,9 @@ class KvpoolItem(pytest.Item):
         elif not result.ok:
             self.report_text = f"kvpool.oracle: {target.path}: no call ran, nothing was tested"
         if self.report_text is not None:
+            if self.kvpool_seed is not None:  # a soak round: the seed that replays it
+                self.report_text += (f"\n  this round again: --seed {self.kvpool_seed} (one "
+                                     f"round, the same examples and steps)")
             raise AssertionError(self.report_text)
 
     def repr_failure(self, excinfo: Any, style: Any = None) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -69,3 +70,24 @@ def test_rounds_are_a_reproducible_soak(tmp_path: Path) -> None:
     assert [r["step_hash"] for r in rows] == [
         r["step_hash"] for r in _report(again)["configurations"]
     ]
+
+
+def test_a_failing_soak_round_prints_the_seed_that_replays_it(tmp_path: Path) -> None:
+    """A soak (``--rounds``) of a broken allocator: the failing round's report names its seed,
+    and one run with that seed fails alike (the same clause)."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent)}
+    common = ["broken_hybrid:slide_frees_full", "--family", "hybrid", "--page-sizes", "4",
+              "--need-sort", "false", "--examples", "40"]
+
+    def run(*extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kvpool.oracle", *common, *extra],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+
+    soak = run("--rounds", "2", "--seed", "11")
+    assert soak.returncode == 1, soak.stdout + soak.stderr
+    seeds = {int(s) for s in re.findall(r"this round again: --seed (\d+)", soak.stdout)}
+    assert seeds and seeds <= {11, 12}, soak.stdout
+    clause = re.search(r"FAIL (\S+)", soak.stdout)
+    assert clause is not None, soak.stdout
+    again = run("--seed", str(min(seeds)))
+    assert again.returncode == 1 and f"FAIL {clause.group(1)}" in again.stdout, again.stdout
