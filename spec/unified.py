@@ -53,6 +53,7 @@ class UnifiedSWAModel:
         self.swa_max_tokens = swa_max_tokens if swa_max_tokens is not None else (
             self.swa.pages - self.swa.min_page) * page_size
         self.free_virtual: list[int] = []
+        self.moves_blocked = False  # a move gate is closed (lazy only): no compaction may run
         self.clear()
 
     # -- lifecycle --
@@ -85,7 +86,7 @@ class UnifiedSWAModel:
     def schedulable_available_size(self, side: str) -> int:
         """Tokens one side could take after its neighbour's holes are compacted (``UNI-9``)."""
         pool, other = (self.full, self.swa) if side == "full" else (self.swa, self.full)
-        credit = len(other.holes) * other.page_bytes
+        credit = 0 if self.moves_blocked else len(other.holes) * other.page_bytes
         return ul.side_available_pages(self.gap_bytes() + credit, pool.page_bytes, pool.room(),
                                        len(pool.holes)) * self.page_size
 
@@ -115,17 +116,24 @@ class UnifiedSWAModel:
         return ul.fits_pages(num_pages, swa, 0, 0, f.room() + len(f.holes),
                              s.room() + len(s.holes), gap, f.page_bytes, s.page_bytes)
 
-    def fits_after_reclaim(self, num_pages: int, full_reclaim: int, swa_reclaim: int) -> bool:
+    def fits_after_reclaim(self, num_pages: int, full_reclaim: int, swa_reclaim: int, *,
+                           compacted: bool = True) -> bool:
         """Whether ``num_pages`` new pages fit both sides once both are compacted and
         ``full_reclaim`` / ``swa_reclaim`` of their live pages are released (``UNI-8``'s
         eviction plan; ``(0, 0)`` is ``fits(num_pages, compacted=True)``). Each side's live
-        pages plus the new ones stay within its pages above the sink and the virtual ids."""
+        pages plus the new ones stay within its pages above the sink and the virtual ids.
+        ``compacted=False`` (a move gate is closed): the released pages become holes where
+        they are, and the fit is ``fits(compacted=False)`` with those holes."""
         f, s = self.full, self.swa
         ids = f.pages - f.min_page
-        full_live = len(f.v2p) - min(full_reclaim, len(f.v2p))
-        swa_live = len(s.v2p) - min(swa_reclaim, len(s.v2p))
+        full_back, swa_back = min(full_reclaim, len(f.v2p)), min(swa_reclaim, len(s.v2p))
+        full_live, swa_live = len(f.v2p) - full_back, len(s.v2p) - swa_back
         if full_live + num_pages > ids or swa_live + num_pages > min(ids, s.pages - s.min_page):
             return False
+        if not compacted:
+            return num_pages <= len(self.free_virtual) + full_back and ul.fits_pages(
+                num_pages, num_pages, len(f.holes) + full_back, len(s.holes) + swa_back,
+                f.room(), s.room(), self.gap_bytes(), f.page_bytes, s.page_bytes)
         gap = ul.gap_bytes((s.min_page + swa_live) * s.page_bytes,
                            (f.pages - full_live) * f.page_bytes)
         return ul.fits_pages(num_pages, num_pages, 0, 0, ids - full_live,
@@ -138,17 +146,22 @@ class UnifiedSWAModel:
         compaction; else, with at most ``min(live pages, evictable // page_size)`` pages a
         side, the least SWA reclaim that fits with all full reclaim, then the least full reclaim
         with that SWA reclaim, in whole pages (tokens); None when even all of it does not fit.
+        While a move gate is closed (``moves_blocked``) the fits count no compaction.
         """
         ps = self.page_size
         need = -(-num_tokens // ps)
-        if self.fits_after_reclaim(need, 0, 0):
+
+        def fits(full: int, swa: int) -> bool:
+            return self.fits_after_reclaim(need, full, swa, compacted=not self.moves_blocked)
+
+        if fits(0, 0):
             return (0, 0)
         most_full = min(len(self.full.v2p), full_evictable // ps)
         most_swa = min(len(self.swa.v2p), swa_evictable // ps)
-        if not self.fits_after_reclaim(need, most_full, most_swa):
+        if not fits(most_full, most_swa):
             return None
-        swa = next(n for n in range(most_swa + 1) if self.fits_after_reclaim(need, most_full, n))
-        full = next(n for n in range(most_full + 1) if self.fits_after_reclaim(need, n, swa))
+        swa = next(n for n in range(most_swa + 1) if fits(most_full, n))
+        full = next(n for n in range(most_full + 1) if fits(n, swa))
         return full * ps, swa * ps
 
     def _reserve(self, num_pages: int, swa_pages: int | None = None) -> list[int] | None:
@@ -159,7 +172,8 @@ class UnifiedSWAModel:
         if num_pages == 0:
             return []
         if not self.fits(num_pages, compacted=False, swa_pages=swa):
-            if not (self.lazy and self.fits(num_pages, compacted=True, swa_pages=swa)):
+            if self.moves_blocked or not (
+                    self.lazy and self.fits(num_pages, compacted=True, swa_pages=swa)):
                 return None
             self.full.flush()
             self.swa.flush()

@@ -312,6 +312,15 @@ def swa_tail_binds_all(a: Any) -> None:
     a.alloc_extend_swa_tail = lambda *args: extend(*args[:6])
 
 
+def gate_credit_kept(a: Any) -> None:
+    """The schedulable views keep crediting the neighbour's holes while a move gate is closed
+    (its compaction cannot run, so those holes are not reclaimable)."""
+    full, swa = a.full_attn_allocator, a.swa_attn_allocator
+    for side, other in ((full, swa), (swa, full)):
+        side._peer_drainable_hole_bytes = (
+            lambda other=other: len(other._free_phys_pages) * other.entry_bytes_per_page)
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
@@ -368,6 +377,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(eager_binds_reversed, ("UNI-4",), EAGER),
     BrokenUnified(evict_plan_takes_all, ("UNI-8",)),
     BrokenUnified(swa_tail_binds_all, ("UNI-7",)),
+    BrokenUnified(gate_credit_kept, ("UNI-9",), LAZY),
 ]
 
 

@@ -42,14 +42,15 @@ def run() -> dict[str, Any]:
 
 def test_sglang_unified_swa_conforms_to_declared_rules_UNI_1_to_UNI_13() -> None:
     """No divergence, no error; compaction moved pages, lazy pools kept holes, the capacity hook
-    both fitted and refused and asked its cache to evict, and the data plane read every live
-    token back."""
+    both fitted and refused and asked its cache to evict, decode nodes preallocated SWA tails, a
+    move gate closed, and the data plane read every live token back."""
     result = run()["conforms"]
     assert result["clause"] is None and result["error"] is None, result
     for event in ("arrive", "short", "fill", "extend", "decode", "slide", "finish-free",
                   "finish-full", "finish-segments", "slide-segment", "translate",
                   "capacity.fit", "capacity.short", "capacity.evict", "life.clear", "group",
-                  "compaction.move", "lazy.holes", "probe.census", "data.check"):
+                  "compaction.move", "lazy.holes", "probe.census", "data.check",
+                  "prealloc-tail", "gate-closed"):
         assert result["events"].get(event, 0) > 0, (event, result["events"])
 
 

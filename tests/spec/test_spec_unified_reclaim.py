@@ -31,29 +31,37 @@ def _random_state(seed: int, lazy: bool, ps: int) -> UnifiedSWAModel:
     return m
 
 
-@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize(("lazy", "blocked"), [(False, False), (True, False), (True, True)])
 @pytest.mark.parametrize("ps", [1, 4])
-def test_the_plan_is_the_least_reclaim_that_fits_UNI_8(lazy: bool, ps: int) -> None:
+def test_the_plan_is_the_least_reclaim_that_fits_UNI_8(lazy: bool, blocked: bool,
+                                                       ps: int) -> None:
+    """``blocked``: a move gate is closed, released pages count as holes where they are."""
     for seed in range(40):
         m = _random_state(seed, lazy, ps)
+        m.moves_blocked = blocked
+
+        def fits(n: int, f: int, s: int, m: UnifiedSWAModel = m) -> bool:
+            return m.fits_after_reclaim(n, f, s, compacted=not blocked)
+
         for need in range(0, 4 * ps * 4, ps):
             for full_e, swa_e in ((0, 0), (3 * ps, 0), (40 * ps, 40 * ps), (2 * ps + 1, ps)):
                 plan = m.reclaim_plan(need, full_e, swa_e)
                 n = -(-need // ps)
                 most_f = min(len(m.full.v2p), full_e // ps)
                 most_s = min(len(m.swa.v2p), swa_e // ps)
-                if m.fits(n, compacted=True):
+                assert fits(n, 0, 0) == m.fits(n, compacted=not blocked)
+                if fits(n, 0, 0):
                     assert plan == (0, 0)
                     continue
-                if not m.fits_after_reclaim(n, most_f, most_s):
+                if not fits(n, most_f, most_s):
                     assert plan is None
                     continue
                 assert plan is not None
                 f, s = plan[0] // ps, plan[1] // ps
                 assert plan == (f * ps, s * ps) and f <= most_f and s <= most_s
-                assert m.fits_after_reclaim(n, f, s)
-                assert s == 0 or not m.fits_after_reclaim(n, most_f, s - 1)
-                assert f == 0 or not m.fits_after_reclaim(n, f - 1, s)
+                assert fits(n, f, s)
+                assert s == 0 or not fits(n, most_f, s - 1)
+                assert f == 0 or not fits(n, f - 1, s)
 
 
 def test_the_cache_evicts_oldest_rows_then_swa_pages() -> None:

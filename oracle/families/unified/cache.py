@@ -80,11 +80,12 @@ class SWACache:
 def gate(model: UnifiedSWAModel, num_tokens: int) -> bool:
     """The allocation gate the hook ends with (``UNI-8``): True when
     ``ceil(num_tokens / page_size)`` pages fit now; under lazy compaction, when they fit after
-    both sides are compacted, both are compacted and True; else False."""
+    both sides are compacted and no move gate is closed, both are compacted and True; else
+    False."""
     pages = -(-num_tokens // model.page_size)
     if pages == 0 or model.fits(pages, compacted=False):
         return True
-    if model.lazy and model.fits(pages, compacted=True):
+    if model.lazy and not model.moves_blocked and model.fits(pages, compacted=True):
         model.full.flush()
         model.swa.flush()
         return True

@@ -33,6 +33,7 @@ from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
 from .cache import evict_call, evict_spec
+from .gates import GATE_CALL
 from .tail import TAIL_CALL
 
 __all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "Group", "ZeroCache", "evict_spec",
@@ -217,6 +218,7 @@ _TABLE = [
     _translate("translate_loc_from_full_to_swa", "swa"),
     evict_call(),
     TAIL_CALL,
+    GATE_CALL,
     plain_call("clear", "state", "UNI-12", "UNI-12"),
     dataclasses.replace(plain_call("free_group_begin", "state", "UNI-10", "UNI-10"),
                         spec=lambda m, a: Group.begin(m)),

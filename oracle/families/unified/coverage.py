@@ -38,6 +38,8 @@ short                UNI-8   always              new requests were refused (the 
 fill                 UNI-7   always              a request took everything available_size() promised
 extend               UNI-8   paged               rows grew by chunks from their prefix
 prealloc-tail        UNI-8   always              a request arrived with SWA pages for its tail only
+gate-closed          UNI-6   lazy                a move gate was closed (no page may move)
+gate-open            UNI-6   lazy                a move gate was opened again
 decode               UNI-8   decodes             rows decoded one token by alloc_decode
 slide                UNI-10  always              a window slid: free_swa of whole pages
 finish-free          UNI-5   always              a request finished by free
@@ -71,7 +73,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UNI-3": ("placement", "fill"),
     "UNI-4": ("placement",),
     "UNI-5": ("finish-free", "lazy.holes"),
-    "UNI-6": ("compaction.move",),
+    "UNI-6": ("compaction.move", "gate-closed", "gate-open"),
     "UNI-7": ("arrive", "short", "fill"),
     "UNI-8": ("alloc.ok", "alloc_extend.ok", "alloc_extend.short", "capacity.fit",
               "capacity.short", "capacity.evict", "prealloc-tail"),

@@ -80,6 +80,14 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         self.ex.note("short" if out is None else "arrive")
         self._append(out, [Row([]) for _ in seqs], seqs)
 
+    @precondition(lambda self: self.ex.model is not None and self.ex.model.lazy)
+    @rule(allow=st.booleans())
+    def move_gate(self, allow: bool) -> None:
+        """A transfer holds resolved device rows (PD disaggregation): the move gate closes,
+        and no page may move until it opens again (``set_disagg_move_gate``, lazy only)."""
+        self.ex.call("set_disagg_move_gate", allow=allow)
+        self.ex.note("gate-open" if allow else "gate-closed")
+
     @rule(data=st.data())
     def prealloc_tail(self, data: st.DataObject) -> None:
         """A decode node's prealloc: one request's KV for its whole prompt on the full side, on
