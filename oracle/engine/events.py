@@ -110,6 +110,13 @@ def event_table(rows: Iterable[Row], bad: Mapping[str, Needs] = {}) -> dict[str,
     return out
 
 
+def form_events(args: Mapping[str, Any]) -> list[str]:
+    """``input.int32`` / ``input.strided``: the forms a call passed its slot tensors in
+    (``args["form"]``, :func:`~.callforms.choose_form`); none for int64 contiguous ones."""
+    form = args.get("form")
+    return [f"input.{part}" for part in form.split("+")] if form else []
+
+
 def call_events(call: str, result: Any, simple: Mapping[str, str]) -> list[str]:
     """The events a call reaches by its kind alone: ``<call>.ok`` / ``<call>.short`` (a None
     result) for an allocation, else ``simple[call]`` where named."""

@@ -272,6 +272,30 @@ def holes_reused_as_one(a: Any) -> None:
         side._take_free_pages_from_end = first_only
 
 
+def extend_in_last_loc_dtype(a: Any) -> None:
+    """``alloc_extend`` hands its token ids out in ``last_loc``'s dtype: int32 when the
+    scheduler's ``last_loc`` row is int32 (SGLang's composite: int64 whatever the input)."""
+    extend = a.alloc_extend
+
+    def narrowed(*args: Any, **kwargs: Any) -> Any:
+        out = extend(*args, **kwargs)
+        last_loc = args[4] if len(args) > 4 else kwargs["last_loc"]
+        return None if out is None else out.to(last_loc.dtype)
+
+    a.alloc_extend = narrowed
+
+
+def transfer_reads_storage(a: Any) -> None:
+    """``translate_kv_indices_for_transfer`` reads its input's storage as if it were contiguous
+    (a raw ``data_ptr`` read): a strided view of ids is translated from the wrong ids."""
+    translate = a.translate_kv_indices_for_transfer
+
+    def raw(kv_indices: torch.Tensor) -> Any:
+        return translate(torch.as_strided(kv_indices, kv_indices.shape, (1,)))
+
+    a.translate_kv_indices_for_transfer = raw
+
+
 def eager_binds_reversed(a: Any) -> None:
     """A multi-page allocation binds its new virtual pages to the new physical pages in reverse
     order (the pages, the frontier and the tables are otherwise right): under eager compaction,
@@ -378,6 +402,8 @@ BROKEN_UNIFIED = [
     BrokenUnified(evict_plan_takes_all, ("UNI-8",)),
     BrokenUnified(swa_tail_binds_all, ("UNI-7",)),
     BrokenUnified(gate_credit_kept, ("UNI-9",), LAZY),
+    BrokenUnified(extend_in_last_loc_dtype, ("UNI-8",), PAGED),
+    BrokenUnified(transfer_reads_storage, ("UNI-11",), EAGER),
 ]
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...engine.clausemap import ClauseMap
-from ...engine.events import Needs, always, call_events, event_rows, event_table
+from ...engine.events import Needs, always, call_events, event_rows, event_table, form_events
 from ...engine.events import paged as _paged
 from ...engine.trace import TraceStep
 
@@ -59,6 +59,8 @@ life.resize             SWA-18   cap:resize          resize() mid-run
 cap.byte_accounting     SWA-19   always              verify_byte_accounting() read
 alias.held              ALIAS-1  always              a result re-checked after later calls
 alias.inputs            ALIAS-2  cap:ownership       the caller overwrote a free's input
+input.int32             SWA-13   form:int32          a call passed int32 slot tensors
+input.strided           SWA-13   form:strided        a call passed strided slot tensor views
 """, _NEEDS)
 # bad-input kinds of the hybrid scheduler model -> the clause the spec rejects each with
 BAD_CLAUSES: dict[str, str] = {
@@ -115,7 +117,7 @@ _SIMPLE = {"translate_loc_from_full_to_swa": "translate", "check_decode_capacity
 def events_of(step: TraceStep, group_open: bool, result: Any) -> list[str]:
     """The events one performed hybrid call reached (beside the scheduler model's)."""
     c = step.call
-    out = call_events(c, result, _SIMPLE)
+    out = call_events(c, result, _SIMPLE) + form_events(step.args)
     if c == "evict_to_free_tokens" and step.args.get("num_tokens"):
         out.append("capacity.evict")
     if step.clobber and group_open and c.startswith("free"):

@@ -19,7 +19,7 @@ from kvpool.spec.layout import decode_needs_page, num_new_pages
 from kvpool.spec.segments import trim_boundary
 
 from ...engine.capabilities import Capabilities
-from ...engine.events import Event, Needs, always, cap, event_rows, event_table
+from ...engine.events import Event, Needs, always, cap, event_rows, event_table, form_events
 from ...engine.events import both as _both
 from ...engine.trace import TraceStep
 from .badkinds import kind_checked
@@ -313,8 +313,7 @@ def _names_deferred_slot(step: TraceStep, model: AllocatorModel) -> bool:
 def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: Any) -> list[str]:
     """The events one successful call reached (``model`` is the spec's state after it)."""
     ps, c = model.page_size, step.call
-    form = step.args.get("form")
-    found: list[str | None] = [f"input.{part}" for part in form.split("+")] if form else []
+    found: list[str | None] = list(form_events(step.args))
     if c in ("alloc", "alloc_extend", "alloc_decode"):
         found += _alloc_events(step, before, ps, result)
     elif c in FREE_CALLS:

@@ -4,7 +4,9 @@
 the invocation on :class:`kvpool.spec.unified.UnifiedSWAModel` (``spec``: plain lists), the
 invocation on a target with SGLang 0.5.23's signatures (``target``), the same call as Python
 source for a repro, the slot-carrying arguments and the clauses it can fail. Token ids are
-*virtual* ids (``UNI-10``); the two translations read their physical rows (``UNI-11``).
+*virtual* ids (``UNI-10``); the two translations read their physical rows (``UNI-11``). Slot
+tensors (ids, ``last_loc``) go as int32 and/or strided views when ``args["form"]`` says so
+(``callforms.choose_form``).
 ``free_full`` releases what ``free`` does on a page whose SWA side is already released, so its
 spec form is the model's ``free``. The segment forms take a page-aligned segment of a row
 (``start_pos``) and release the pages of its page representatives (every ``page_size``-th
@@ -36,7 +38,7 @@ from .cache import evict_call, evict_spec
 from .gates import GATE_CALL
 from .tail import TAIL_CALL
 
-__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "Group", "ZeroCache", "evict_spec",
+__all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "UNIFIED_DTYPES", "Group", "ZeroCache", "evict_spec",
            "free_in_order"]
 
 REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",)  # calltables
@@ -129,13 +131,13 @@ def deferred(kind: str, spec: Any) -> Any:
 
 def _segment(name: str, spec: Any) -> Call:
     def target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
-        idx = forms.tensor(a["free_index"], dev)
+        idx = forms.tensor(a["free_index"], dev, forms.form_of(a))
         return getattr(x, name)(idx, start_pos=a["start_pos"]), [idx]
 
     return Call(
         name, "free", ("free_index", "start_pos"),
         spec=lambda m, a: spec(m, a["free_index"]), target=target,
-        source=lambda a, var: [f"x = t({a['free_index']!r})",
+        source=lambda a, var: [f"x = {forms.tensor_source(a['free_index'], forms.form_of(a))}",
                                f"a.{name}(x, start_pos={a['start_pos']})"],
         raise_clause="UNI-10", order_clause="UNI-10",
         reuse="x.fill_(0)  # the caller reuses its tensor", slot_args=("free_index",))
@@ -175,8 +177,9 @@ def _translate(name: str, side: str) -> Call:
         name, "state", ("kv_indices",),
         spec=lambda m, a: m.translate(a["kv_indices"], side),
         target=lambda x, a, dev: forms.no_inputs(getattr(x, name)(
-            forms.tensor(a["kv_indices"], dev))),
-        source=lambda a, var: [f"{var} = a.{name}(t({a['kv_indices']!r}))"],
+            forms.tensor(a["kv_indices"], dev, forms.form_of(a)))),
+        source=lambda a, var: [
+            f"{var} = a.{name}({forms.tensor_source(a['kv_indices'], forms.form_of(a))})"],
         raise_clause="UNI-11", order_clause="UNI-11", result_clause="UNI-11",
         checks=forms.slots_checks, slot_args=("kv_indices",))
 
@@ -227,3 +230,12 @@ _TABLE = [
 ]
 
 UNIFIED_CALLS: dict[str, Call] = {c.name: c for c in _TABLE}
+# the dtype of each result SGLang 0.5.23's composite hands out (``callforms.result_dtype_error``):
+# int64 token ids, and int64 rows from both translations whatever the input's dtype (they gather
+# through the sub-pools' int64 page tables; a static pool's identity keeps the input's, LIFE-3)
+UNIFIED_DTYPES: dict[str, tuple[str, str]] = {
+    "alloc": ("UNI-8", "int64"), "alloc_extend": ("UNI-8", "int64"),
+    "alloc_decode": ("UNI-8", "int64"),
+    "translate_kv_indices_for_transfer": ("UNI-11", "int64"),
+    "translate_loc_from_full_to_swa": ("UNI-11", "int64"),
+}

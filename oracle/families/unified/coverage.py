@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...engine.clausemap import ClauseMap
-from ...engine.events import call_events, event_rows, event_table
+from ...engine.events import call_events, event_rows, event_table, form_events
 from ...engine.trace import TraceStep
 
 
@@ -63,6 +63,8 @@ cap.byte_accounting  UNI-13  always              verify_byte_accounting() read
 probe.census         UNI-13  always              the census probes ran on a fresh instance
 data.check           DATA-1  data_plane          every live token's K/V bytes read back
 data.hand_out        DATA-2  data_plane          signatures written into handed-out tokens' K/V
+input.int32          UNI-10  form:int32          a call passed int32 slot tensors
+input.strided        UNI-10  form:strided        a call passed strided slot tensor views
 """, {"decodes": _decodes, "lazy": _lazy, "data_plane": _data})
 BAD_CLAUSES: dict[str, str] = {"translate_freed": "UNI-11", "double_free": "UNI-11"}
 EVENTS = event_table(_ROWS, dict.fromkeys(BAD_CLAUSES, _checked))
@@ -96,6 +98,7 @@ def events_of(step: TraceStep, result: Any, holes: bool) -> list[str]:
     ``holes``: a lazy sub-pool holds holes after it."""
     c = step.call
     out = ["lazy.holes"] if holes else []
+    out += form_events(step.args)
     if c == "evict_to_free_tokens":  # result: (the hook's result, the eviction requests)
         hook, asked = result if isinstance(result, tuple) else (result, [])
         return [*out, "capacity.fit" if hook else "capacity.short",

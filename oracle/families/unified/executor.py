@@ -3,7 +3,8 @@
 The unified family's part of the engine (:class:`~kvpool.oracle.engine.Engine`: trace, bad
 calls and ``ERR-1``, failures). After every valid call:
 
-- the result (virtual token ids are fixed by the contract: ``UNI-8``, ``UNI-10``);
+- the result (virtual token ids are fixed by the contract: ``UNI-8``, ``UNI-10``) and its
+  dtype (int64, as SGLang's, whatever form the slot tensors were passed in: ``slot_forms``);
 - the capacity views ``available_size()`` (``UNI-7``) and ``full_/swa_available_size()``
   (``UNI-9``), exactly, in both compaction modes;
 - both translations of every live token (``translate_kv_indices_for_transfer``,
@@ -33,12 +34,13 @@ from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 from kvpool.spec.unified import UnifiedSWAModel
 
+from ...engine.callforms import choose_form
 from ...engine.core import Engine
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ..single.calls import as_list
 from .bound import Bounded, model_of
-from .calls import UNIFIED_CALLS, ZeroCache
+from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
 from .holes import model_breach, own_breach
 from .placement import MoveLog, pages_of, placement_problems
@@ -140,6 +142,9 @@ class UnifiedExecutor(Engine):
         self.events[event] += 1
 
     # -- engine hooks ----------------------------------------------------------------------------
+    def _prepare(self, name: str, args: dict[str, Any]) -> None:
+        choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors
+
     def _valid(self, step: TraceStep) -> Any:
         model = self.model
         assert model is not None
@@ -155,6 +160,7 @@ class UnifiedExecutor(Engine):
         step.expect = want
         got_obj, _ = self._guard(step, call, lambda: call.target(
             self.target, {**step.args, "tree_cache": ZeroCache()}, self.device))
+        self._check_dtype(step, got_obj, UNIFIED_DTYPES)
         got = as_list(got_obj) if isinstance(got_obj, torch.Tensor) else got_obj
         if bound is not None and bound.after(step.call, got, want):
             step.expect = None  # refused by the target, rolled back in the model
