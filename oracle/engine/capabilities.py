@@ -9,7 +9,8 @@ recorded per field in ``Capabilities.sources``:
   ``PAGED.replace(...)`` / ``TOKEN.replace(...)`` declare every field);
 - *inferred*: every field the factory does not declare comes from the methods of one instance
   (:mod:`kvpool.oracle.inference`, merged by :func:`merge_declared`); what no method tells is
-  *default*: unchecked (no bad input is sent), contract order, page sizes 1 and 4;
+  *default*: unchecked (no bad input is sent), contract order, page sizes 1, 4 and 16 (every
+  page size class: token-like, small, and >= 16; a size the factory rejects is left out);
 - *option*: ``--declare KEY=VALUE,...`` / ``--page-sizes`` / ``--need-sort`` (CLI) or the pytest
   plugin's ``--kvpool-declare`` / ``--kvpool-page-sizes`` / ``--kvpool-need-sort``.
 
@@ -82,7 +83,9 @@ class Capabilities:
     Attributes:
         paged: a paged allocator (``free`` releases whole pages); ``False`` for a token
             allocator (page size 1, no ``alloc_extend`` / ``alloc_decode``).
-        page_sizes: page sizes the factory accepts (a token allocator: ``(1,)``).
+        page_sizes: page sizes the factory accepts, each one configuration; by default 1, 4 and
+            16 (every page size class: token-like, small, and >= 16); a token allocator:
+            ``(1,)``.
         need_sort: the ``need_sort`` values the factory accepts.
         extend: ``alloc_extend`` / ``alloc_decode`` are implemented (paged only).
         decode_ps1: ``alloc_decode`` is correct at page size 1 (``DECODE-4``).
@@ -133,7 +136,7 @@ class Capabilities:
     """
 
     paged: bool = True
-    page_sizes: tuple[int, ...] = (1, 4)
+    page_sizes: tuple[int, ...] = (1, 4, 16)
     need_sort: tuple[bool, ...] = (False, True)
     extend: bool = True
     decode_ps1: bool = True

@@ -112,7 +112,7 @@ def plan_family(
 ) -> list[Planned]:
     """``plan`` for a family other than the single pool: ``spec`` is a comma list of the
     family's aliases or ``module:factory`` paths (default: its first alias), capabilities from
-    the family's declaration attribute (undeclared: unchecked, page sizes 1 and 4).
+    the family's declaration attribute (undeclared: the family's defaults).
 
     Raises :class:`UsageError` for an unknown target or option value.
     """

@@ -34,7 +34,7 @@ def test_oracle_first_run_of_a_minimal_target_passes_with_no_options(tmp_path: P
         "checked=false (default)",
         "extend=false (inferred)",
         "clear=true (inferred)",
-        "page_sizes=1+4 (default)",
+        "page_sizes=1+4+16 (default)",
         "need_sort=false (inferred)",
     ):
         assert item in first, first
@@ -58,6 +58,23 @@ def test_oracle_infers_capabilities_from_the_methods() -> None:
     spec_like, _ = infer(load_target("spec_torch:spec_paged").factory)
     assert spec_like.extend and spec_like.groups and spec_like.capacity_hooks
     assert not spec_like.checked and not spec_like.reference_order  # never assumed
+
+
+def test_oracle_runs_every_page_size_class_unless_the_factory_rejects_one() -> None:
+    """Undeclared page sizes are 1, 4 and 16 (token-like, small, >= 16); a size the factory
+    rejects is left out, and the notes say why."""
+    caps, _ = infer(minimal_allocator.make)
+    assert caps.page_sizes == (1, 4, 16) and caps.source_of("page_sizes") == "default"
+
+    def small_pages_only(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+        if page_size > 8:
+            raise ValueError(f"page_size {page_size} > 8")
+        return minimal_allocator.make(size=size, page_size=page_size, need_sort=need_sort,
+                                      device=device)
+
+    caps, notes = infer(small_pages_only)
+    assert caps.page_sizes == (1, 4) and caps.source_of("page_sizes") == "inferred"
+    assert any(n.startswith("page size 16 is rejected") for n in notes), notes
 
 
 def test_oracle_factory_errors_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
@@ -186,7 +203,7 @@ def test_oracle_writing_a_target_doc_example_passes(
     (tmp_path / "doc_alloc.py").write_text(code)
     monkeypatch.syspath_prepend(str(tmp_path))
     (planned,) = plan("doc_alloc:make")
-    assert [c.page_size for c in planned.configs] == [1, 4]
+    assert [c.page_size for c in planned.configs] == [1, 4, 16]
     for config in planned.configs:
         r = run_config(planned.target, config, max_examples=30)
         assert r.ok, r.failure.report() if r.failure else r.error

@@ -62,7 +62,7 @@ def test_oracle_factory_declaring_only_checked_gets_the_rest_inferred() -> None:
     assert caps.source_of("reference_order") == "default" and not caps.reference_order
     line = caps.in_force("p")
     assert "checked=alloc+free:partial_allocator.AllocatorError (declared)" in line
-    assert "extend=false (inferred)" in line and "page_sizes=1+4 (default)" in line
+    assert "extend=false (inferred)" in line and "page_sizes=1+4+16 (default)" in line
 
 
 def test_oracle_declared_fields_are_the_constructor_call_s() -> None:

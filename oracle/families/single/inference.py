@@ -3,11 +3,12 @@
 The oracle builds one instance (``size`` of 16 pages at page size 4, or at the largest declared
 page size; if the factory rejects it, at page size 1, and then it is a token allocator) and
 switches off the rules whose methods are missing (``METHOD_RULES``). Everything no method tells
-keeps the ``UNDECLARED`` default: unchecked (no bad input is sent), contract order, page sizes 1
-and 4. A partial declaration (``Capabilities(checked=X)``) keeps its declared fields and takes
-the rest from here (``merge_declared``). A factory whose instance lacks one of the ``REQUIRED``
-methods, or that cannot be built at all, is a usage error (:class:`FactoryError`, with the
-constructor's traceback). :func:`lacking` lists declared capabilities whose methods are missing.
+keeps the ``UNDECLARED`` default: unchecked (no bad input is sent), contract order, page sizes
+1, 4 and 16 (an instance is built at each; a size the factory rejects is left out). A partial
+declaration (``Capabilities(checked=X)``) keeps its declared fields and takes the rest from here
+(``merge_declared``). A factory whose instance lacks one of the ``REQUIRED`` methods, or that
+cannot be built at all, is a usage error (:class:`FactoryError`, with the constructor's
+traceback). :func:`lacking` lists declared capabilities whose methods are missing.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def infer(
         notes.append(f"a token allocator: page size {probe_ps} is rejected ({paged_err})")
     else:
         caps = caps.with_source("inferred", paged=True)
+        if "page_sizes" not in named:
+            caps = _accepted_page_sizes(factory, caps, probe_ps, device, notes)
     lacking_required = missing_methods(instance, REQUIRED)
     if lacking_required:
         raise FactoryError(
@@ -110,6 +113,25 @@ def infer(
         caps = merge_declared(declared, caps)
         caps = caps.replace(lacking=lacking(caps, instance))
     return caps, notes
+
+
+def _accepted_page_sizes(
+    factory: Callable[..., Any], caps: Capabilities, probed: int, device: str, notes: list[str]
+) -> Capabilities:
+    """``caps`` without the default page sizes (beside 1 and ``probed``, built already) that
+    the factory rejects (source ``inferred``, one note each)."""
+    kept = list(caps.page_sizes)
+    for ps in caps.page_sizes:
+        if ps in (1, probed):
+            continue
+        try:
+            build(factory, page_size=ps, device=device)
+        except FactoryError as err:
+            kept.remove(ps)
+            notes.append(f"page size {ps} is rejected ({err})")
+    if len(kept) == len(caps.page_sizes):
+        return caps
+    return caps.with_source("inferred", page_sizes=tuple(kept))
 
 
 def lacking(caps: Capabilities, instance: object) -> tuple[str, ...]:

@@ -25,7 +25,8 @@ class UnifiedCapabilities(Capabilities):
     """The unified rules a target supports: the single-pool fields that apply, and these.
 
     Attributes (beside :class:`~kvpool.oracle.engine.capabilities.Capabilities`'):
-        page_sizes: the page sizes the factory accepts; ``need_sort``: ``(False,)``.
+        page_sizes: the page sizes the factory accepts; by default 1, 4 and 16 (every page size
+            class); ``need_sort``: ``(False,)``.
         compaction: the modes the factory builds (``"eager"``, ``"lazy"``); each example draws
             one (the ``create`` step's ``lazy``).
         decode_ps1: ``alloc_decode`` is correct at page size 1 (``UNI-8``); without it the
@@ -47,9 +48,12 @@ class UnifiedCapabilities(Capabilities):
         static_cap_pages: the static per-side caps, in pages (``UNI-9``).
         data_plane: every handed-out token's K/V bytes carry a signature, read back after every
             call through the target's translations (``UNI-6``).
+        slot_forms: the forms of slot tensors (token ids, ``last_loc``, ``kv_indices``) the
+            target accepts beside int64 contiguous ones: ``"int32"`` rows and ``"strided"``
+            views, as SGLang's scheduler passes them (by default both).
     """
 
-    page_sizes: tuple[int, ...] = (1, 4)
+    page_sizes: tuple[int, ...] = (1, 4, 16)
     need_sort: tuple[bool, ...] = (False,)
     checked: Any = True
     compaction: tuple[str, ...] = ("eager", "lazy")
