@@ -16,7 +16,7 @@ returns (a full-attention slot for a hybrid allocator; its SWA side is a second
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from .contract import Divergence
 
@@ -65,6 +65,42 @@ class KVSignatures:
         signatures = [(request, i) for i in range(len(slots))]
         self.expected.update(zip(slots, signatures))
         return signatures
+
+    def check_places(self, slots: Sequence[int], places: Sequence[int],
+                     live_places: Mapping[int, int], request: int) -> None:
+        """Before :meth:`hand_out` on a side whose bytes are reached through a translation:
+        ``places[i]`` is where ``slots[i]``'s bytes go (negative: nowhere), ``live_places``
+        maps the place of every slot live before this allocation to that slot.
+
+        Raises Divergence (``DATA-2``) naming the first handed-out slot whose place is a live
+        slot's (its bytes still belong to another request) or another slot's of the same
+        allocation; the slot ids themselves may all be free.
+
+        >>> kv = KVSignatures(); kv.hand_out([5], request=1)
+        [(1, 0)]
+        >>> for new, places in (([6], [50]), ([6, 7], [60, 60])):
+        ...     try:
+        ...         kv.check_places(new, places, {50: 5}, request=2)
+        ...     except Divergence as err:
+        ...         print(err.clause, err.detail.split(", where ")[1])
+        DATA-2 live slot 5 (request 1, position 0) keeps its own
+        DATA-2 slot 6 of the same allocation (position 0) puts its own
+        """
+        taken: dict[int, int] = {}
+        for i, (slot, place) in enumerate(zip(slots, places)):
+            owner = live_places.get(place)
+            if owner is not None and owner != slot and owner in self.expected:
+                sig = self.expected[owner]
+                where = f"live slot {owner} (request {sig[0]}, position {sig[1]}) keeps its own"
+            elif place in taken:
+                other = taken[place]
+                where = f"slot {slots[other]} of the same allocation (position {other}) puts its own"
+            else:
+                if place >= 0:
+                    taken[place] = i
+                continue
+            raise Divergence("DATA-2", f"slot {slot} handed out to request {request} puts its "
+                                       f"bytes at {place}, where {where}")
 
     def check_read(self, slots: Sequence[int], rows: Sequence[Signature], when: str) -> None:
         """The bytes read back from ``slots`` (``rows``, in order) are their signatures.

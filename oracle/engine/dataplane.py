@@ -9,7 +9,8 @@ calls :func:`after_call` after every call it judged. The :class:`DataPlane` then
 - writes the signature (request, position) of every slot an allocation handed out into that
   slot's KV bytes (the request is the allocation's step index, the position the slot's index
   in the result), through the side's write translation where it has one (``DATA-2``: a slot
-  still live is never handed out);
+  still live is never handed out, nor one whose translation is a live slot's place: its bytes
+  still belong to another request);
 - reads every live slot back through the same translation and requires its signature
   (``DATA-1``);
 - after an allocation, where the target reaches a KV cache (``get_cpu_copy`` /
@@ -137,7 +138,13 @@ class Side:
         return torch.tensor([self.live(int(s)) for s in slots.tolist()], dtype=torch.bool)
 
     def hand_out(self, slots: Sequence[int], request: int) -> None:
-        """Record and write the signatures of ``slots`` (``DATA-2``)."""
+        """Record and write the signatures of ``slots`` (``DATA-2``: no slot is live, and on a
+        side reached through a translation no slot's place is a live slot's)."""
+        if self.translate is not None:
+            live, _ = self.expected()
+            places = self.locate(live).tolist() if len(live) else []
+            live_places = {p: s for s, p in zip(live.tolist(), places) if p >= 0}
+            self.kv.check_places(slots, self.locate(slots).tolist(), live_places, request)
         signatures = self.kv.hand_out(slots, request)
         self._expected = None
         self.write(slots, torch.tensor(signatures, dtype=torch.int64))

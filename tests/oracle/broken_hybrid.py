@@ -260,6 +260,20 @@ class TranslateReadsStorage(SWATokenToKVPoolAllocator):
         return super().translate_loc_from_full_to_swa(flat)
 
 
+class TranslateMemoNotInvalidated(SWATokenToKVPoolAllocator):
+    """``translate_loc_from_full_to_swa`` memoizes each full slot's SWA slot and never forgets
+    it when the slot is freed: a full slot handed out again writes its SWA K/V into the SWA slot
+    it had before, which another live request may own now (DATA-2; the mapping tensor, the
+    censuses and the slot ids are all right)."""
+
+    def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        out = super().translate_loc_from_full_to_swa(kv_indices)
+        memo: dict[int, int] = self.__dict__.setdefault("_memo", {})
+        rows = [memo.setdefault(f, s) if s > 0 else s
+                for f, s in zip(kv_indices.tolist(), out.tolist())]
+        return torch.tensor(rows, dtype=out.dtype, device=out.device)
+
+
 @dataclass(frozen=True)
 class BrokenHybrid:
     """One broken allocator, the page sizes that reach its bug and the clause it is reported
@@ -311,6 +325,9 @@ BROKEN_HYBRID = (
     BrokenHybrid(ExtendInLastLocDtype, (4,), ("SWA-7",)),
     BrokenHybrid(TranslateReadsStorage, (1, 4), ("SWA-16",)),
 )
+
+# broken allocators only the data plane sees (run with it on: ``test_oracle_dataplane.py``)
+BROKEN_HYBRID_DATA = (BrokenHybrid(TranslateMemoNotInvalidated, (1, 4), ("DATA-2",)),)
 
 # a module-level factory, for ``python -m kvpool.oracle hybrid broken_hybrid:slide_frees_full``
 slide_frees_full = BROKEN_HYBRID[0].factory()

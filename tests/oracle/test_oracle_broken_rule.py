@@ -4,8 +4,9 @@ deliberately broken allocator that the oracle reports under exactly that clause,
 
 Each broken allocator names one clause (``Broken.clauses`` of length 1); the tests that run them
 (``test_oracle_broken.py``, ``test_oracle_broken_events.py``, ``test_oracle_reach.py``,
-``test_oracle_shortage_raises.py``, ``test_oracle_hybrid.py``, ``test_oracle_unified.py``, and
-below for ``broken_rule.py``) assert the reported clause is in that 1-tuple, i.e. exactly it.
+``test_oracle_shortage_raises.py``, ``test_oracle_hybrid.py``, ``test_oracle_unified.py``,
+``test_oracle_dataplane.py`` for ``BROKEN_HYBRID_DATA``, and below for ``broken_rule.py``)
+assert the reported clause is in that 1-tuple, i.e. exactly it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ BROKEN_LISTS = (
     ("broken_rule", "BROKEN_RULE", False),
     ("broken_reach", "REACH_BROKEN", True),
     ("broken_hybrid", "BROKEN_HYBRID", False),
+    ("broken_hybrid", "BROKEN_HYBRID_DATA", False),
     ("broken_unified", "BROKEN_UNIFIED", False),
 )
 # Lists whose entries may still accept several clauses: only their one-clause entries count.
@@ -67,12 +69,6 @@ NO_BROKEN_ALLOCATOR: dict[str, str] = {
 }
 # the unified family's, while it is registered (kvpool.oracle.engine.registry)
 UNIFIED_NO_BROKEN_ALLOCATOR: dict[str, str] = {}
-NO_BROKEN_ALLOCATOR |= {
-    "DATA-2": "the data plane (DATA-1..3) is new; no broken allocator hands out a live slot's "
-    "bytes yet",
-}
-
-
 if "unified" in FAMILY_MODULES:
     NO_BROKEN_ALLOCATOR |= UNIFIED_NO_BROKEN_ALLOCATOR
 

@@ -4,9 +4,12 @@ written into the KV bytes of every slot handed out, read back after every call.
 Pinned here: the plane is off unless asked for (and then costs the engine nothing); with it on,
 kvpool's and SGLang's allocators of both families stay conformant and every check runs; a window
 release ends the SWA side's liveness only; and broken allocators the census cannot see are
-caught by the plane and pass without it: a hybrid translation that maps two live full slots to
-one SWA slot (DATA-1), a ``load_cpu_copy`` that restores to other slots (DATA-3, single and
-hybrid); DATA-2 on a slot handed out while live; a DATA failure's trace replays with the plane.
+caught by the plane and pass without it: a hybrid translation that maps two full slots of one
+allocation to one SWA slot (DATA-2), a ``load_cpu_copy`` that restores to other slots (DATA-3,
+single and hybrid); DATA-2 on a slot handed out while live or placed where a live slot keeps its
+bytes, and a broken hybrid allocator of ``broken_hybrid.BROKEN_HYBRID_DATA`` (a translation
+memo not forgotten at free) reported under exactly DATA-2 by a run with the plane on; a DATA
+failure's trace replays with the plane.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 
 import pytest
 import torch
+from broken_hybrid import BROKEN_HYBRID_DATA, BrokenHybrid
 from kvpool.oracle.engine import dataplane
 from kvpool.oracle.engine.dataplane import DataPlane, Side, TensorStore
 from kvpool.oracle.engine.families import family
@@ -25,6 +29,7 @@ from kvpool.oracle.engine.runner import run_config
 from kvpool.oracle.engine.target import Config
 from kvpool.oracle.engine.trace import Trace
 from kvpool.oracle.families.hybrid.executor import HybridExecutor
+from kvpool.oracle.families.hybrid.runner import run_hybrid
 from kvpool.oracle.families.hybrid.targets import kvpool_swa
 from kvpool.oracle.families.single.executor import Executor
 from kvpool.oracle.families.single.targets import kvpool_paged, kvpool_token
@@ -65,8 +70,9 @@ def swa_restores_reversed(**kwargs: Any) -> Any:
 
 
 def swa_folded_translation(**kwargs: Any) -> Any:
-    """DATA-1: ``translate_loc_from_full_to_swa`` folds SWA slots pairwise (2k and 2k+1 read
-    as 2k+1): two live full slots write into one SWA slot; the mapping tensor is intact."""
+    """DATA-2: ``translate_loc_from_full_to_swa`` folds SWA slots pairwise (2k and 2k+1 read
+    as 2k+1): two full slots handed out together put their SWA bytes in one SWA slot; the
+    mapping tensor is intact."""
     base = kvpool_swa(**kwargs)
     cls = type(base)
 
@@ -149,8 +155,10 @@ def test_a_window_release_ends_the_swa_sides_liveness_only(plane_on: None) -> No
 
 
 # -- broken allocators the census cannot see --------------------------------------------------
-def test_a_translation_folding_two_live_slots_breaks_DATA_1(
+def test_a_translation_folding_two_new_slots_breaks_DATA_2(
         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two slots of one allocation put their SWA bytes in one place: caught at the hand-out
+    (DATA-2), before a read could show one of them overwritten (DATA-1)."""
     monkeypatch.delenv(dataplane.ENV, raising=False)
     ex = _hybrid(swa_folded_translation)
     ex.call("alloc", need_size=4)  # the census (mapping tensor, free lists) is right
@@ -158,8 +166,33 @@ def test_a_translation_folding_two_live_slots_breaks_DATA_1(
     ex = _hybrid(swa_folded_translation)
     with pytest.raises(OracleFailure) as err:
         ex.call("alloc", need_size=4)
-    assert err.value.failure.clause == "DATA-1"
-    assert "swa side" in err.value.failure.detail
+    assert err.value.failure.clause == "DATA-2"
+    assert "puts its bytes at 3, where slot 2 of the same allocation" in err.value.failure.detail
+
+
+@pytest.mark.parametrize("broken", BROKEN_HYBRID_DATA,
+                         ids=[b.cls.__name__ for b in BROKEN_HYBRID_DATA])
+def test_broken_allocators_only_the_plane_sees_are_reported_under_their_clause(
+        plane_on: None, broken: BrokenHybrid) -> None:
+    """A full slot handed out again translated to the SWA slot it had before, which another
+    slot holds now: the default hybrid budget with the plane on reports exactly DATA-2."""
+    result = run_hybrid(broken.factory(), max_examples=60, shrink_seconds=4)
+    assert result.failure is not None, result.summary()
+    assert result.failure.clause == broken.clauses[0], result.failure.report()
+    assert result.failure.trace.num_calls() <= 8, result.failure.report()
+
+
+def test_a_slot_placed_where_a_live_slot_keeps_its_bytes_breaks_DATA_2() -> None:
+    """On a side reached through a translation, a new slot whose place is an earlier live
+    slot's is refused at the hand-out, whatever the slot ids."""
+    store, places = TensorStore(), {3: 30, 4: 40, 5: 30}
+    side = Side("swa", store, lambda s: True,
+                translate=lambda x: torch.tensor([places[int(s)] for s in x.tolist()]))
+    plane = DataPlane(object(), [side])
+    plane.after(1, "alloc", [3, 4], Counter())
+    want = r"\[DATA-2\] slot 5 .* at 30, where live slot 3 \(request 1, position 0\)"
+    with pytest.raises(Divergence, match=want):
+        plane.after(2, "alloc", [5], Counter())
 
 
 @pytest.mark.parametrize("factory,make", [
