@@ -12,9 +12,6 @@ same process see. Skipped when SGLang is missing, unless ``CI`` is set.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 from functools import cache
 from pathlib import Path
@@ -22,20 +19,15 @@ from typing import Any
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).parent))
+from unified_peer import run_replay
+
 pytestmark = pytest.mark.peers
-HERE = Path(__file__).parent
 
 
 @cache
 def run() -> dict[str, Any]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get(
-        "PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, str(HERE / "unified_replay.py"), "120"],
-                          capture_output=True, text=True, timeout=600, env=env, check=False)
-    if proc.returncode == 3 and not os.environ.get("CI"):
-        pytest.skip(f"SGLang is not importable here: {proc.stderr.strip()[-300:]}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    return run_replay("unified_replay.py", 120)
 
 
 @pytest.mark.parametrize("config", ["ps1_eager", "ps1_lazy", "ps4_eager", "ps4_lazy"])

@@ -9,12 +9,17 @@ extend/decode kernels routed to SGLang's torch fallbacks) is the oracle's
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 from kvpool.oracle.families.unified.peer import load_unified as load
 from kvpool.spec.unified import UnifiedSWAModel
 
-__all__ = ["build", "load"]
+__all__ = ["build", "load", "load_or_exit", "run_replay"]
 
 
 def build(page_size: int, lazy: bool, static: bool = False) -> tuple[Any, UnifiedSWAModel]:
@@ -28,3 +33,30 @@ def build(page_size: int, lazy: bool, static: bool = False) -> tuple[Any, Unifie
                             sa.entry_bytes, lazy=lazy, full_max_tokens=100 * page_size,
                             swa_max_tokens=100 * page_size)
     return target, model
+
+
+def load_or_exit() -> None:
+    """Load SGLang's unified pools (:func:`load`), or exit with status 3 (a replay script's
+    "SGLang unavailable") after saying why on stderr."""
+    try:
+        load()
+    except Exception as err:  # the oracle's PeerUnavailable, or no oracle at all
+        print(f"SGLang unavailable: {err}", file=sys.stderr)
+        sys.exit(3)
+
+
+def run_replay(script: str, steps: int) -> dict[str, Any]:
+    """Run the replay ``script`` (next to this module) for ``steps`` steps in a subprocess and
+    return the JSON of its last line; skips the calling test when SGLang is not importable
+    (status 3), unless ``CI`` is set."""
+    import pytest
+
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), os.environ.get(
+        "PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, str(here / script), str(steps)],
+                          capture_output=True, text=True, timeout=600, env=env, check=False)
+    if proc.returncode == 3 and not os.environ.get("CI"):
+        pytest.skip(f"SGLang is not importable here: {proc.stderr.strip()[-300:]}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]

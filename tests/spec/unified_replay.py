@@ -219,13 +219,9 @@ def main() -> None:
     import json
     import sys
 
-    try:
-        from unified_peer import load
+    from unified_peer import load_or_exit
 
-        load()
-    except Exception as err:  # the oracle's PeerUnavailable, or no oracle at all
-        print(f"SGLang unavailable: {err}", file=sys.stderr)
-        sys.exit(3)
+    load_or_exit()
     steps = int(sys.argv[1]) if len(sys.argv) > 1 else 150
     result: dict[str, Any] = {
         f"ps{ps}_{'lazy' if lazy else 'eager'}": compare(ps, lazy, range(3), steps)

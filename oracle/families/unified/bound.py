@@ -1,4 +1,4 @@
-"""Judging a unified target whose capacity the spec model does not fix: the tri-pool.
+"""Judging a unified target whose allocations the two-member model does not fix: the tri-pool.
 
 SGLang's tri-pool (``UnifiedMambaSWATokenToKVPoolAllocator``: mamba state grows up from the
 sink, SWA floats in the middle, full grows down) shares its buffer with a mamba sub-pool that
@@ -10,8 +10,9 @@ with the model's tables and a *bound* on capacity (``capacity_exact=False``):
 - an allocation the target refuses is taken as refused (the model is rolled back: the mamba
   side may hold the bytes); one it grants must fit the model too (``UNI-7``: the full and SWA
   pages alone fit the bytes) and hand out the model's virtual ids (``UNI-8``);
-- the capacity views are not compared; placement is judged by what must hold (the SWA float's
-  physical pages are not the model's grow-up ones).
+- the capacity views are judged exactly on the float chain instead (``UNI-14``,
+  :mod:`.float_views`); placement is judged by what must hold (the SWA float's physical pages
+  are not the model's grow-up ones).
 """
 
 from __future__ import annotations

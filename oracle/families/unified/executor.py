@@ -17,6 +17,8 @@ calls and ``ERR-1``, failures). After every valid call:
   reported: a broken bookkeeping is its cause), and after them its span and number of holes
   against the model's (``UNI-5``, :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
+- on a tri-pool (``float_chain``) its five capacity views, exactly, from its float chain's
+  frontiers, and its live pages against the model's (``UNI-14``, :mod:`.float_views`);
 - the spec's own census and the target's ``verify_byte_accounting()`` (``UNI-13``), and at
   every ``create`` the census probes (:mod:`.probes`);
 - with the data plane (on by default): every live token's K/V bytes, written through
@@ -42,6 +44,7 @@ from ..single.calls import as_list
 from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
+from .float_views import view_problems
 from .holes import model_breach, own_breach
 from .placement import MoveLog, pages_of, placement_problems
 from .probes import census_probe
@@ -189,6 +192,10 @@ class UnifiedExecutor(Engine):
                                          f"says {_short(w)}")
         if self.caps.capacity_exact:
             self._check_holes(step, model_breach(self.target, model))
+        if self.caps.float_chain:
+            self.events["cap.float_chain"] += 1
+            for detail in view_problems(self.target, model)[:1]:
+                raise Divergence("UNI-14", f"after {step.call}: {detail}")
         self.events["placement"] += bool(ids)
         for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
             raise Divergence(clause, f"after {step.call}: {detail}")

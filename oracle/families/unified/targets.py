@@ -44,6 +44,9 @@ class UnifiedCapabilities(Capabilities):
         capacity_exact: the spec model fixes the target's capacity (``UNI-7``..``UNI-9``);
             ``False`` (the tri-pool, whose mamba side is not modelled): judged as a bound with
             the target's geometry (:mod:`.bound`), placement by what must hold.
+        float_chain: a tri-pool whose SWA side floats between a state end and full: its five
+            capacity views are judged exactly from its chain's frontiers (``UNI-14``,
+            :mod:`.float_views`), its live pages against the model's.
         entry_bytes: bytes a token occupies in the full and in the SWA sub-pool.
         static_cap_pages: the static per-side caps, in pages (``UNI-9``).
         data_plane: every handed-out token's K/V bytes carry a signature, read back after every
@@ -61,6 +64,7 @@ class UnifiedCapabilities(Capabilities):
     census_frontiers: bool = True
     free_any_order: bool = True
     capacity_exact: bool = True
+    float_chain: bool = False
     entry_bytes: tuple[int, int] = (ENTRY_BYTES, ENTRY_BYTES)
     static_cap_pages: int = STATIC_CAP_PAGES
     data_plane: bool = True
@@ -118,14 +122,16 @@ def sglang_unified_tri(*, total_bytes: int, page_size: int, lazy: bool, device: 
                        need_sort: bool = False) -> Any:
     """SGLang 0.5.23's tri-pool (mamba + SWA float + full) from its own CPU builder
     (``build_tri_pool``; its buffer size is the builder's, ``total_bytes`` is not used); its
-    full + SWA part is judged, capacity as a bound (``capacity_exact=False``)."""
+    full + SWA part is judged with the model's tables, its refusals as a bound
+    (``capacity_exact=False``), its capacity views exactly on its float chain (``UNI-14``)."""
     from .peer import load_unified
 
     return load_unified().build_tri_pool(page_size=page_size, lazy=lazy)[1]
 
 
 sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: ignore[attr-defined]
-    FULL.replace(capacity_exact=False, capacity_hooks=False, census_frontiers=False),
+    FULL.replace(capacity_exact=False, float_chain=True, capacity_hooks=False,
+                 census_frontiers=False),
     "sglang-unified")
 
 UNIFIED_TARGETS = {

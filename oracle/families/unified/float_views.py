@@ -1,0 +1,72 @@
+"""The tri-pool's capacity views, judged exactly on the float chain (``UNI-14``).
+
+SGLang's tri-pool (``UnifiedMambaSWATokenToKVPoolAllocator``) places its SWA float's span where
+its policy chooses (placement the contract leaves free, judged by what must hold); given the
+chain's frontiers, every capacity view is fixed (:mod:`kvpool.spec.unified_float`). This module
+reads the frontiers off the target (:func:`chain_of`), requires them to agree with the model's
+live pages (the float's live pages are the model's SWA-bound ones, the full end's live pages
+the model's live ones), and compares the views (:func:`view_problems`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.unified_float import FloatChain, Grid, capacity_views
+
+VIEWS = ("available_size", "full_available_size", "swa_available_size",
+         "schedulable_full_available_size", "schedulable_swa_available_size")
+
+
+def _grid(member: Any) -> Grid:
+    return Grid(int(member.entry_bytes_per_page), int(member.num_pages),
+                int(member.min_page_index))
+
+
+def _holes(member: Any) -> int:
+    return int(member._free_phys_pages.numel()) if member.lazy_compaction else 0
+
+
+def _drains(member: Any) -> bool:
+    return bool(member.lazy_compaction) and not member.moves_blocked()
+
+
+def chain_of(target: Any) -> FloatChain:
+    """The float chain's frontiers as ``target`` (a tri-pool) holds them."""
+    fa, sa, ma = target.full_attn_allocator, target.swa_attn_allocator, target.mamba_allocator
+    return FloatChain(
+        page_size=int(target.page_size), state=_grid(ma), swa=_grid(sa), full=_grid(fa),
+        state_high_byte=int(ma.watermark_physical) * int(ma.entry_bytes_per_page),
+        state_holes=_holes(ma), state_drains=_drains(ma),
+        swa_low_page=int(sa.low_wm_page), swa_high_page=int(sa.high_wm_page),
+        swa_holes=int(sa._free_phys_pages.numel()),
+        full_low_byte=(int(fa.watermark_physical) + 1) * int(fa.entry_bytes_per_page),
+        full_span_pages=max(0, int(fa.num_pages) - 1 - int(fa.watermark_physical)),
+        full_holes=_holes(fa), full_drains=_drains(fa),
+        full_static_tokens=int(target._full_max_total_num_tokens),
+        swa_static_tokens=int(target._swa_max_total_num_tokens),
+        full_live_tokens=int(fa.allocated_count()), swa_live_tokens=int(sa.allocated_count()))
+
+
+def observed_views(target: Any) -> dict[str, int]:
+    """The target's capacity views by name (:data:`VIEWS`)."""
+    return {name: int(getattr(target, name)()) for name in VIEWS}
+
+
+def view_problems(target: Any, model: UnifiedSWAModel | None = None) -> list[str]:
+    """Why ``target``'s capacity views break ``UNI-14`` (empty when they hold): a live-page
+    count that is not the model's (when given), then each view unlike the spec's."""
+    chain = chain_of(target)
+    out: list[str] = []
+    if model is not None:
+        ps = model.page_size
+        live = (chain.full_live_tokens // ps, chain.swa_live_pages)
+        want = (len(model.full.v2p), len(model.swa.v2p))
+        if live != want:
+            out.append(f"live pages (full, SWA float) are {live}, the model holds {want}")
+    want_views = capacity_views(chain)
+    got = observed_views(target)
+    out += [f"{name}() is {got[name]}, the float chain's frontiers give {want_views[name]}"
+            for name in VIEWS if got[name] != want_views[name]]
+    return out
