@@ -292,27 +292,36 @@ class DataPlane:
         """``get_cpu_copy(slots)``, the bytes overwritten, ``load_cpu_copy(copy, slots)``
         through the target; the signatures must be back (``DATA-3``)."""
         try:
-            copy = self.target.get_cpu_copy(torch.tensor(slots, dtype=torch.int64))
+            copy = self._through("get_cpu_copy", call, torch.tensor(slots, dtype=torch.int64),
+                                 optional=True)
         except NotImplementedError:  # the target's cache has no CPU copy: no round trips
             self.round_trips = False
             return
-        except Exception as err:
-            raise Divergence("DATA-3", f"get_cpu_copy of {call}'s slots raised "
-                                       f"{type(err).__name__}: {err}") from err
-        for side in self.sides:
-            mine = [s for s in slots if s in side.kv.expected]
-            if mine:
-                side.write(mine, torch.full((len(mine), 2), POISON))
+        for side, mine in self._sides_holding(slots):
+            side.write(mine, torch.full((len(mine), 2), POISON))
+        self._through("load_cpu_copy", call, copy, torch.tensor(slots, dtype=torch.int64))
+        for side, mine in self._sides_holding(slots):
+            side.check_restored(mine, f"get_cpu_copy/load_cpu_copy of {call}'s slots, "
+                                      f"{side.name} side")
+
+    def _through(self, method: str, call: str, *args: Any, optional: bool = False) -> Any:
+        """The target's ``method(*args)``; a raise breaks ``DATA-3``, except NotImplementedError
+        from an ``optional`` method (passed on: the target has no such copy)."""
         try:
-            self.target.load_cpu_copy(copy, torch.tensor(slots, dtype=torch.int64))
+            return getattr(self.target, method)(*args)
+        except NotImplementedError:
+            if optional:
+                raise
+            raise Divergence("DATA-3", f"{method} of {call}'s slots is not implemented") from None
         except Exception as err:
-            raise Divergence("DATA-3", f"load_cpu_copy of {call}'s slots raised "
+            raise Divergence("DATA-3", f"{method} of {call}'s slots raised "
                                        f"{type(err).__name__}: {err}") from err
-        for side in self.sides:
-            mine = [s for s in slots if s in side.kv.expected]
-            if mine:
-                side.check_restored(mine, f"get_cpu_copy/load_cpu_copy of {call}'s slots, "
-                                          f"{side.name} side")
+
+    def _sides_holding(self, slots: list[int]) -> list[tuple[Any, list[int]]]:
+        """Each side with the ones of ``slots`` it holds signatures for (sides holding none
+        left out)."""
+        held = [(side, [s for s in slots if s in side.kv.expected]) for side in self.sides]
+        return [(side, mine) for side, mine in held if mine]
 
     def check_invariants(self) -> None:
         for side in self.sides:

@@ -35,13 +35,15 @@ from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
 from .cache import evict_call, evict_spec
+from .float_views import STATE_CALL
 from .gates import GATE_CALL
 from .tail import TAIL_CALL
 
 __all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "UNIFIED_DTYPES", "Group", "ZeroCache", "evict_spec",
            "free_in_order"]
 
-REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",)  # calltables
+REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",  # calltables
+                 "from kvpool.oracle.families.unified.float_views import set_state_slots")
 
 
 class ZeroCache:
@@ -222,6 +224,7 @@ _TABLE = [
     evict_call(),
     TAIL_CALL,
     GATE_CALL,
+    STATE_CALL,
     plain_call("clear", "state", "UNI-12", "UNI-12"),
     dataclasses.replace(plain_call("free_group_begin", "state", "UNI-10", "UNI-10"),
                         spec=lambda m, a: Group.begin(m)),
@@ -235,7 +238,7 @@ UNIFIED_CALLS: dict[str, Call] = {c.name: c for c in _TABLE}
 # through the sub-pools' int64 page tables; a static pool's identity keeps the input's, LIFE-3)
 UNIFIED_DTYPES: dict[str, tuple[str, str]] = {
     "alloc": ("UNI-8", "int64"), "alloc_extend": ("UNI-8", "int64"),
-    "alloc_decode": ("UNI-8", "int64"),
+    "alloc_decode": ("UNI-8", "int64"), "alloc_extend_swa_tail": ("UNI-8", "int64"),
     "translate_kv_indices_for_transfer": ("UNI-11", "int64"),
     "translate_loc_from_full_to_swa": ("UNI-11", "int64"),
 }
