@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from broken_tri import full_ignores_float, swa_ignores_state_end
 from kvpool.oracle.families.unified.targets import (
     UnifiedCapabilities,
     sglang_unified_swa,
@@ -26,6 +27,7 @@ from kvpool.spec import ContractViolation
 
 Patch = Callable[[Any], None]
 BASE: UnifiedCapabilities = getattr(sglang_unified_swa, "kvpool_unified_capabilities")  # noqa: B009
+TRI: UnifiedCapabilities = getattr(sglang_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
 
 
 def _sides(a: Any) -> tuple[Any, Any]:
@@ -353,19 +355,21 @@ class BrokenUnified:
     patch: Patch
     clauses: tuple[str, ...]
     changes: tuple[tuple[str, Any], ...] = ()
+    tri: bool = False  # on the tri-pool (``sglang_unified_tri``), under its capabilities
 
     @property
     def name(self) -> str:
         return self.patch.__name__
 
     def caps(self) -> UnifiedCapabilities:
-        return BASE.replace(**dict(self.changes))
+        return (TRI if self.tri else BASE).replace(**dict(self.changes))
 
     def factory(self) -> Callable[..., Any]:
         patch = self.patch
 
         def build(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu") -> Any:
-            a = sglang_unified_swa(total_bytes=total_bytes, page_size=page_size, lazy=lazy)
+            base = sglang_unified_tri if self.tri else sglang_unified_swa
+            a = base(total_bytes=total_bytes, page_size=page_size, lazy=lazy)
             patch(a)
             return a
 
@@ -404,6 +408,8 @@ BROKEN_UNIFIED = [
     BrokenUnified(gate_credit_kept, ("UNI-9",), LAZY),
     BrokenUnified(extend_in_last_loc_dtype, ("UNI-8",), PAGED),
     BrokenUnified(transfer_reads_storage, ("UNI-11",), EAGER),
+    BrokenUnified(swa_ignores_state_end, ("UNI-14",), tri=True),
+    BrokenUnified(full_ignores_float, ("UNI-14",), tri=True),
 ]
 
 
@@ -443,7 +449,7 @@ FOCUS: dict[str, tuple[dict[str, Any], int]] = {
 
 def main() -> None:
     """Print one JSON line: ``conforms`` (SGLang's composite under its registry entries),
-    ``tri`` (its tri-pool's full + SWA part, capacity as a bound),
+    ``tri`` (its tri-pool: full + SWA under the model, capacity on its float chain),
     ``reenabled`` (per registry entry, its rule switched back on) and ``broken`` (per broken
     allocator). ``argv[1]``: examples per configuration of the conformance run."""
     from kvpool.oracle.families.unified.targets import FULL, registered_for
@@ -456,8 +462,7 @@ def main() -> None:
         sys.exit(3)
     examples = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     result: dict[str, Any] = {"conforms": run(sglang_unified_swa, BASE, examples)}
-    tri = getattr(sglang_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
-    result["tri"] = run(sglang_unified_tri, tri, max(4, examples // 3))
+    result["tri"] = run(sglang_unified_tri, TRI, max(4, examples // 3))
     result["reenabled"] = {}
     for d in registered_for("sglang-unified"):
         field = d.excludes[0]

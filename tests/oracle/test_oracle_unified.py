@@ -54,12 +54,14 @@ def test_sglang_unified_swa_conforms_to_declared_rules_UNI_1_to_UNI_13() -> None
         assert result["events"].get(event, 0) > 0, (event, result["events"])
 
 
-def test_sglang_unified_tri_full_and_swa_part_conforms() -> None:
+def test_sglang_unified_tri_conforms_UNI_14() -> None:
     """The tri-pool (mamba + SWA float + full): its full + SWA part under the model's tables,
-    capacity as a bound (the mamba side is not modelled), placement, census and K/V bytes."""
+    refusals as a bound, its five capacity views exactly on its float chain (UNI-14) while
+    state slots on its mamba end come and go, placement, census and K/V bytes."""
     result = run()["tri"]
     assert result["clause"] is None and result["error"] is None, result
-    for event in ("arrive", "slide", "finish-segments", "placement", "data.check"):
+    for event in ("arrive", "slide", "finish-segments", "placement", "data.check",
+                  "cap.float_chain", "state-slots"):
         assert result["events"].get(event, 0) > 0, (event, result["events"])
 
 

@@ -62,6 +62,7 @@ lazy.holes           UNI-5   lazy                a lazy sub-pool kept holes afte
 cap.byte_accounting  UNI-13  always              verify_byte_accounting() read
 probe.census         UNI-13  always              the census probes ran on a fresh instance
 cap.float_chain      UNI-14  cap:float_chain     the capacity views judged on the float chain
+state-slots          UNI-14  cap:float_chain     the mamba end's state slots were taken or released
 data.check           DATA-1  data_plane          every live token's K/V bytes read back
 data.hand_out        DATA-2  data_plane          signatures written into handed-out tokens' K/V
 input.int32          UNI-10  form:int32          a call passed int32 slot tensors
@@ -85,7 +86,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UNI-11": ("translate",),
     "UNI-12": ("life.clear",),
     "UNI-13": ("cap.byte_accounting", "probe.census"),
-    "UNI-14": ("cap.float_chain",),
+    "UNI-14": ("cap.float_chain", "state-slots"),
     "DATA-1": ("data.check",),
     "DATA-2": ("data.hand_out",),
 }

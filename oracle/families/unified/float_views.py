@@ -5,15 +5,20 @@ its policy chooses (placement the contract leaves free, judged by what must hold
 chain's frontiers, every capacity view is fixed (:mod:`kvpool.spec.unified_float`). This module
 reads the frontiers off the target (:func:`chain_of`), requires them to agree with the model's
 live pages (the float's live pages are the model's SWA-bound ones, the full end's live pages
-the model's live ones), and compares the views (:func:`view_problems`).
+the model's live ones), and compares the views (:func:`view_problems`). The request pool's
+state slots on the mamba end (one per request, not on the token surface) are taken and
+released by the ``state_slots`` call (:func:`set_state_slots`, :data:`STATE_CALL`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
 from kvpool.spec.unified import UnifiedSWAModel
 from kvpool.spec.unified_float import FloatChain, Grid, capacity_views
+
+from ...engine.call import Call
 
 VIEWS = ("available_size", "full_available_size", "swa_available_size",
          "schedulable_full_available_size", "schedulable_swa_available_size")
@@ -70,3 +75,36 @@ def view_problems(target: Any, model: UnifiedSWAModel | None = None) -> list[str
     out += [f"{name}() is {got[name]}, the float chain's frontiers give {want_views[name]}"
             for name in VIEWS if got[name] != want_views[name]]
     return out
+
+
+def live_state_slots(target: Any) -> list[int]:
+    """The mamba end's live state slots (virtual ids bound to a physical slot), ascending."""
+    ma = target.mamba_allocator
+    bound = (ma.virtual_to_physical != -1).nonzero().flatten().tolist()
+    return [int(v) for v in bound if v >= ma.min_page_index]
+
+
+def set_state_slots(target: Any, count: int) -> None:
+    """Take state slots on ``target``'s mamba end (``mamba_allocator.alloc(1)`` each, as
+    SGLang's request pool does per request) or release its lowest live ones until ``count``
+    are live; a take the end refuses stops there."""
+    ma = target.mamba_allocator
+    live = live_state_slots(target)
+    for v in live[:max(0, len(live) - count)]:
+        ma.free(torch.tensor([v], dtype=torch.int64))
+    for _ in range(count - len(live)):
+        if ma.alloc(1) is None:
+            return
+
+
+def _state_target(target: Any, args: Any, device: str) -> tuple[None, list[torch.Tensor]]:
+    set_state_slots(target, args["count"])
+    return None, []  # the call's result is None, like the model's
+
+
+STATE_CALL = Call(
+    "state_slots", "state", ("count",),
+    spec=lambda m, a: None,  # the model has no state end: UNI-14 judges its bytes' effect
+    target=_state_target,
+    source=lambda a, var: [f"set_state_slots(a, {a['count']})"],
+    raise_clause="UNI-14", order_clause="UNI-14")

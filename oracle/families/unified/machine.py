@@ -10,7 +10,8 @@ by ``free``, or
 by ``free_full`` of its released head and ``free`` of the rest, or stays in the prefix cache
 (``cached``) that the capacity hook ``evict_to_free_tokens`` is handed (:mod:`.cache`) and may
 evict from. Translations, the capacity hook, ``clear`` and (checked targets) bad input run
-between. Each row remembers ``front``: its positions below it have no SWA page.
+between; on a tri-pool, requests' state slots on its mamba end come and go. Each row remembers
+``front``: its positions below it have no SWA page.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         and no page may move until it opens again (``set_disagg_move_gate``, lazy only)."""
         self.ex.call("set_disagg_move_gate", allow=allow)
         self.ex.note("gate-open" if allow else "gate-closed")
+
+    @precondition(lambda self: self.caps.float_chain)
+    @rule(count=st.integers(0, 3))
+    def state_slots(self, count: int) -> None:
+        """Requests of a hybrid mamba model hold ``count`` state slots on the tri-pool's mamba
+        end (its request pool takes one per request; ``UNI-14``)."""
+        self.ex.call("state_slots", count=count)
+        self.ex.note("state-slots")
 
     @rule(data=st.data())
     def prealloc_tail(self, data: st.DataObject) -> None:
