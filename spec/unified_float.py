@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import unified_layout as ul
+
 
 @dataclass(frozen=True)
 class Grid:
@@ -28,10 +30,9 @@ class Grid:
 
     def pages_in_band(self, low_byte: int, high_byte: int) -> int:
         """Whole pages of this grid inside ``[low_byte, high_byte)`` and inside the grid's
-        allocatable pages: ``low_byte`` rounds up, ``high_byte`` down; never negative."""
-        lo = max(-(-low_byte // self.page_bytes), self.min_page)
-        hi = min(high_byte // self.page_bytes, self.num_pages)
-        return max(0, hi - lo)
+        allocatable pages (:func:`~kvpool.spec.unified_layout.band_pages`)."""
+        return ul.band_pages(self.page_bytes, self.min_page, self.num_pages, low_byte,
+                             high_byte)
 
 
 @dataclass(frozen=True)

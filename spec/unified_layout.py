@@ -215,3 +215,23 @@ def bands_ordered(bands: list[tuple[int, int]]) -> bool:
             return False
         frontier = high
     return True
+
+
+def band_pages(page_bytes: int, min_page: int, num_pages: int, low_byte: int,
+               high_byte: int) -> int:
+    """Whole pages of one sub-pool's grid (pages ``[min_page, num_pages)`` of ``page_bytes``)
+    inside the byte band ``[low_byte, high_byte)`` (``UNI-14``): a float pool's room between
+    its neighbours' frontiers, which are multiples of *their* page bytes, so ``low_byte`` rounds
+    up to this grid and ``high_byte`` down. Never negative.
+
+    pre: 1 <= page_bytes <= 256
+    pre: 0 <= min_page <= num_pages <= 256
+    pre: 0 <= low_byte <= MAX_CHECKED and 0 <= high_byte <= MAX_CHECKED
+    post: __return__ >= 0
+    post: __return__ == 0 or max(-(-low_byte // page_bytes), min_page) * page_bytes >= low_byte
+    post: __return__ == 0 or (max(-(-low_byte // page_bytes), min_page) + __return__) * page_bytes <= high_byte
+    post: __return__ <= max(0, num_pages - min_page)
+    """
+    lo = max(-(-low_byte // page_bytes), min_page)
+    hi = min(high_byte // page_bytes, num_pages)
+    return max(0, hi - lo)

@@ -19,6 +19,7 @@ REAL = {
     "lazy_joint_pages_holes_twice": "lazy_joint_pages",
     "side_available_pages_holes_uncapped": "side_available_pages",
     "bands_ordered_ignores_floats": "bands_ordered",
+    "band_pages_raw_span": "band_pages",
 }
 
 
@@ -135,3 +136,19 @@ def bands_ordered_ignores_floats(bands: list[tuple[int, int]]) -> bool:
         return True
     ends = [(low, high) for low, high in (bands[0], bands[-1]) if low < high]
     return len(ends) < 2 or ends[0][1] <= ends[1][0]
+
+
+def band_pages_raw_span(page_bytes: int, min_page: int, num_pages: int, low_byte: int,
+                        high_byte: int) -> int:
+    """Bug: the band's raw span in pages, ``(high - low) // page_bytes``: a low frontier off
+    this grid (a neighbour's multiple) counts a page that reaches below it.
+
+    pre: 1 <= page_bytes <= 256
+    pre: 0 <= min_page <= num_pages <= 256
+    pre: 0 <= low_byte <= MAX_CHECKED and 0 <= high_byte <= MAX_CHECKED
+    post: __return__ >= 0
+    post: __return__ == 0 or max(-(-low_byte // page_bytes), min_page) * page_bytes >= low_byte
+    post: __return__ == 0 or (max(-(-low_byte // page_bytes), min_page) + __return__) * page_bytes <= high_byte
+    post: __return__ <= max(0, num_pages - min_page)
+    """
+    return max(0, min((high_byte - low_byte) // page_bytes, num_pages - min_page))

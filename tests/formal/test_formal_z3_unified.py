@@ -1,6 +1,6 @@
 """Formal checks of the unified pools' byte arithmetic (``kvpool.spec.unified_layout``).
 
-Z3 lemmas over unbounded integers (UNI-1, UNI-2, UNI-3, UNI-7, UNI-8), each also refuting a
+Z3 lemmas over unbounded integers (UNI-1, UNI-2, UNI-3, UNI-7, UNI-8, UNI-14), each also refuting a
 planted wrong formula; the Z3 encodings are checked against the Python functions on random
 inputs. CrossHair finds a counterexample to the real contract in each planted wrong variant of
 ``formal_planted_unified`` (run in a subprocess with the CI's options, marked ``crosshair``).
@@ -141,6 +141,33 @@ def test_fit_is_monotone_UNI_8() -> None:
     m = z3.Int("m")
     dom = [*CAPACITY_DOMAIN, n >= 0, m >= 0, m <= n, fits_pages(n, n, hf, hs, rf, rs, gap, pf, pz)]
     prove(dom, fits_pages(m, m, hf, hs, rf, rs, gap, pf, pz))
+
+
+def band_pages(pb: z3.ArithRef, lo_page: z3.ArithRef, num: z3.ArithRef, low: z3.ArithRef,
+               high: z3.ArithRef) -> z3.ArithRef:
+    """``unified_layout.band_pages``."""
+    return z_max(0, z_min(high / pb, num) - z_max(-((-low) / pb), lo_page))
+
+
+def test_band_pages_stay_inside_the_band_UNI_14() -> None:
+    """UNI-14: the float's pages counted in a band between two frontiers lie wholly inside it
+    (so SWA pages placed above its span after full's new pages never reach full's new
+    frontier); the planted raw span counts a page below an off-grid low frontier."""
+    pb, lo_page, num, low, high, first = z3.Ints("pb lo_page num low high first")
+    dom = [pb >= 1, lo_page >= 0, num >= lo_page, low >= 0, high >= 0,
+           first == z_max(-((-low) / pb), lo_page)]
+    k = band_pages(pb, lo_page, num, low, high)
+    prove(dom, z3.And(k >= 0, first * pb >= low, z3.Or(k == 0, (first + k) * pb <= high),
+                      k <= num - lo_page))
+    raw = z_max(0, z_min((high - low) / pb, num - lo_page))
+    refute(dom, z3.Or(raw == 0, (first + raw) * pb <= high))
+    rng = random.Random(14)
+    for _ in range(300):
+        v = {"pb": rng.randint(1, 64), "lo_page": rng.randint(0, 8), "low": rng.randint(0, 900),
+             "high": rng.randint(0, 900)}
+        v["num"] = v["lo_page"] + rng.randint(0, 20)
+        assert evaluate(band_pages(pb, lo_page, num, low, high), v) == ul.band_pages(
+            v["pb"], v["lo_page"], v["num"], v["low"], v["high"])
 
 
 def contract_lines(fn: object) -> list[str]:
