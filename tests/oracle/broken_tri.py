@@ -19,3 +19,16 @@ def full_ignores_float(a: Any) -> None:
     float's pages are not counted, so full's view overstates."""
     fa, ma = a.full_attn_allocator, a.mamba_allocator
     fa._chain_high_frontier_below_bytes = ma._byte_high_frontier
+
+
+def alloc_short_by_a_page(a: Any) -> None:
+    """``alloc`` refuses a request that takes the last page ``available_size()`` reported
+    (a fit checked one page short); every view stays right."""
+    alloc = a.alloc
+
+    def short(need_size: int) -> Any:
+        if need_size > a.available_size() - a.page_size:
+            return None
+        return alloc(need_size)
+
+    a.alloc = short

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from broken_tri import full_ignores_float, swa_ignores_state_end
+from broken_tri import alloc_short_by_a_page, full_ignores_float, swa_ignores_state_end
 from kvpool.oracle.families.unified.targets import (
     UnifiedCapabilities,
     sglang_unified_swa,
@@ -410,6 +410,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(transfer_reads_storage, ("UNI-11",), EAGER),
     BrokenUnified(swa_ignores_state_end, ("UNI-14",), tri=True),
     BrokenUnified(full_ignores_float, ("UNI-14",), tri=True),
+    BrokenUnified(alloc_short_by_a_page, ("UNI-14",), tri=True),
 ]
 
 

@@ -38,10 +38,12 @@ def model_of(target: Any, page_size: int, lazy: bool, cap_tokens: int) -> Unifie
 class Bounded:
     """One allocation judged as a bound: ``before()`` snapshots the model, ``after(got, want)``
     rolls it back when the target refused, and raises when the target granted what the model
-    cannot fit."""
+    cannot fit (``UNI-7``) or refused what its ``available_size()`` covered (``promised``,
+    ``UNI-14``)."""
 
-    def __init__(self, model: UnifiedSWAModel) -> None:
+    def __init__(self, model: UnifiedSWAModel, promised: int | None = None) -> None:
         self.model = model
+        self.promised = promised  # the target's available_size() covering this allocation
         self.saved: dict[str, Any] = {}
 
     def before(self) -> None:
@@ -50,6 +52,9 @@ class Bounded:
     def after(self, call: str, got: Any, want: Any) -> bool:
         """True when the target refused and the model was rolled back."""
         if got is None:
+            if self.promised is not None:
+                raise Divergence("UNI-14", f"{call} was refused within the {self.promised} "
+                                           "tokens available_size() reported")
             vars(self.model).update(self.saved)
             return want is not None
         if want is None:

@@ -18,7 +18,8 @@ calls and ``ERR-1``, failures). After every valid call:
   against the model's (``UNI-5``, :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
 - on a tri-pool (``float_chain``) its five capacity views, exactly, from its float chain's
-  frontiers, and its live pages against the model's (``UNI-14``, :mod:`.float_views`);
+  frontiers, and its live pages against the model's; an ``alloc`` within the
+  ``available_size()`` it reported must succeed (``UNI-14``, :mod:`.float_views`);
 - the spec's own census and the target's ``verify_byte_accounting()`` (``UNI-13``), and at
   every ``create`` the census probes (:mod:`.probes`);
 - with the data plane (on by default): every live token's K/V bytes, written through
@@ -44,7 +45,7 @@ from ..single.calls import as_list
 from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
-from .float_views import view_problems
+from .float_views import promised_alloc, view_problems
 from .holes import model_breach, own_breach
 from .placement import MoveLog, pages_of, placement_problems
 from .probes import census_probe
@@ -152,7 +153,9 @@ class UnifiedExecutor(Engine):
         model = self.model
         assert model is not None
         call = self.calls[step.call]
-        bound = None if self.caps.capacity_exact or call.kind != "alloc" else Bounded(model)
+        bound = None if self.caps.capacity_exact or call.kind != "alloc" else Bounded(
+            model, promised_alloc(self.target, model, step.call, step.args)
+            if self.caps.float_chain else None)
         if bound is not None:
             bound.before()
         try:

@@ -77,6 +77,18 @@ def view_problems(target: Any, model: UnifiedSWAModel | None = None) -> list[str
     return out
 
 
+def promised_alloc(target: Any, model: UnifiedSWAModel, call: str,
+                   args: dict[str, Any]) -> int | None:
+    """``target``'s ``available_size()`` before an ``alloc(need_size)`` it covers (``UNI-14``:
+    such an allocation must succeed; one beyond it may, after the float moves), when it covers
+    it and the free virtual ids do too; None for any other call."""
+    if call != "alloc":
+        return None
+    need, available = int(args["need_size"]), int(target.available_size())
+    pages = -(-need // model.page_size)
+    return available if need <= available and pages <= len(model.free_virtual) else None
+
+
 def live_state_slots(target: Any) -> list[int]:
     """The mamba end's live state slots (virtual ids bound to a physical slot), ascending."""
     ma = target.mamba_allocator
