@@ -19,7 +19,9 @@ LATER: dict[str, tuple[str, str]] = {
     "unified": ("kvpool.oracle.families.unified.calls", "UNIFIED_CALLS")}
 REPRO_IMPORTS: dict[str, tuple[str, ...]] = {
     "single": (), "hybrid": hybrid_calls.REPRO_IMPORTS,
-    "unified": ("from kvpool.oracle.families.unified.calls import ZeroCache",)}
+    "unified": ("from kvpool.oracle.families.unified.calls import ZeroCache",
+                "from kvpool.oracle.families.unified.float_views import set_state_slots, "
+                "view_problems")}
 
 
 def calls_for(family: str) -> Mapping[str, Call]:

@@ -43,7 +43,8 @@ __all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "UNIFIED_DTYPES", "Group", "ZeroCac
            "free_in_order"]
 
 REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",  # calltables
-                 "from kvpool.oracle.families.unified.float_views import set_state_slots")
+                 "from kvpool.oracle.families.unified.float_views import set_state_slots, "
+                 "view_problems")
 
 
 class ZeroCache:

@@ -45,7 +45,7 @@ from ..single.calls import as_list
 from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
-from .float_views import promised_alloc, view_problems
+from .float_views import float_available, promised_alloc, view_problems
 from .holes import model_breach, own_breach
 from .placement import MoveLog, pages_of, placement_problems
 from .probes import census_probe
@@ -183,7 +183,8 @@ class UnifiedExecutor(Engine):
     def _post(self, step: TraceStep) -> None:
         model = self.model
         assert model is not None
-        step.available_after = model.available_size()
+        step.available_after = (float_available(self.target) if self.caps.float_chain
+                                else model.available_size())
         self._check_holes(step, own_breach(self.target))
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
@@ -293,6 +294,10 @@ class UnifiedExecutor(Engine):
             return ["assert not a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-5" and self._hole_lines:
             return self._hole_lines
+        if clause == "UNI-14":  # a refused alloc it promised, else the views
+            if "refused within" in (self.trace.detail or ""):
+                return [f"assert r{index} is not None  # [UNI-14] within available_size()"]
+            return ["assert view_problems(a) == []  # [UNI-14]"]
         if self._field is not None and self.model is not None:
             ids = live_tokens(self.model)
             want = spec_census(self.model)[self._field]

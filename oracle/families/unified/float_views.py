@@ -59,6 +59,11 @@ def observed_views(target: Any) -> dict[str, int]:
     return {name: int(getattr(target, name)()) for name in VIEWS}
 
 
+def float_available(target: Any) -> int:
+    """The ``available_size()`` the float chain's frontiers give ``target`` (``UNI-14``)."""
+    return int(capacity_views(chain_of(target))["available_size"])
+
+
 def view_problems(target: Any, model: UnifiedSWAModel | None = None) -> list[str]:
     """Why ``target``'s capacity views break ``UNI-14`` (empty when they hold): a live-page
     count that is not the model's (when given), then each view unlike the spec's."""
