@@ -91,37 +91,42 @@ class FloatChain:
         return self.swa_high_page * self.swa.page_bytes
 
 
-def joint_available_tokens(c: FloatChain) -> int:
-    """``available_size()``: the most tokens ``n`` (whole pages) such that ``n`` pages fit on
-    both sides at once, full first (``UNI-14``):
+def fits_on_chain(c: FloatChain, full_pages: int, swa_pages: int) -> bool:
+    """Whether ``full_pages`` new full pages and ``swa_pages`` new SWA pages fit at once, full
+    first (``UNI-14``; SGLang's ``can_reserve``):
 
-    - full takes its drainable holes ``h_f`` first, then ``max(0, n - h_f)`` new pages growing
-      down into its gap (bytes down to :meth:`FloatChain.below_full_byte`);
-    - SWA takes its holes ``h_s`` first, then ``max(0, n - h_s)`` new pages in ONE band: below
-      its span (down to the state end's frontier) or above it (up to full's frontier *after*
-      full's new pages); through an empty float, the band between the state end and full's
-      new frontier;
+    - full takes its drainable holes ``h_f`` first, then ``max(0, full_pages - h_f)`` new pages
+      growing down into its gap (bytes down to :meth:`FloatChain.below_full_byte`);
+    - SWA takes its holes ``h_s`` first, then ``max(0, swa_pages - h_s)`` new pages in ONE band:
+      below its span (down to the state end's frontier) or above it (up to full's frontier
+      *after* full's new pages); through an empty float, the band between the state end and
+      full's new frontier;
     - neither side exceeds its page index space (``num_pages - min_page - live``).
     """
     fa, sa = c.full, c.swa
     r_f = fa.num_pages - fa.min_page - c.full_span_pages + c.full_holes
     r_s = sa.num_pages - sa.min_page - c.swa_live_pages
-    full_gap = max(0, c.full_low_byte - c.below_full_byte())
+    if full_pages > r_f or swa_pages > c.swa_holes + r_s:
+        return False
+    full_bytes = max(0, full_pages - c.full_holes) * fa.page_bytes
+    if full_bytes > max(0, c.full_low_byte - c.below_full_byte()):
+        return False
+    full_low_after = c.full_low_byte - full_bytes
     if c.transparent:
-        high_band_low, low_room = c.state_high_byte, 0
+        room = sa.pages_in_band(c.state_high_byte, full_low_after)
     else:
-        high_band_low = c.swa_high_page * sa.page_bytes
-        low_room = sa.pages_in_band(c.state_high_byte, c.swa_low_page * sa.page_bytes)
+        room = max(sa.pages_in_band(c.state_high_byte, c.swa_low_page * sa.page_bytes),
+                   sa.pages_in_band(c.swa_high_page * sa.page_bytes, full_low_after))
+    return max(0, swa_pages - c.swa_holes) <= room
 
-    def fits(n: int) -> bool:
-        full_bytes = max(0, n - c.full_holes) * fa.page_bytes
-        room = max(low_room, sa.pages_in_band(high_band_low, c.full_low_byte - full_bytes))
-        return full_bytes <= full_gap and max(0, n - c.swa_holes) <= room
 
-    lo, hi = 0, max(0, min(r_f, c.swa_holes + r_s))
-    while lo < hi:  # fits is monotone in n
+def joint_available_tokens(c: FloatChain) -> int:
+    """``available_size()``: the most tokens ``n`` (whole pages) such that ``n`` pages fit on
+    both sides at once (:func:`fits_on_chain`, monotone in ``n``)."""
+    lo, hi = 0, c.full.num_pages
+    while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+        lo, hi = (mid, hi) if fits_on_chain(c, mid, mid) else (lo, mid - 1)
     return lo * c.page_size
 
 

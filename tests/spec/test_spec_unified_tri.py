@@ -29,9 +29,11 @@ def run() -> dict[str, Any]:
 
 @pytest.mark.parametrize("config", CONFIGS)
 def test_tri_pool_capacity_views_are_the_float_chains_UNI_14(config: str) -> None:
-    """UNI-14: after every call all five views equal the spec's; the run had a live float,
+    """UNI-14: after every call all five views equal the spec's and ``can_reserve`` of random
+    unequal demands is the spec's fit; the run had a live float,
     live state slots, holes, and refusals, and the state end's bytes changed the views."""
     result = run()[config]
     assert result["problems"] == []
     assert result["float_live"] > 0 and result["state_live"] > 0 and result["holes"] > 0
     assert result["refused"] > 0 and result["state_matters"] > 0
+    assert 0 < result["reserve_fits"] < 3 * 150  # can_reserve both fitted and refused

@@ -4,7 +4,8 @@
 (``build_tri_pool``) and drives it with ``alloc``, ``alloc_extend`` of fresh rows, ``free_swa``
 of a window prefix, ``free``, and state-slot ``alloc(1)`` / ``free`` on its mamba end (as SGLang's
 request pool does); after every call its five capacity views must equal
-``kvpool.spec.unified_float.capacity_views`` of its frontiers (``UNI-14``). A planted chain that
+``kvpool.spec.unified_float.capacity_views`` of its frontiers, and ``can_reserve`` of random
+unequal demands ``fits_on_chain`` (``UNI-14``). A planted chain that
 ignores the state end's bytes must disagree somewhere, or the run did not exercise them.
 """
 
@@ -22,7 +23,7 @@ def replay(page_size: int, lazy: bool, seed: int, steps: int) -> dict[str, Any]:
     the steps where ignoring the state end's bytes would change a view."""
     import torch
     from kvpool.oracle.families.unified.float_views import chain_of, observed_views, view_problems
-    from kvpool.spec.unified_float import capacity_views
+    from kvpool.spec.unified_float import capacity_views, fits_on_chain
     from unified_peer import load
 
     fixtures = load()
@@ -34,7 +35,7 @@ def replay(page_size: int, lazy: bool, seed: int, steps: int) -> dict[str, Any]:
     released: list[int] = []
     states: list[Any] = []
     out: dict[str, Any] = {"problems": [], "float_live": 0, "state_live": 0, "state_matters": 0,
-                           "refused": 0, "holes": 0}
+                           "refused": 0, "holes": 0, "reserve_fits": 0}
 
     def t(xs: list[int]) -> Any:
         return torch.tensor(xs, dtype=torch.int64)
@@ -82,6 +83,12 @@ def replay(page_size: int, lazy: bool, seed: int, steps: int) -> dict[str, Any]:
         blind = dataclasses.replace(chain, state_high_byte=0)
         out["state_matters"] += capacity_views(blind) != observed_views(target)
         out["problems"] += [f"{step} {op}: {p}" for p in view_problems(target)]
+        for _ in range(3):  # can_reserve: the same fit for unequal demands
+            f, w = rng.randint(0, 40), rng.randint(0, 40)
+            if target.can_reserve(f * ps, w * ps) != fits_on_chain(chain, f, w):
+                out["problems"].append(f"{step} {op}: can_reserve({f * ps}, {w * ps}) is "
+                                       f"{not fits_on_chain(chain, f, w)}")
+            out["reserve_fits"] += fits_on_chain(chain, f, w)
     return out
 
 
