@@ -102,13 +102,16 @@ def live_state_slots(target: Any) -> list[int]:
 
 
 def set_state_slots(target: Any, count: int) -> None:
-    """Take state slots on ``target``'s mamba end (``mamba_allocator.alloc(1)`` each, as
+    """Take state slots on ``target``'s mamba end (``prepare_mamba_allocation`` for the
+    missing ones, which may move the SWA float away, then ``mamba_allocator.alloc(1)`` each, as
     SGLang's request pool does per request) or release its lowest live ones until ``count``
     are live; a take the end refuses stops there."""
     ma = target.mamba_allocator
     live = live_state_slots(target)
     for v in live[:max(0, len(live) - count)]:
         ma.free(torch.tensor([v], dtype=torch.int64))
+    if count > len(live):  # as SGLang's radix cache does before taking state slots
+        target.prepare_mamba_allocation(count - len(live))
     for _ in range(count - len(live)):
         if ma.alloc(1) is None:
             return
