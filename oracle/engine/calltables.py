@@ -17,11 +17,7 @@ TABLES: dict[str, Mapping[str, Call]] = {"single": CALLS, "hybrid": hybrid_calls
 # other families' runs stay as they were
 LATER: dict[str, tuple[str, str]] = {
     "unified": ("kvpool.oracle.families.unified.calls", "UNIFIED_CALLS")}
-REPRO_IMPORTS: dict[str, tuple[str, ...]] = {
-    "single": (), "hybrid": hybrid_calls.REPRO_IMPORTS,
-    "unified": ("from kvpool.oracle.families.unified.calls import ZeroCache",
-                "from kvpool.oracle.families.unified.float_views import set_state_slots, "
-                "view_problems")}
+REPRO_IMPORTS: dict[str, tuple[str, ...]] = {"single": (), "hybrid": hybrid_calls.REPRO_IMPORTS}
 
 
 def calls_for(family: str) -> Mapping[str, Call]:
@@ -34,3 +30,14 @@ def calls_for(family: str) -> Mapping[str, Call]:
     except KeyError:
         known = sorted({*TABLES, *LATER})
         raise ValueError(f"unknown allocator family {family!r}; known: {known}") from None
+
+
+def repro_imports(family: str) -> tuple[str, ...]:
+    """The import lines a repro of ``family`` needs beside the factory (its calls module's
+    ``REPRO_IMPORTS``, that module imported on first use). Raises ValueError for an unknown
+    family."""
+    if family not in REPRO_IMPORTS:
+        calls_for(family)  # raises for an unknown family
+        module, _ = LATER[family]
+        REPRO_IMPORTS[family] = tuple(importlib.import_module(module).REPRO_IMPORTS)
+    return REPRO_IMPORTS[family]

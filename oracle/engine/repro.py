@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..families.single import repro_spec
-from .calltables import REPRO_IMPORTS, calls_for
+from .calltables import calls_for, repro_imports
 from .trace import Trace, TraceStep
 
 CONTRACT_VIOLATION = "kvpool.spec.errors.ContractViolation"
@@ -174,7 +174,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "from kvpool.spec import ContractViolation, ResizeConfig",
         *(repro_spec.PRELUDE if contract else []),
         f"from {module} import {attr} as factory",
-        *REPRO_IMPORTS[trace.family],
+        *repro_imports(trace.family),
         "{imports}",
         "",
         f"DEVICE = {trace.device!r}",
@@ -237,6 +237,10 @@ def _exact_step(trace: Trace, i: int, fail: int) -> tuple[list[str], set[str]]:
     lines = lines + (
         result_asserts(shown, var, trace.family) if i < fail else trace.final_asserts
     )
+    if i < fail and trace.family == "unified" and step.available_after is not None:
+        # the oracle reads the capacity views after every call: so does the repro (a view
+        # cached across calls shows only where it was read before)
+        lines.append(f"assert a.available_size() == {step.available_after}")
     return lines + probe_lines(step, var, trace.family), needed
 
 

@@ -373,8 +373,8 @@ class BrokenUnified:
             patch(a)
             return a
 
-        build.__qualname__ = build.__name__ = self.name
-        return build
+        build.__qualname__ = build.__name__ = f"{self.name}_pool"  # published below: a repro
+        return build                                                 # imports it by this name
 
 
 EAGER, LAZY, PAGED = (("compaction", ("eager",)),), (("compaction", ("lazy",)),), (
@@ -412,6 +412,8 @@ BROKEN_UNIFIED = [
     BrokenUnified(full_ignores_float, ("UNI-14",), tri=True),
     BrokenUnified(alloc_short_by_a_page, ("UNI-14",), tri=True),
 ]
+# each broken allocator's factory at module level (``<patch>_pool``), where its repro imports it
+globals().update({f"{b.name}_pool": b.factory() for b in BROKEN_UNIFIED})
 
 
 def run(factory: Callable[..., Any], caps: UnifiedCapabilities, examples: int,
@@ -437,9 +439,23 @@ def run(factory: Callable[..., Any], caps: UnifiedCapabilities, examples: int,
         if r.failure is not None:
             f = r.failure
             out.update(clause=f.clause, detail=f.detail, num_calls=f.trace.num_calls(),
-                       repro=f.report()[-3000:])
+                       repro=f.report()[-3000:], repro_fails=_repro_fails(f.pytest_source()))
             break
     return out
+
+
+def _repro_fails(source: str) -> str | None:
+    """Run a printed pytest repro in this process: the exception type it raises (its assert on
+    the bug), or None when it passes."""
+    scope: dict[str, Any] = {"__name__": "kvpool_repro"}
+    try:
+        exec(compile(source, "<repro>", "exec"), scope)
+        scope["test_kvpool_repro"]()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as err:  # AssertionError, ContractViolation, pytest.raises' Failed
+        return type(err).__name__
+    return None
 
 
 # where a re-enabled rule shows (configuration, examples): the free order matters under lazy

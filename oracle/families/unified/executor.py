@@ -47,7 +47,7 @@ from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
 from .float_views import float_available, promised_alloc, view_problems
 from .holes import model_breach, own_breach
-from .placement import MoveLog, pages_of, placement_problems
+from .placement import MoveLog, pages_of, placement_assert, placement_problems
 from .probes import census_probe
 from .targets import UnifiedCapabilities
 
@@ -93,6 +93,7 @@ class UnifiedExecutor(Engine):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._field: int | None = None  # the census field that differed (the repro asserts it)
+        self._placement_line: str | None = None  # the repro's placement assert, where it broke
         self._probe_lines: list[str] = []  # a census probe's sequence (UNI-13 at create)
         self._moves: list[MoveLog] = []
         self._where: tuple[dict[int, int], dict[int, int]] = ({}, {})
@@ -202,6 +203,7 @@ class UnifiedExecutor(Engine):
                 raise Divergence("UNI-14", f"after {step.call}: {detail}")
         self.events["placement"] += bool(ids)
         for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
+            self._placement_line = placement_assert(model, ids, clause)
             raise Divergence(clause, f"after {step.call}: {detail}")
         if self.caps.capacity_exact and not model.lazy:
             self._check_rows(step, ids, got, want)
@@ -294,6 +296,8 @@ class UnifiedExecutor(Engine):
             return ["assert not a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-5" and self._hole_lines:
             return self._hole_lines
+        if self._placement_line is not None:
+            return [self._placement_line]
         if clause == "UNI-14":  # a refused alloc it promised, else the views
             if "refused within" in (self.trace.detail or ""):
                 return [f"assert r{index} is not None  # [UNI-14] within available_size()"]

@@ -13,6 +13,7 @@ change only along them (``UNI-6``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from kvpool.spec.unified import UnifiedSWAModel
@@ -24,7 +25,35 @@ def pages_of(rows: Sequence[int], ids: Sequence[int], ps: int) -> dict[int, int]
     return {t // ps: r // ps for t, r in zip(ids, rows)}
 
 
-def side_problems(pool: EndPool, ids: Sequence[int], rows: Sequence[int],
+@dataclass(frozen=True)
+class Side:
+    """What placement needs of one sub-pool: its name, first allocatable page, number of
+    physical pages and bytes per page (a repro writes it out; :func:`placement_of`)."""
+
+    name: str
+    min_page: int
+    pages: int
+    page_bytes: int
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """Both sub-pools' :class:`Side` and the page size."""
+
+    page_size: int
+    full: Side
+    swa: Side
+
+
+def placement_of(model: UnifiedSWAModel) -> Geometry:
+    """The model's geometry, as the plain data :func:`problems_of` takes."""
+    def side(pool: EndPool) -> Side:
+        return Side(pool.name, pool.min_page, pool.pages, pool.page_bytes)
+
+    return Geometry(model.page_size, side(model.full), side(model.swa))
+
+
+def side_problems(pool: Side, ids: Sequence[int], rows: Sequence[int],
                   ps: int) -> list[tuple[str, str]]:
     """``UNI-11`` / ``UNI-4`` / ``UNI-2`` / ``UNI-1`` problems of one side's rows of ``ids``
     (only ids whose page the model binds on that side)."""
@@ -52,12 +81,11 @@ def side_problems(pool: EndPool, ids: Sequence[int], rows: Sequence[int],
 
 
 def overlap_problems(full: dict[int, int], swa: dict[int, int],
-                     model: UnifiedSWAModel) -> list[tuple[str, str]]:
+                     geometry: Geometry) -> list[tuple[str, str]]:
     """``UNI-3``: the byte ranges of every live full and SWA page are pairwise disjoint."""
-    ranges = sorted([(p * model.full.page_bytes, (p + 1) * model.full.page_bytes, "full", v)
-                     for v, p in full.items()]
-                    + [(p * model.swa.page_bytes, (p + 1) * model.swa.page_bytes, "swa", v)
-                       for v, p in swa.items()])
+    fb, sb = geometry.full.page_bytes, geometry.swa.page_bytes
+    ranges = sorted([(p * fb, (p + 1) * fb, "full", v) for v, p in full.items()]
+                    + [(p * sb, (p + 1) * sb, "swa", v) for v, p in swa.items()])
     out = []
     reach: tuple[int, int, str, int] | None = None  # the range reaching furthest so far
     for r in ranges:
@@ -69,20 +97,38 @@ def overlap_problems(full: dict[int, int], swa: dict[int, int],
     return out
 
 
-def placement_problems(model: UnifiedSWAModel, ids: Sequence[int], full_rows: Sequence[int],
-                       swa_rows: Sequence[int]) -> list[tuple[str, str]]:
-    """Every problem of a target's translations of the live tokens ``ids`` (see the module
-    docstring), as ``(clause, detail)``; empty when placement is sound."""
-    ps = model.page_size
-    bound = [i for i, t in enumerate(ids) if t // ps in model.swa.v2p]
+def problems_of(geometry: Geometry, ids: Sequence[int], full_rows: Sequence[int],
+                swa_rows: Sequence[int], swa_bound: Sequence[int]) -> list[tuple[str, str]]:
+    """Every placement problem of the translations ``full_rows`` / ``swa_rows`` of the live
+    tokens ``ids`` (see the module docstring) on a pool of ``geometry`` whose SWA side binds the
+    virtual pages ``swa_bound``, as ``(clause, detail)``; empty when placement is sound. Plain
+    data in, so that a repro asserts it."""
+    ps, bound_pages = geometry.page_size, set(swa_bound)
+    bound = [i for i, t in enumerate(ids) if t // ps in bound_pages]
     out = [("UNI-10", f"token {ids[i]}'s SWA page was released but reads row {swa_rows[i]}, "
                       "not the sink 0")
-           for i, t in enumerate(ids) if t // ps not in model.swa.v2p and swa_rows[i] != 0]
-    out += side_problems(model.full, ids, full_rows, ps)
+           for i, t in enumerate(ids) if t // ps not in bound_pages and swa_rows[i] != 0]
+    out += side_problems(geometry.full, ids, full_rows, ps)
     swa_ids, swa_live = [ids[i] for i in bound], [swa_rows[i] for i in bound]
-    out += side_problems(model.swa, swa_ids, swa_live, ps)
-    out += overlap_problems(pages_of(full_rows, ids, ps), pages_of(swa_live, swa_ids, ps), model)
+    out += side_problems(geometry.swa, swa_ids, swa_live, ps)
+    out += overlap_problems(pages_of(full_rows, ids, ps), pages_of(swa_live, swa_ids, ps),
+                            geometry)
     return out
+
+
+def placement_problems(model: UnifiedSWAModel, ids: Sequence[int], full_rows: Sequence[int],
+                       swa_rows: Sequence[int]) -> list[tuple[str, str]]:
+    """:func:`problems_of` on the model's geometry and SWA bindings."""
+    return problems_of(placement_of(model), ids, full_rows, swa_rows, sorted(model.swa.v2p))
+
+
+def placement_assert(model: UnifiedSWAModel, ids: Sequence[int], clause: str) -> str:
+    """The repro line that asserts sound placement of the live tokens ``ids`` on the target
+    ``a`` (the line fails where :func:`placement_problems` found ``clause``)."""
+    return (f"assert problems_of({placement_of(model)!r}, {list(ids)!r}, "
+            f"a.translate_kv_indices_for_transfer(t({list(ids)!r})).tolist(), "
+            f"a.translate_loc_from_full_to_swa(t({list(ids)!r})).tolist(), "
+            f"{sorted(model.swa.v2p)!r}) == []  # [{clause}]")
 
 
 class MoveLog:
