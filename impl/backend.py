@@ -109,6 +109,11 @@ class TorchOps:
     def cat(self, parts: list[Any]) -> Any:
         return torch.cat(parts)
 
+    def fresh_tensor(self, parts: list[Any]) -> torch.Tensor:
+        """Backend-form ``parts`` end to end as a new tensor the caller owns."""
+        fresh: torch.Tensor = torch.cat(parts)
+        return fresh
+
     def write(self, view: Any, start: int, pages: Any) -> None:
         view[start : start + len(pages)].copy_(pages)
 
@@ -313,6 +318,9 @@ class NumpyOps(TorchOps):
 
     def cat(self, parts: list[Any]) -> Any:
         return np.concatenate(parts)
+
+    def fresh_tensor(self, parts: list[Any]) -> torch.Tensor:
+        return _out(np.concatenate(parts))  # concatenate copies, even of one part
 
     def undefer(self, parts: list[Any]) -> Any:
         return np.concatenate(parts)  # a new array even of one part: distinct sorts in place

@@ -144,7 +144,7 @@ class AllocatorBase(SglangSurface):
 
     def get_all_free_pages(self) -> torch.Tensor:
         """A new tensor: the free list followed by the staged pages (``LIFE-4``). O(pool)."""
-        return torch.cat((self._free.contents(), self._staged.contents()))
+        return self._ops.fresh_tensor([self._free.contents_view(), self._staged.contents_view()])
 
     # -- allocation ------------------------------------------------------------------------
     def alloc(self, need_size: int) -> torch.Tensor | None:
@@ -468,8 +468,8 @@ class AllocatorBase(SglangSurface):
 
     def verify_byte_accounting(self) -> list[str]:
         """The free census over the buffers' contents (``CAP-3``); empty when healthy. Syncs."""
-        problems: list[str] = census(
-            host_list(self._free.contents()), host_list(self._staged.contents()),
+        problems: list[str] = census(  # the buffers read in the backend's form (host: numpy)
+            host_list(self._free.contents_view()), host_list(self._staged.contents_view()),
             num_pages=self.num_pages, page_size=self.page_size,
             available_size=self.available_size(), deferred=self.deferred_pages())
         return problems
