@@ -22,8 +22,9 @@ A *side* (:class:`Side`) is one KV buffer: its store, the liveness of an allocat
 family has one side; the hybrid family two (full by full index; SWA through the target's
 ``translate_loc_from_full_to_swa``). A *store* is any object with ``write(slots, signatures)``
 and ``read(slots) -> (n, 2) tensor``; :class:`TensorStore` is the harness-owned default for
-targets without a KV buffer. A target whose ``_kvcache`` has no ``get_cpu_copy`` is given a
-:class:`HarnessKVCache` over the plane's stores (every other attribute is its own cache's).
+targets without a KV buffer. A target whose ``_kvcache`` has no ``get_cpu_copy`` (none, or an
+attribute set to None) is given a :class:`HarnessKVCache` over the plane's stores (every other
+attribute is its own cache's).
 """
 
 from __future__ import annotations
@@ -258,7 +259,7 @@ class DataPlane:
         self.round_trips = False
         inner = getattr(target, "_kvcache", AttributeError)
         if inner is not AttributeError and hasattr(target, "get_cpu_copy"):
-            if not hasattr(inner, "get_cpu_copy"):
+            if not callable(getattr(inner, "get_cpu_copy", None)):
                 target._kvcache = HarnessKVCache(self.sides, inner)
                 self.round_trips = True
             else:  # the target's own cache: only where the stores read its bytes

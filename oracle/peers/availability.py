@@ -53,3 +53,35 @@ def may_skip(err: BaseException, *, ci: bool | None = None) -> bool:
             return False
         seen = seen.__cause__
     return False
+
+
+# A script run in a child process exits with this status when its peer is not installed.
+MISSING_STATUS = 3
+
+
+def exit_if_missing(err: BaseException) -> None:
+    """In a script run as a child process: exit with :data:`MISSING_STATUS` (after saying why on
+    stderr) when ``err`` says a peer is not installed; return otherwise (the caller re-raises:
+    an installed peer that fails is a failure, never a skip)."""
+    import sys
+
+    if may_skip(err, ci=False):
+        print(f"peer not installed: {err}", file=sys.stderr)
+        sys.exit(MISSING_STATUS)
+
+
+def raise_if_child_missing(returncode: int, stderr: str) -> None:
+    """In the parent of such a script: raise :class:`PeerNotInstalled` when the child exited with
+    :data:`MISSING_STATUS` (the tests' availability rule then skips, outside CI only)."""
+    if returncode == MISSING_STATUS:
+        raise PeerNotInstalled(stderr.strip()[-300:] or "a peer is not installed")
+
+
+def require_installed(module: str) -> None:
+    """Raise :class:`PeerNotInstalled` when the top-level ``module`` (``"sglang"``) cannot be
+    found here, without importing it: a cheap check before starting a child process that
+    would only find the same."""
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise PeerNotInstalled(f"{module} is not installed")

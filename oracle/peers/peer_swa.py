@@ -98,6 +98,11 @@ def make_swa_kv_pool() -> Any:
         swa_kv_pool = None
         swa_req_ring_size = None
         full_to_swa_index_mapping = None
+        # No KV buffers, so no CPU copy, whichever BaseSWAKVPool this derives from (the real
+        # one, once SGLang's runtime is loaded, has KVCache's raising methods): the oracle's
+        # data plane then copies through its own stores in every process.
+        get_cpu_copy = None
+        load_cpu_copy = None
 
         def __init__(self) -> None:  # the real KVCache.__init__ sizes buffers; none here
             pass

@@ -11,8 +11,11 @@ from collections import Counter
 
 import z3
 from formal_z3_encoding import (
+    SOLVER_RLIMIT,
     ceil_div,
+    check,
     decode_needs_page,
+    divmod_facts,
     evaluate,
     extend_new_page_index,
     extend_parts,
@@ -130,3 +133,22 @@ def test_unrolled_encoding_matches_segments_pages_SEG_5() -> None:
             got = evaluate(count, {**v, "page": lp})
             assert got == released[row_pages[lp]], (p, starts, sizes, lp)
             assert evaluate(touched, {**v, "page": lp}) == (got > 0)
+
+
+def test_solver_verdicts_do_not_depend_on_what_ran_before() -> None:
+    """Each proof runs in a Z3 context of its own under a resource budget, not a clock: the same
+    lemma spends the same resource units alone and after other solving in this process, and a
+    budget below what it needs gives ``unknown`` (reported as a failure), never a verdict."""
+    dom = [ps >= 1, pre >= 0, pre <= seq, *divmod_facts(seq, ps, "seq")[2],
+           *divmod_facts(-pre, ps, "neg_pre")[2]]
+    p1, p2, p3 = extend_parts(pre, seq, ps)
+    goal = z3.And(ps > p3, z3.Implies(p3 > 0, (pre + p1 + p2) / ps * ps == pre + p1 + p2))
+    first = check(dom, goal, SOLVER_RLIMIT)
+    for k in (2, 3):  # other solving in between, in the global context too
+        dom_k, count, touched = unrolled(k)
+        check(dom_k, count == z3.If(touched, 1, 0), SOLVER_RLIMIT)
+        z3.Solver().check(z3.Not(z3.Implies(ps >= 1, seq / ps * ps <= seq)))
+    again = check(dom, goal, SOLVER_RLIMIT)
+    assert first.result == again.result == z3.unsat
+    assert first.rlimit_used == again.rlimit_used > 0
+    assert check(dom, goal, first.rlimit_used // 4).result == z3.unknown

@@ -29,6 +29,10 @@ from formal_z3_encoding import (
 ps, pre, seq = z3.Ints("ps pre seq")
 DOMAIN = [ps >= 1, pre >= 0, pre <= seq]
 P1, P2, P3 = extend_parts(pre, seq, ps)
+# Explicit quotients of ``seq`` and ``-pre`` by ``ps`` (``ceil(pre/ps) == -(-pre // ps)``): with
+# them the division lemmas are linear enough for the solver to settle within a small resource
+# budget, whatever it solved before; without them some come back ``unknown``.
+QUOTIENTS = [*divmod_facts(seq, ps, "seq")[2], *divmod_facts(-pre, ps, "neg_pre")[2]]
 
 
 def floor_parts(prefix_len: z3.ArithRef, seq_len: z3.ArithRef,
@@ -60,15 +64,17 @@ def test_extend_part2_whole_pages_EXTEND_5() -> None:
     """EXTEND-5: part 2 is ``q * ps`` with the quotient stated: ``q = max(0, seq//ps -
     ceil(prefix/ps))`` (``x % ps == 0`` with a symbolic ``ps`` is non-linear and times out)."""
     q = z3.If(seq / ps - ceil_div(pre, ps) > 0, seq / ps - ceil_div(pre, ps), 0)
-    prove(DOMAIN, z3.And(q >= 0, q * ps == P2))
-    refute(DOMAIN, (seq - pre) / ps * ps == P2)  # planted: pages counted from the prefix
+    prove([*DOMAIN, *QUOTIENTS], z3.And(q >= 0, q * ps == P2))
+    # planted: pages counted from the prefix
+    refute([*DOMAIN, *QUOTIENTS], (seq - pre) / ps * ps == P2)
 
 
 def test_extend_part3_short_EXTEND_5() -> None:
     """EXTEND-5: part 3 is shorter than a page, and non-empty only when part 2 ends on a page
     boundary (it heads a new page)."""
-    prove(DOMAIN, z3.And(ps > P3, z3.Implies(P3 > 0, (pre + P1 + P2) / ps * ps == pre + P1 + P2)))
-    refute(DOMAIN, ps - 1 > P3)  # planted off-by-one
+    goal = z3.And(ps > P3, z3.Implies(P3 > 0, (pre + P1 + P2) / ps * ps == pre + P1 + P2))
+    prove([*DOMAIN, *QUOTIENTS], goal)
+    refute([*DOMAIN, *QUOTIENTS], ps - 1 > P3)  # planted off-by-one
 
 
 def test_extend_new_pages_EXTEND_4() -> None:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import pytest
 import z3
 from formal_z3_encoding import (
+    SOLVER_RLIMIT,
     ceil_div,
+    check,
     divmod_facts,
     divmod_unique,
     prove,
@@ -73,10 +75,7 @@ def test_dedup_step_planted_SEG_5(bug: str, trim: z3.ArithRef) -> None:
     lemmas = step_lemmas(trim)
     outcomes = []
     for lemma in lemmas:
-        solver = z3.Solver()
-        solver.set(timeout=20_000)
-        solver.add(*STEP, z3.Not(lemma))
-        outcomes.append(solver.check())
+        outcomes.append(check(STEP, lemma, SOLVER_RLIMIT).result)
     assert z3.unknown not in outcomes, f"{bug}: solver gave up: {outcomes}"
     assert z3.sat in outcomes, f"{bug}: no counterexample found"
 
@@ -111,9 +110,9 @@ def test_dedup_unrolled_SEG_5_SEG_6(k: int) -> None:
     """SEG-5 / SEG-6 cross-check: K ascending disjoint segments (empty ones allowed) release
     each touched page exactly once and no other page; without the trim, some page twice."""
     dom, count, touched = unrolled(k)
-    prove(dom, count == z3.If(touched, 1, 0), timeout_ms=60_000)
+    prove(dom, count == z3.If(touched, 1, 0), rlimit=3 * SOLVER_RLIMIT)
     dom, count, touched = unrolled(k, lambda *_: z3.IntVal(0))
-    refute(dom, count == z3.If(touched, 1, 0), timeout_ms=60_000)
+    refute(dom, count == z3.If(touched, 1, 0), rlimit=3 * SOLVER_RLIMIT)
 
 
 def test_stride_representatives_SEG_2() -> None:

@@ -14,6 +14,9 @@ failure's trace replays with the plane.
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 from typing import Any
 
@@ -33,6 +36,8 @@ from kvpool.oracle.families.hybrid.runner import run_hybrid
 from kvpool.oracle.families.hybrid.targets import kvpool_swa
 from kvpool.oracle.families.single.executor import Executor
 from kvpool.oracle.families.single.targets import kvpool_paged, kvpool_token
+from kvpool.oracle.peers.availability import raise_if_child_missing, require_installed
+from kvpool.oracle.peers.peer_import import load_sglang_allocators
 from kvpool.spec.contract import Divergence
 from kvpool.spec.dataplane import KVSignatures
 
@@ -120,6 +125,8 @@ def test_the_plane_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> N
 def test_single_pool_targets_keep_their_bytes(plane_on: None, path: str) -> None:
     from kvpool.oracle.families.single.targets import load_target
 
+    if "sglang" in path:
+        load_sglang_allocators()  # PeerNotInstalled without SGLang: skipped outside CI
     target = load_target(path)
     ps = 1 if path.endswith("token") else 4
     result = run_config(target, Config(ps, False), max_examples=15, shrink_seconds=0)
@@ -132,11 +139,47 @@ def test_single_pool_targets_keep_their_bytes(plane_on: None, path: str) -> None
 @pytest.mark.parametrize("alias", ["kvpool-swa", "sglang-swa"])
 @pytest.mark.parametrize("ps", [1, 4])
 def test_hybrid_targets_keep_both_sides_bytes(plane_on: None, alias: str, ps: int) -> None:
+    if alias.startswith("sglang"):
+        load_sglang_allocators()  # PeerNotInstalled without SGLang: skipped outside CI
     target = HYBRID.target(HYBRID.aliases[alias])
     result = run_config(target, Config(ps, False), max_examples=10, step_count=30,
                         shrink_seconds=0)
     assert result.ok, (result.error, result.failure and result.failure.detail)
     assert result.coverage["data.check"] > 0 and result.coverage["data.round_trip"] > 0
+
+
+_RUNTIME_FIRST = """
+import json, os, sys
+from kvpool.oracle.engine import dataplane
+from kvpool.oracle.peers.availability import exit_if_missing
+os.environ[dataplane.ENV] = "1"
+try:
+    from kvpool.oracle.peer_import import load_sglang_runtime
+    load_sglang_runtime()
+except ImportError as err:
+    exit_if_missing(err)
+    raise
+from kvpool.oracle.engine.families import family
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.engine.target import Config
+hybrid = family("hybrid")
+result = run_config(hybrid.target(hybrid.aliases["sglang-swa"]), Config(4, False),
+                    max_examples=5, step_count=20, shrink_seconds=0)
+print(json.dumps([result.ok, result.coverage["data.round_trip"]]))
+"""
+
+
+def test_sglang_swa_round_trips_after_sglangs_runtime_loaded() -> None:
+    """With SGLang's runtime imported first, the stand-in SWA pool derives from SGLang's real
+    ``BaseSWAKVPool`` (whose CPU copy raises NotImplementedError): the data plane must still
+    copy through its own stores, as in a process that never loaded the runtime."""
+    require_installed("sglang")
+    proc = subprocess.run([sys.executable, "-c", _RUNTIME_FIRST], capture_output=True,
+                          text=True, timeout=600, check=False)
+    raise_if_child_missing(proc.returncode, proc.stderr)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok, round_trips = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert ok and round_trips > 0
 
 
 def test_a_window_release_ends_the_swa_sides_liveness_only(plane_on: None) -> None:

@@ -65,3 +65,64 @@ def test_classify_names_the_cause() -> None:
     assert isinstance(missing, PeerNotInstalled) and type(broken) is PeerUnavailable
     assert isinstance(broken.__cause__, TypeError)
     assert not may_skip(ValueError("not a peer error"), ci=False)
+
+
+PEER_TESTS = '''
+import pytest
+from kvpool.oracle.peers.availability import (
+    PeerNotInstalled, PeerUnavailable, raise_if_child_missing)
+
+def test_missing_in_the_test():
+    raise PeerNotInstalled("sglang is not installed")
+
+def test_missing_behind_another_error():
+    try:
+        raise PeerNotInstalled("vllm is not installed")
+    except PeerNotInstalled as err:
+        raise RuntimeError("the factory failed") from err
+
+@pytest.fixture
+def peer():
+    raise PeerNotInstalled("kvcached is not installed")
+
+def test_missing_in_a_fixture(peer):
+    pass
+
+def test_missing_in_a_child_process():
+    raise_if_child_missing(3, "peer not installed: sglang")
+
+def test_installed_but_broken():
+    raise PeerUnavailable("sglang failed to import")
+
+def test_not_a_peer_error():
+    raise ValueError("a bug")
+'''
+
+
+@pytest.mark.parametrize("ci", [False, True])
+def test_the_suites_availability_rule(tmp_path: Path, ci: bool) -> None:
+    """tests/conftest.py applies ``may_skip`` to every test: a missing peer (raised in the test,
+    behind another error, in a fixture, or reported by a child process) skips outside CI and
+    fails under ``CI``; an installed peer that fails, or any other error, fails everywhere."""
+    import os
+    import subprocess
+
+    conftest = Path(__file__).parent.parent / "conftest.py"
+    (tmp_path / "conftest.py").write_text(conftest.read_text())
+    (tmp_path / "test_peers.py").write_text(PEER_TESTS)
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PYTEST_ADDOPTS")}
+    if ci:
+        env["CI"] = "true"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "-p", "no:randomly", "-p", "no:random_order", str(tmp_path)],
+        cwd=tmp_path, capture_output=True, text=True, env=env, timeout=300, check=False)
+    outcome = {line.split("::")[1].split()[0]: line.split()[1]
+               for line in proc.stdout.splitlines() if line.startswith("test_peers.py::")}
+    missing = ("test_missing_in_the_test", "test_missing_behind_another_error",
+               "test_missing_in_a_fixture", "test_missing_in_a_child_process")
+    for name in missing:
+        assert outcome[name] == ("FAILED" if ci else "SKIPPED") or (
+            ci and outcome[name] == "ERROR" and "fixture" in name), (name, proc.stdout)
+    assert outcome["test_installed_but_broken"] == "FAILED", proc.stdout
+    assert outcome["test_not_a_peer_error"] == "FAILED", proc.stdout

@@ -36,27 +36,30 @@ def build(page_size: int, lazy: bool, static: bool = False) -> tuple[Any, Unifie
 
 
 def load_or_exit() -> None:
-    """Load SGLang's unified pools (:func:`load`), or exit with status 3 (a replay script's
-    "SGLang unavailable") after saying why on stderr."""
+    """Load SGLang's unified pools (:func:`load`), or exit with ``availability.MISSING_STATUS``
+    when SGLang is not installed (an installed SGLang that fails to load raises)."""
+    from kvpool.oracle.peers.availability import exit_if_missing
+
     try:
         load()
-    except Exception as err:  # the oracle's PeerUnavailable, or no oracle at all
-        print(f"SGLang unavailable: {err}", file=sys.stderr)
-        sys.exit(3)
+    except Exception as err:
+        exit_if_missing(err)
+        raise
 
 
 def run_replay(script: str, steps: int) -> dict[str, Any]:
     """Run the replay ``script`` (next to this module) for ``steps`` steps in a subprocess and
-    return the JSON of its last line; skips the calling test when SGLang is not importable
-    (status 3), unless ``CI`` is set."""
-    import pytest
+    return the JSON of its last line; raises ``PeerNotInstalled`` when SGLang is not installed
+    (the tests' availability rule skips the calling test then, outside CI only)."""
+    from kvpool.oracle.peers.availability import raise_if_child_missing, require_installed
+
+    require_installed("sglang")
 
     here = Path(__file__).parent
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(here), os.environ.get(
         "PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, str(here / script), str(steps)],
                           capture_output=True, text=True, timeout=600, env=env, check=False)
-    if proc.returncode == 3 and not os.environ.get("CI"):
-        pytest.skip(f"SGLang is not importable here: {proc.stderr.strip()[-300:]}")
+    raise_if_child_missing(proc.returncode, proc.stderr)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
