@@ -21,6 +21,7 @@ from kvpool.spec.census import census, describe_pages
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.model import ResizeConfig
 from kvpool.spec.segments import next_trim
+from kvpool.spec.wording import counted
 
 from .backend import NumpyOps, TorchOps, joined, ops_for
 from .checked import PageStatusTable, host_list
@@ -395,8 +396,8 @@ class AllocatorBase(SglangSurface):
         unchecked double free cannot overrun the buffers. Host counters only."""
         if len(self._free) + len(self._staged) + num_pages > self.num_pages:
             raise ContractViolation(
-                "FREE-3", f"releasing {num_pages} pages would exceed the {self.num_pages} pages "
-                "of the pool: double free")
+                "FREE-3", f"releasing {counted(num_pages, 'page')} would exceed the "
+                f"{self.num_pages} pages of the pool: double free")
 
     def free_group_begin(self) -> None:
         """Open a free group; groups do not nest (``GROUP-1``, also unchecked)."""

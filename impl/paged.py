@@ -30,23 +30,20 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
 
     Complexity (k = slots / tokens moved, P = pages moved, bs = batch, F/S = free/staged pages):
 
-    ==========================  ==============================  =============================
-    operation                   cost                            host-device sync
-    ==========================  ==============================  =============================
-    alloc(k)                    O(k) (+ merge when short)       none
-    alloc_extend                O(extend_num_tokens + bs)       none (counts from ``*_cpu``)
-    alloc_decode                O(bs)                           none (counts from ``*_cpu``)
-    free(k)                     O(k log k) (sorted distinct)    yes on CUDA (unique's size)
-    free_segment(s)             O(P) stride representatives     none
-    free_page_ids(P)            O(P)                            none
-    free_group_end              O(k log k) over the group       yes on CUDA (unique's size)
-    merge_and_sort_free         O(S + F below max staged) CPU;  none
-                                O((F + S) log(F + S)) CUDA
-    available_size              O(1)                            none
-    get_all_free_pages          O(F + S)                        none
-    clear / resize              O(num_pages)                    none
-    verify_byte_accounting      O(num_pages)                    yes (reads the lists)
-    ==========================  ==============================  =============================
+    | operation | cost | host-device sync |
+    |---|---|---|
+    | alloc(k) | O(k) (+ merge when short) | none |
+    | alloc_extend | O(extend_num_tokens + bs) | none (counts from ``*_cpu``) |
+    | alloc_decode | O(bs) | none (counts from ``*_cpu``) |
+    | free(k) | O(k log k) (sorted distinct) | yes on CUDA (unique's size) |
+    | free_segment(s) | O(P) stride representatives | none |
+    | free_page_ids(P) | O(P) | none |
+    | free_group_end | O(k log k) over the group | yes on CUDA (unique's size) |
+    | merge_and_sort_free | O(S + F below max staged) CPU; O((F + S) log(F + S)) CUDA | none |
+    | available_size | O(1) | none |
+    | get_all_free_pages | O(F + S) | none |
+    | clear / resize | O(num_pages) | none |
+    | verify_byte_accounting | O(num_pages) | yes (reads the lists) |
 
     On the CPU, ``free`` of slots in page-major runs (a row) sorts one entry per run:
     O(k + P log P) instead of O(k log k). The staged pages lie right below the list's front

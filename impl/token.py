@@ -21,19 +21,16 @@ class TokenToKVPoolAllocator(AllocatorBase):
 
     Complexity (k = slots moved, F = free, S = staged, N = size):
 
-    ========================  ================================  ==========================
-    operation                 cost                              host-device sync
-    ========================  ================================  ==========================
-    alloc(k)                  O(k) (+ merge when short)         none
-    free(k) / free_segment(s) O(k)                              none
-    free_group_end            O(k) over the group's slots       none
-    merge_and_sort_free       O(S + F below max staged) CPU;    none
-                              O((F + S) log(F + S)) CUDA
-    available_size            O(1)                              none
-    get_all_free_pages        O(F + S)                          none
-    clear / resize            O(N)                              none
-    verify_byte_accounting    O(N)                              yes (reads the lists)
-    ========================  ================================  ==========================
+    | operation | cost | host-device sync |
+    |---|---|---|
+    | alloc(k) | O(k) (+ merge when short) | none |
+    | free(k) / free_segment(s) | O(k) | none |
+    | free_group_end | O(k) over the group's slots | none |
+    | merge_and_sort_free | O(S + F below max staged) CPU; O((F + S) log(F + S)) CUDA | none |
+    | available_size | O(1) | none |
+    | get_all_free_pages | O(F + S) | none |
+    | clear / resize | O(N) | none |
+    | verify_byte_accounting | O(N) | yes (reads the lists) |
 
     Backend (:mod:`kvpool.impl.backend`, chosen at construction): torch ops on CUDA; on CPU
     compiled loops over the same memory (:mod:`kvpool.impl.native_ops`) or numpy where the

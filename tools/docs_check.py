@@ -1,14 +1,20 @@
 """Load the built documentation site in a real headless browser and check what readers use.
 
 Serves the built site (``mkdocs build`` output, default ``site/``) on 127.0.0.1 only, opens it
-in Chromium through Playwright, and checks:
+in Chromium through Playwright at 1280 x 900, and checks:
 
 1. the landing page loads and names kvpool;
 2. a clause URL with its anchor (``spec/segments/#SEG-5``) shows that clause in the window;
-3. the search box finds SEG-5 and its result links to that clause.
+3. the search box puts each of ``SEARCH_CLAUSES`` first: the first result is the clause's page
+   and its best section is the clause's anchor, with the highest score of all results;
+4. the search box finds each name of ``SEARCH_NAMES`` on a page that documents it;
+5. the divergence table (``reference/divergences/``) fits its content column: not wider than
+   ``.md-content__inner``, no cell wider than it shows, no code word without a space split
+   over two lines.
 
-A screenshot of the clause page is saved in the artifact folder (default ``.ci/artifacts/``).
-Exit status 0 when every check passes, 1 otherwise (the failed check is printed).
+Screenshots of the clause page and of the divergence page are saved in the artifact folder
+(default ``.ci/artifacts/``). Exit status 0 when every check passes, 1 otherwise (the failed
+check is printed).
 
     python tools/docs_check.py [--site site] [--artifacts .ci/artifacts]
         [--browser /usr/bin/chromium]
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 import tempfile
 import threading
@@ -26,6 +33,15 @@ from pathlib import Path
 from typing import Any
 
 CLAUSE, CLAUSE_PAGE = "SEG-5", "spec/segments/"
+# Clause ID -> its page: a search for the ID shows that clause first. SWA-1 also has SWA-10..19
+# on its page, DATA-1 a page titled "17. KV bytes: the data plane".
+SEARCH_CLAUSES = {"SEG-5": "spec/segments/", "UNI-5": "spec/unified/", "DATA-1": "spec/data/",
+                  "SWA-1": "spec/hybrid-swa/"}
+# API name -> pages that document it; a search for the name finds one of them.
+SEARCH_NAMES = {"conformance_test": ("reference/oracle/", "writing-a-target/"),
+                "kvpool_capabilities": ("writing-a-target/",),
+                "Capabilities": ("reference/oracle/", "writing-a-target/")}
+DIVERGENCE_PAGE = "reference/divergences/"
 # No network, no profile state, no background traffic: the site must stand alone.
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -46,7 +62,7 @@ def serve(site: Path) -> ThreadingHTTPServer:
 
 
 def check(base: str, artifacts: Path, browser_path: str) -> None:
-    """Run the three checks against the site at ``base``; raises AssertionError on a failure."""
+    """Run the checks against the site at ``base``; raises AssertionError on a failure."""
     from playwright.sync_api import expect, sync_playwright
 
     artifacts.mkdir(parents=True, exist_ok=True)
@@ -78,36 +94,109 @@ def check(base: str, artifacts: Path, browser_path: str) -> None:
             print(f"ok  {CLAUSE_PAGE}#{CLAUSE} shows the clause (screenshot {shot})")
 
             page.goto(base + "/", wait_until="networkidle")
-            result = find_in_search(page, CLAUSE)
-            href = result.get_attribute("href") or ""
-            assert CLAUSE_PAGE.rstrip("/") in href, f"search's {CLAUSE} result links to {href}"
-            print(f"ok  search for {CLAUSE} finds {href}")
+            for clause, clause_page in SEARCH_CLAUSES.items():
+                href = check_first_result(page, base, clause, clause_page)
+                print(f"ok  search for {clause} puts it first: {href}")
+            for name, pages in SEARCH_NAMES.items():
+                href = check_found_on(page, base, name, pages)
+                print(f"ok  search for {name} finds {href}")
+
+            shot = artifacts / "divergences.png"
+            width = check_table_fits(page, f"{base}/{DIVERGENCE_PAGE}", shot)
+            print(f"ok  {DIVERGENCE_PAGE} table fits its column ({width}; screenshot {shot})")
             assert not errors, f"JavaScript errors: {errors}"
         finally:
             context.close()
 
 
-def find_in_search(page: Any, query: str, tries: int = 4) -> Any:
-    """Type ``query`` into the search box until a result links to ``#query``; the result.
+def search(page: Any, query: str, tries: int = 4) -> Any:
+    """Type ``query`` into the search box until results show; the locator of the result items.
 
     The search index loads in a web worker after the page: a query typed before it is ready
     can go unanswered, so the query is typed again (each try waits up to 5 s). Raises
-    AssertionError when no try shows such a result.
+    AssertionError when no try shows a result.
     """
     from playwright.sync_api import expect
 
     box = page.locator("input.md-search__input")
-    result = page.locator(f".md-search-result__item a[href*='#{query}']").first
+    items = page.locator(".md-search-result__item")
     for _ in range(tries):
         page.locator("label.md-search__icon, .md-search__input").first.click()
         box.fill("")
         box.press_sequentially(query, delay=50)
         try:
-            expect(result).to_be_attached(timeout=5_000)
-            return result
+            expect(items.first).to_be_attached(timeout=5_000)
+            return items
         except AssertionError:
             page.keyboard.press("Escape")
-    raise AssertionError(f"the search box found no result linking to #{query} in {tries} tries")
+    raise AssertionError(f"the search box showed no result for {query!r} in {tries} tries")
+
+
+def check_first_result(page: Any, base: str, clause: str, clause_page: str) -> str:
+    """Search ``clause``: the first result is ``clause_page`` and the first section it shows
+    (not folded away) is the clause's anchor, the highest-scored result of all; its href."""
+    from playwright.sync_api import expect
+
+    first = search(page, clause).first.locator(":scope > a.md-search-result__link")
+    wanted = re.compile(rf"^{re.escape(base)}/{re.escape(clause_page)}(\?[^#]*)?#{clause}$")
+    try:  # the results of the keystrokes before the last one may still be showing
+        expect(first.nth(1)).to_have_attribute("href", wanted, timeout=5_000)
+    except AssertionError:
+        shown = [first.nth(k).get_attribute("href") for k in range(min(first.count(), 3))]
+        raise AssertionError(f"search for {clause}: the first result shows {shown}, "
+                             f"not {clause_page}#{clause} first") from None
+    scores = page.eval_on_selector_all(
+        ".md-search-result__link",
+        "links => links.map(a => [a.getAttribute('href'), "
+        "Number(a.querySelector('[data-md-score]').dataset.mdScore)])")
+    best = max(scores, key=lambda item: item[1])
+    assert best[0].endswith(f"#{clause}"), f"search for {clause}: {best[0]} scores highest"
+    href: str = first.nth(1).get_attribute("href") or ""
+    page.keyboard.press("Escape")
+    return href
+
+
+def check_found_on(page: Any, base: str, name: str, pages: tuple[str, ...]) -> str:
+    """Search ``name``: some result links to one of ``pages``; that link's href."""
+    items = search(page, name)
+    links = items.locator("a.md-search-result__link")
+    hrefs = [links.nth(k).get_attribute("href") or "" for k in range(links.count())]
+    found = [h for h in hrefs if any(h.startswith(f"{base}/{p}") for p in pages)]
+    assert found, f"search for {name}: no result on {pages}; results: {hrefs[:6]}"
+    page.keyboard.press("Escape")
+    return next((h for h in found if "#" in h), found[0])  # a section, where one is found
+
+
+# The widest table of the page against the content column: their widths (px), the cells whose
+# content is wider than the cell, the code words without a space that span two lines.
+_TABLE_FIT = """() => {
+  const column = document.querySelector('.md-content__inner').getBoundingClientRect();
+  const tables = [...document.querySelectorAll('.md-content__inner table')];
+  const table = tables.sort((a, b) => b.scrollWidth - a.scrollWidth)[0];
+  const box = table.getBoundingClientRect();
+  const cells = [...table.querySelectorAll('th, td')]
+    .filter(c => c.scrollWidth > c.clientWidth).map(c => c.textContent.trim().slice(0, 40));
+  const split = [...table.querySelectorAll('code')]
+    .filter(c => !/\\s/.test(c.textContent))
+    .filter(c => new Set([...c.getClientRects()].map(r => Math.round(r.top))).size > 1)
+    .map(c => c.textContent);
+  return {table: [box.left, box.right, box.width], column: [column.left, column.right,
+          column.width], cells, split};
+}"""
+
+
+def check_table_fits(page: Any, url: str, shot: Path) -> str:
+    """The widest table at ``url`` fits the content column (see ``_TABLE_FIT``); a screenshot
+    of the page's top in ``shot``. Returns the widths, for the report."""
+    page.goto(url, wait_until="networkidle")
+    fit = page.evaluate(_TABLE_FIT)
+    page.screenshot(path=str(shot))
+    (left, right, width), (col_left, col_right, col_width) = fit["table"], fit["column"]
+    assert width <= col_width + 0.5 and left >= col_left - 0.5 and right <= col_right + 0.5, \
+        f"{url}: the table is {width:.0f} px wide, its column {col_width:.0f} px"
+    assert not fit["cells"], f"{url}: cells whose content is cut off: {fit['cells'][:5]}"
+    assert not fit["split"], f"{url}: code words split over two lines: {fit['split'][:5]}"
+    return f"{width:.0f} px in a {col_width:.0f} px column"
 
 
 def main(argv: list[str] | None = None) -> int:

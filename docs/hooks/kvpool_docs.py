@@ -8,7 +8,12 @@
 - ``benchmarks/``: ``benchmarks/README.md`` with the plots of ``benchmarks/results/``;
 - ``source/``: the spec modules and test files the clauses link to.
 
-Sphinx roles left in docstrings (``:class:`X```) are shown as code spans on every page.
+Every clause is its own entry of the search index, boosted so that a search for its ID finds
+it first (``tools.docs_site.search_index``); a clause without an entry stops the build.
+
+Sphinx roles left in docstrings (``:class:`X```) are shown as code spans on every page, and
+long names in tables may wrap at their dots and slashes
+(``tools.docs_site.table_breaks``).
 
 SPEC.md's worked examples and the clauses' own (``docs/clause_examples/``, sources of the
 clause pages, not pages themselves) run as doctests first; a failing one or a clause whose
@@ -34,8 +39,10 @@ from tools.docs_site import (  # noqa: E402
     clause_examples,
     clause_tests,
     reference_pages,
+    search_index,
     spec_md,
     spec_pages,
+    table_breaks,
 )
 
 NAV_ENTRY = "Specification"
@@ -108,6 +115,16 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
+@event_priority(-100)  # after the search plugin has written the index
+def on_post_build(config: Any) -> None:
+    """Boost every clause's entry of the search index; a clause without one stops the build."""
+    missing = search_index.boost_site(Path(config["site_dir"]),
+                                      {c.id for c in spec_md.load().clauses()})
+    if missing:
+        raise PluginError(f"search index: no entry of their own for {sorted(missing)}")
+
+
 def on_page_content(html: str, page: Any, config: Any, files: Files) -> str:
-    """Docstrings' Sphinx roles as code spans (``reference_pages.sphinx_roles``)."""
-    return reference_pages.sphinx_roles(html)
+    """Docstrings' Sphinx roles as code spans (``reference_pages.sphinx_roles``); long names
+    in tables breakable (``table_breaks.break_long_words``)."""
+    return table_breaks.break_long_words(reference_pages.sphinx_roles(html))

@@ -6,6 +6,7 @@
 - every clause names, right after its ID, the one ``kvpool.spec`` function that is the rule
   (``module.function`` or ``module.Class.method``); it exists and its source cites the clause;
 - the clause index at the end of SPEC.md lists exactly the defined clauses;
+- the Contents line links every numbered section and appendix, each to its heading's anchor;
 - the ``>>>`` examples of SPEC.md run (doctest).
 
 Test names may spell an ID with an underscore (``test_alloc_ALLOC_3``); ``INV-1..4`` names a
@@ -136,3 +137,26 @@ def test_every_clause_names_the_function_that_is_the_rule() -> None:
         elif clause not in ids_in(inspect.getsource(obj)):
             problems.append(f"{clause}: kvpool.spec.{path} does not cite {clause}")
     assert not problems, problems
+
+
+def _github_anchor(title: str) -> str:
+    """The anchor GitHub gives a heading (``17. KV bytes: the data plane`` ->
+    ``17-kv-bytes-the-data-plane``), the one the Contents line links."""
+    return re.sub(r"[^\w\- ]", "", title.lower()).strip().replace(" ", "-")
+
+
+def test_contents_line_lists_every_section() -> None:
+    """Every numbered ``## N.`` section and every ``## Appendix X:`` is linked from the Contents
+    line, and every link there reaches a heading."""
+    text = SPEC_MD.read_text()
+    headings = re.findall(r"^## (.+)$", text, re.M)
+    numbered = [h for h in headings if re.match(r"(\d+\.|Appendix [A-Z]:) ", h)]
+    assert len(numbered) >= 18, numbered
+    contents = re.search(r"^Contents: (.*?)(?:\n\n|\Z)", text, re.M | re.S)
+    assert contents, "SPEC.md has no Contents line"
+    links = re.findall(r"\]\(#([^)]+)\)", contents.group(1))
+    missing = [h for h in numbered if _github_anchor(h) not in links]
+    assert not missing, f"sections the Contents line does not list: {missing}"
+    anchors = {_github_anchor(h) for h in headings}
+    dangling = [link for link in links if link not in anchors]
+    assert not dangling, f"Contents links that reach no heading: {dangling}"

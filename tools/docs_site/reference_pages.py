@@ -20,37 +20,45 @@ from tools.docs_site.spec_pages import code_fence, source_page
 BENCHMARKS = ROOT / "benchmarks"
 
 
+# An ID or a target's name stays on one line (docs/stylesheets/extra.css), not split at a ``-``.
+NOWRAP = "{ .nowrap }"
+
+
 def divergence_page() -> str:
-    """The registry ``kvpool.oracle.divergences.REGISTRY`` as a table, one row per entry."""
+    """The registry ``kvpool.oracle.divergences.REGISTRY``: a table, one row per entry, then
+    under each entry's own heading where it comes from and its minimal sequence."""
     from kvpool.oracle.divergences import REGISTRY
 
-    rows = ["| entry | target | clause | rule switched off | what differs | minimal sequence "
-            "| where it comes from |", "|---|---|---|---|---|---|---|"]
-    sequences = ["## Minimal sequences", "",
-                 "Each entry's shortest call sequence, in the target's own API. "
-                 "`tests/oracle/test_oracle_divergence_sequences.py` runs every one on the real "
-                 "allocator (`kvpool.oracle.peers.sequences`: `make` builds the target as the "
-                 "oracle does, `t` is `torch.tensor`); its asserts hold exactly while the "
-                 "divergence does.", ""]
+    rows = ["| entry | target | clause | rule switched off | what differs |",
+            "|---|---|---|---|---|"]
+    details = ["## Where each comes from", "",
+               "Each entry's source, then its shortest call sequence in the target's own API. "
+               "`tests/oracle/test_oracle_divergence_sequences.py` runs every sequence on the "
+               "real allocator (`kvpool.oracle.peers.sequences`: `make` builds the target as "
+               "the oracle does, `t` is `torch.tensor`); its asserts hold exactly while the "
+               "divergence does.", ""]
     for entry in REGISTRY:
         field, value = entry.excludes
         clauses = ", ".join(_clause_link(c) for c in entry.reported_clauses())
         anchor = f"seq-{entry.id.lower()}"
-        rows.append(f"| `{entry.id}` | `{entry.target}` | {clauses} | `{field}={value!r}` | "
-                    f"{_cell(entry.reason)} | [sequence](#{anchor}) | {_cell(entry.pointer)} |")
+        rows.append(f"| [`{entry.id}`](#{anchor}){NOWRAP} | `{entry.target}`{NOWRAP} | "
+                    f"{clauses} | `{field}={value!r}` | {_cell(entry.reason)} |")
         fence = code_fence(entry.sequence)
-        sequences += [f"### {entry.id} {{#{anchor}}}", "", f"{fence}python", entry.sequence,
-                      fence, ""]
+        details += [f"### {entry.id} {{#{anchor}}}", "",
+                    f"**Where it comes from:** {_cell(entry.pointer)}", "",
+                    f"{fence}python", entry.sequence, fence, ""]
     intro = (
+        "---\nhide:\n  - toc\n---\n\n"  # the table's entries link to their sections
         "# Known divergences\n\n"
         "Real allocators that differ from the specification on purpose or by a known bug. "
         "Each entry names the target, the clause it breaks and the capability value that "
         "switches that rule off for the target; the oracle checks everything else. "
         "The table is generated from `kvpool.oracle.divergences.REGISTRY` when the site is "
         "built; `tests/oracle/test_oracle_peers.py` re-enables each entry and requires the "
-        "oracle to report the registered clause.\n\n"
+        "oracle to report the registered clause. An entry's name leads to where it comes "
+        "from and its minimal sequence.\n\n"
     )
-    return intro + "\n".join(rows) + "\n\n" + "\n".join(sequences) + "\n"
+    return intro + "\n".join(rows) + "\n\n" + "\n".join(details) + "\n"
 
 
 # The oracle's public API as ``kvpool.oracle`` exports it; each is documented where it is
@@ -80,7 +88,7 @@ def _clause_link(clause: str) -> str:
     from tools.docs_site.spec_md import load
 
     owner = load().section_of().get(clause)
-    return f"[{clause}](../spec/{owner.page_name}.md#{clause})" if owner else clause
+    return f"[{clause}](../spec/{owner.page_name}.md#{clause}){NOWRAP}" if owner else clause
 
 
 def _cell(text: str) -> str:

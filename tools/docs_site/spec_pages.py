@@ -57,7 +57,8 @@ def render_index(spec: Spec) -> str:
     text = _links(spec, spec.preamble, here=None)
     rows = ["| section | clauses |", "|---|---|"]
     for section in spec.sections:
-        ids = ", ".join(f"[{c.id}]({section.page_name}.md#{c.id})" for c in section.clauses)
+        ids = ", ".join(f"[{c.id}]({section.page_name}.md#{c.id}){{ .nowrap }}"
+                        for c in section.clauses)
         rows.append(f"| [{section.title}]({section.page_name}.md) | {ids or '—'} |")
     return text + "\n\n## Sections\n\n" + "\n".join(rows) + "\n"
 
