@@ -1,6 +1,7 @@
 """pytest plugin (entry point ``pytest11: kvpool``): ``pytest --kvpool-target module:factory``.
 
-Without the option it does nothing and imports nothing beyond pytest. With it, the target is
+Without the option it does nothing and imports nothing beyond pytest and the family registry
+(its options' help lists the families and their default budgets). With it, the target is
 resolved like the command line does (:func:`kvpool.oracle.plan.plan`, the same options and the
 same usage errors), importing from the rootdir as ``python -m pytest`` would; the header names
 the capabilities in force; each target becomes a collector ``kvpool_conformance[<target>]``
@@ -32,6 +33,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+from .engine.registry import DEFAULT_FAMILY, FAMILIES, family_help
 
 _PLAN = pytest.StashKey[list[Any]]()
 _ROWS = pytest.StashKey[list[dict[str, Any]]]()  # results handed in by the items (any worker)
@@ -81,10 +84,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="capabilities, as python -m kvpool.oracle --declare (e.g. checked=ValueError)",
     )
     add("--kvpool-device", default="cpu")
-    add("--kvpool-examples", type=int, default=None, help="Hypothesis examples per configuration")
-    add("--kvpool-steps", type=int, default=None, help="calls per example")
+    add("--kvpool-examples", type=int, default=None,
+        help="Hypothesis examples per configuration (default: the family's, see --kvpool-family)")
+    add("--kvpool-steps", type=int, default=None,
+        help="calls per example (default: the family's, see --kvpool-family)")
     add("--kvpool-seed", type=int, default=None, help="random seed (rounds: the first round's)")
-    add("--kvpool-family", default="single", help="allocator family: single or hybrid")
+    add("--kvpool-family", default=DEFAULT_FAMILY, choices=list(FAMILIES),
+        help=family_help(one_line=True))
     add("--kvpool-rounds", type=int, default=1, help="items per configuration, one seed each")
     add("--kvpool-json", default=None, metavar="PATH", help="write the merged run report")
     add("--kvpool-require-coverage", action="store_true", help="fail on a coverage gap")

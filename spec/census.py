@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
+from .wording import counted
+
 
 def census(
     free: Sequence[int],
@@ -42,7 +44,7 @@ def census(
         if not 1 <= page <= num_pages:
             problems.append(f"INV-3: page {page} is listed free but is not a page of 1..{num_pages}")
         if count > 1:
-            problems.append(f"INV-2: page {page} is listed {count} times (double free)")
+            problems.append(f"INV-2: page {page} is listed {counted(count, 'time')} (double free)")
     expected = (len(free) + len(staged)) * page_size
     if available_size != expected:
         problems.append(
@@ -51,7 +53,8 @@ def census(
         )
     if len(free) + len(staged) > num_pages:
         problems.append(
-            f"INV-1: {len(free) + len(staged)} pages free or staged, more than the {num_pages} that exist"
+            f"INV-1: {counted(len(free) + len(staged), 'page')} free or staged, more than the "
+            f"{num_pages} that exist"
         )
     return problems
 

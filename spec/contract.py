@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from .layout import ceil_div, num_new_pages
 from .model import AllocatorModel
 from .rules import FREE, OWNED, STAGED
+from .wording import counted
 
 
 class Divergence(AssertionError):
@@ -46,12 +47,14 @@ def _none_allowed(model: AllocatorModel, needed_pages: int, result: object, clau
     available = len(model.free_pages) + len(model.staged)
     if result is None:
         if needed_pages <= available:
-            raise Divergence(clause, f"returned None although {needed_pages} pages were needed "
-                                     f"and {available} are free or staged")
+            raise Divergence(clause, f"returned None although "
+                                     f"{counted(needed_pages, 'page was', 'pages were')} needed "
+                                     f"and {counted(available, 'is', 'are')} free or staged")
         return True
     if needed_pages > available:
-        raise Divergence(clause, f"returned slots although {needed_pages} pages were needed "
-                                 f"and only {available} are free or staged")
+        raise Divergence(clause, f"returned slots although "
+                                 f"{counted(needed_pages, 'page was', 'pages were')} needed "
+                                 f"and only {counted(available, 'is', 'are')} free or staged")
     return False
 
 
@@ -63,7 +66,7 @@ def accept_alloc(model: AllocatorModel, need_size: int, result: Sequence[int] | 
         return
     assert result is not None
     if len(result) != need_size:
-        raise Divergence("ALLOC-4", f"alloc({need_size}) returned {len(result)} slots")
+        raise Divergence("ALLOC-4", f"alloc({need_size}) returned {counted(len(result), 'slot')}")
     pages = [result[i * ps] // ps for i in range(num_pages)]
     for i, slot in enumerate(result):
         if slot != pages[i // ps] * ps + i % ps:
@@ -83,7 +86,8 @@ def accept_extend(model: AllocatorModel, prefix_lens: Sequence[int], seq_lens: S
     assert result is not None
     total = sum(seq_lens) - sum(prefix_lens)
     if len(result) != total:
-        raise Divergence(f"{clause_prefix}-5", f"returned {len(result)} slots for {total} new positions")
+        raise Divergence(f"{clause_prefix}-5", f"returned {counted(len(result), 'slot')} for "
+                                                f"{counted(total, 'new position')}")
     pages: list[int] = []
     k = 0
     for i, (pre, seq, loc) in enumerate(zip(prefix_lens, seq_lens, last_loc)):

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from .errors import ContractViolation
 from .rules import FREE, STAGED, StatusOf, check_slot
 from .window import RELEASED
+from .wording import counted
 
 
 def check_slots(slots: Sequence[int], page_size: int, num_pages: int) -> None:
@@ -107,7 +108,7 @@ def check_swa_tail(prefix_lens: Sequence[int], seq_lens: Sequence[int], extend_n
         raise ContractViolation("SWA-20", f"swa_tail_len {swa_tail_len} is not within "
                                           f"[0, extend_num_tokens {extend_num_tokens}]")
     if (seq_lens[0] - swa_tail_len) % page_size:
-        raise ContractViolation("SWA-20", f"the SWA tail of {swa_tail_len} tokens starts at "
+        raise ContractViolation("SWA-20", f"the SWA tail of {counted(swa_tail_len, 'token')} starts at "
                                           f"position {seq_lens[0] - swa_tail_len}, not on a page "
                                           f"boundary (page size {page_size})")
     return -(-swa_tail_len // page_size)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from .errors import ContractViolation
 from .layout import last_loc_aligned, num_new_pages
 from .segments import next_trim, row_map_conflict, segment_layout_ok, segment_pages
+from .wording import counted
 
 FREE, STAGED, OWNED, DEFERRED, DEFERRED_SEGMENT = "free", "staged", "owned", "deferred", "deferred-seg"
 StatusOf = Callable[[int], str]
@@ -238,7 +239,7 @@ def check_extend(
         if not last_loc_aligned(pre, loc, page_size):
             raise ContractViolation(
                 f"{clause_prefix}-3",
-                f"request {i}: last_loc {loc} does not end a prefix of {pre} tokens at page size "
+                f"request {i}: last_loc {loc} does not end a prefix of {counted(pre, 'token')} at page size "
                 f"{page_size} (need last_loc == -1 iff prefix == 0 and (last_loc + 1) % ps == prefix % ps)",
             )
         if pre == 0:

@@ -125,6 +125,10 @@ class Engine:
         an earlier call that explains the symptom (the symptom's clause stays in the detail)."""
         return clause, detail
 
+    def _hint(self, clause: str, detail: str) -> str | None:
+        """The hint line of a failure: the declaration under which it would not be one."""
+        return hint_for(clause, detail, self.trace, self.caps)
+
     # -- public steps ----------------------------------------------------------------------------
     def call(self, name: str, *, clobber: bool = False, **args: Any) -> Any:
         """Perform a valid call on both sides, compare, check; returns the caller's result."""
@@ -305,7 +309,7 @@ class Engine:
             trace=trace,
             before=before_map,
             after=after_map,
-            hint=hint_for(clause, detail, trace, self.caps),
+            hint=self._hint(clause, detail),
         )
         record_failure(failure)
         self.failed = True

@@ -8,11 +8,11 @@ events, clause accounting) and the capability declaration's class and attribute.
 shrinking, replay, minimization, repros, coverage, clause accounting, the CLI and the pytest
 plugin take a family and are written once.
 
-``FAMILY_MODULES`` names the module that defines each family's ``FAMILY``; :func:`family`
-imports only the one asked for. That keeps a run's start-up to its own family and keeps the
-single-pool run's examples independent of the other families' code (Hypothesis draws integers
-partly from the constants of the loaded local modules). A new family is one module and one
-entry here.
+The registry (:mod:`.registry`) names the module that defines each family's ``FAMILY`` and
+holds its default budget; :func:`family` imports only the one asked for. That keeps a run's
+start-up to its own family and keeps the single-pool run's examples independent of the other
+families' code (Hypothesis draws integers partly from the constants of the loaded local
+modules). A new family is one module and one registry entry.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from .call import Call
 from .capabilities import Capabilities, field_names, merge_declared
 from .clausemap import ClauseMap
 from .core import Engine
-from .registry import FAMILY_MODULES
+from .registry import FAMILIES, FAMILY_MODULES
 from .target import Config, Target
 
 
@@ -42,8 +42,17 @@ class Family:
     caps_class: type[Capabilities]
     caps_attr: str  # the factory attribute that declares its capabilities
     aliases: Mapping[str, Callable[..., Any]]  # target names the CLI accepts
-    default_examples: int = 150  # per configuration
-    default_steps: int = 20  # calls per example (rules; a rule may make several calls)
+
+    @property
+    def default_examples(self) -> int:
+        """Examples per configuration when none are asked for (the registry's)."""
+        return FAMILIES[self.name].examples
+
+    @property
+    def default_steps(self) -> int:
+        """Calls per example when none are asked for (rules; a rule may make several calls;
+        the registry's)."""
+        return FAMILIES[self.name].steps
 
     def target(self, factory: Callable[..., Any], caps: Capabilities | None = None) -> Target:
         """``factory`` as a :class:`Target` of this family: ``caps``, else its declaration
@@ -61,8 +70,6 @@ class Family:
             caps = merge_declared(caps, default)
         path = f"{factory.__module__}:{factory.__qualname__}"
         return Target(factory, caps, path, family=self.name)
-
-
 
 
 def family(name: str) -> Family:

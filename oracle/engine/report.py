@@ -6,9 +6,13 @@ example last, so after a run the latest failure is the minimal one.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from kvpool.spec.wording import counted
 
 from ..reporting.pagemap import LEGEND, REUSED_NOTE, TARGET_LEGEND
 from .calltables import calls_for
@@ -60,7 +64,7 @@ class Failure:
             elif i == end or kind not in ("alloc", "cache"):
                 tail = ""
             elif s.call == "evict_to_free_tokens":
-                tail = f" -> {s.expect} entries evicted"
+                tail = f" -> {counted(s.expect, 'entry', 'entries')} evicted"
             else:
                 tail = f" -> {s.expect!r}"
             mark = "  <-- diverges" if i == end else ""
@@ -68,6 +72,19 @@ class Failure:
                 f"  {i:2d} {s.call}({args}){' [input reused]' if s.clobber else ''}{tail}{mark}"
             )
         return lines
+
+    def at_constructor(self) -> bool:
+        """Whether the constructor itself diverges (the failing step is the trace's first, its
+        ``create``): no call ran."""
+        steps = self.trace.steps
+        return self.trace.failing_step == 0 and bool(steps) and steps[0].call == "create"
+
+    def calls_text(self) -> str:
+        """How far the trace got: ``the constructor already diverges``, or its calls after
+        the constructor."""
+        if self.at_constructor():
+            return f"the constructor already diverges: {self.clause}"
+        return f"{counted(self.trace.num_calls(), 'call')} after the constructor"
 
     def pytest_source(self) -> str:
         return to_pytest(self.trace, self.trace.target)
@@ -83,7 +100,7 @@ class Failure:
             f"kvpool.oracle: {self.headline()}",
             *([f"hint: {self.hint}"] if self.hint else []),
             f"target {t.target} (page_size={t.page_size}, need_sort={t.need_sort}, "
-            f"device={t.device}, order={t.order}); {t.num_calls()} calls after the constructor",
+            f"device={t.device}, order={t.order}); {self.calls_text()}",
             "",
             "trace:",
             *self.step_lines(),
@@ -127,6 +144,18 @@ def first_failure_at() -> float | None:
 
 def latest_failure() -> Failure | None:
     return _latest[0]
+
+
+@contextlib.contextmanager
+def aside() -> Iterator[None]:
+    """Failures recorded inside the block (a probe's, made to learn something about the
+    target) are forgotten after it: the latest failure and the first one's time are as
+    before."""
+    saved = _latest[0], _first_at[0]
+    try:
+        yield
+    finally:
+        _latest[0], _first_at[0] = saved
 
 
 def reset_latest() -> None:

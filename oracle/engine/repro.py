@@ -249,7 +249,8 @@ def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
     step, var = trace.steps[i], f"r{i}"
     fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
     if step.call == "create":
-        return call_source(step, var) + repro_spec.create_lines(step) + ["census()"], set()
+        setup = repro_spec.create_lines(step, trace.paged)
+        return call_source(step, var) + setup + ["census()"], set()
     args = mapped_args(step, trace.family)
     shown = replace(step, args=args, expect=compact(step.expect))
     lines, needed = _call_lines(trace, i, step, var, call_source(shown, var, trace.family), fail)

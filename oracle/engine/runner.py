@@ -99,6 +99,16 @@ class Result:
         fine = self.reported in (None, "ok")
         return fine and self.failure is None and self.error is None and self.calls > 0
 
+    def constructor_clause(self) -> str | None:
+        """The clause the constructor already broke (the failure came before any call: its
+        trace fails at ``create``, or a worker's row reports a failure and no call), else None."""
+        if self.failure is not None:
+            return self.failure.clause if self.failure.at_constructor() else None
+        reported = self.reported or ""
+        if reported.startswith("FAIL ") and not self.calls:
+            return reported.removeprefix("FAIL ")
+        return None
+
     def status(self) -> str:
         if self.reported is not None:
             return self.reported

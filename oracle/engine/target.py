@@ -8,9 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .capabilities import Capabilities
+from .registry import DEFAULT_FAMILY, FAMILIES
 
-DEFAULT_EXAMPLES = 150  # Hypothesis examples per configuration (the single-pool family's default)
-DEFAULT_STEPS = 20  # rules per example
+# the default family's budget (the registry's): Hypothesis examples per configuration, rules
+# per example
+DEFAULT_EXAMPLES = FAMILIES[DEFAULT_FAMILY].examples
+DEFAULT_STEPS = FAMILIES[DEFAULT_FAMILY].steps
 
 
 class TargetError(Exception):

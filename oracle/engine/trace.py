@@ -52,6 +52,9 @@ class Trace:
     shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
     family: str = "single"  # the allocator family whose call table the steps use (calltables)
     data_plane: bool = False  # KV signatures were checked (kvpool.oracle.engine.dataplane)
+    # the single family: the target was judged as a paged allocator (at page size 1 too);
+    # None in traces written before it was recorded: paged when page_size > 1
+    paged: bool | None = None
 
     def to_json(self) -> str:
         data = asdict(self)

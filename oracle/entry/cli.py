@@ -17,11 +17,15 @@ import itertools
 import os
 import re
 import sys
+import textwrap
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..engine.target import DEFAULT_EXAMPLES, DEFAULT_STEPS, Config, Target
+from kvpool.spec.wording import counted, noun
+
+from ..engine.registry import DEFAULT_FAMILY, FAMILIES, family_help
+from ..engine.target import Config, Target
 
 if TYPE_CHECKING:  # the runner (Hypothesis, torch) loads only when a run starts
     from ..engine.runner import Result
@@ -73,6 +77,20 @@ exit status:
      undeclared page size, unavailable device)"""
 
 
+class _Formatter(argparse.RawDescriptionHelpFormatter):
+    """Description and epilog as written; an option's help that holds line breaks keeps them
+    (each line wrapped on its own), any other help is wrapped as argparse does."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        if "\n" not in text:
+            return super()._split_lines(text, width)
+        out: list[str] = []
+        for line in text.splitlines():
+            indent = " " * (len(line) - len(line.lstrip()) + 2)  # a row continues indented
+            out += textwrap.wrap(line, width, subsequent_indent=indent) or [""]
+        return out
+
+
 def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kvpool.oracle",
@@ -81,14 +99,16 @@ def _run_parser() -> argparse.ArgumentParser:
         epilog="replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET\n"
         "writing a target (methods, capabilities, declarations): docs/writing-a-target.md\n\n"
         + EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_Formatter,
     )
     p.add_argument("target", nargs="*", default=None, help="one or more targets (or a comma list)")
     p.add_argument(
         "--family",
-        default="single",
-        help="allocator family: single (default) or hybrid (sliding-window allocators; "
-        "targets kvpool-swa, kvpool-swa-unchecked, sglang-swa or module:factory)",
+        default=DEFAULT_FAMILY,
+        choices=FAMILIES,
+        metavar="FAMILY",
+        help=family_help() + "\n(its default examples per configuration and steps per example; "
+        "--examples and --steps override them)",
     )
     p.add_argument(
         "--order",
@@ -130,7 +150,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "--examples",
         type=_positive(int),
         default=None,
-        help=f"examples per configuration (default {DEFAULT_EXAMPLES}; hybrid: 60)",
+        help="examples per configuration (default: the family's, see --family)",
     )
     budget.add_argument(
         "--minutes",
@@ -145,7 +165,7 @@ def _run_parser() -> argparse.ArgumentParser:
         "--steps",
         type=_positive(int),
         default=None,
-        help=f"calls per example (default {DEFAULT_STEPS}; hybrid: 30)",
+        help="calls per example (default: the family's, see --family)",
     )
     p.add_argument(
         "--require-coverage",
@@ -210,11 +230,6 @@ def run_main(argv: list[str], *, command_line: bool = False) -> int:
     soak = os.environ.get("KVPOOL_PROFILE") == "soak" and "--examples" not in argv
     if args.minutes is None and soak:
         args.minutes = SOAK_MINUTES
-    from ..engine.registry import FAMILY_MODULES
-
-    if args.family not in FAMILY_MODULES:
-        known = ", ".join(FAMILY_MODULES)
-        return _fail_usage(f"unknown family {args.family!r} (known: {known})")
     from ..engine.families import family
     from .plan import UsageError, plan
 
@@ -304,8 +319,9 @@ def _run_one(target: Target, config: Config, args: argparse.Namespace) -> Result
         )
     rate = r.calls / r.seconds if r.seconds else 0.0
     print(
-        f"{target.path:46s} {config.label():36s} {r.status():10s} {r.examples:5d} examples "
-        f"{r.calls:6d} calls {r.seconds:6.1f} s {rate:6.0f} calls/s",
+        f"{target.path:46s} {config.label():36s} {r.status():10s} {r.examples:5d} "
+        f"{noun(r.examples, 'example'):8s} {r.calls:6d} {noun(r.calls, 'call'):5s} "
+        f"{r.seconds:6.1f} s {rate:6.0f} calls/s",
         flush=True,
     )
     if r.failure is not None:
@@ -344,7 +360,8 @@ def replay_main(argv: list[str]) -> int:
     failure = replay(trace, targets[0], order=args.order)
     if failure is None:
         print(
-            f"{targets[0].path}: the trace replays without divergence ({trace.num_calls()} calls)"
+            f"{targets[0].path}: the trace replays without divergence "
+            f"({counted(trace.num_calls(), 'call')})"
         )
         return 0
     print(failure.report())

@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvpool.spec.wording import counted
+
 from ..engine.clausemap import ClauseMap
 from .unexercised import NOT_EXERCISED
 
@@ -83,7 +85,8 @@ def report(per: Sequence[TargetClauses], gate: bool) -> str:
              "0! = expected, not exercised)"]
     for tc in per:
         done = sum(1 for c in tc.wanted if tc.found[c])
-        lines.append(f"  {tc.target}: {done} of {len(tc.wanted)} expected clauses exercised")
+        lines.append(f"  {tc.target}: {done} of {counted(len(tc.wanted), 'expected clause')} "
+                     "exercised")
         lines.append(summary(tc.found, tc.wanted))
         if gate and tc.missing():
             lines.append(f"  clause gate: {tc.target}: never exercised {', '.join(tc.missing())}")

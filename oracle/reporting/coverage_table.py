@@ -46,9 +46,7 @@ def table(targets: list[TargetCoverage]) -> str:
     cols: list[tuple[str, Counter[str], set[str], bool]] = []
     for tc in targets:
         cols += [(label, counts, set(names), False) for label, counts, names in tc.columns]
-        cols.append(
-            (f"{tc.columns[0][0].rstrip('0123456789s')}:all", tc.total(), set(tc.required()), True)
-        )
+        cols.append(("all", tc.total(), set(tc.required()), True))
     width = max(7, *(len(c[0]) for c in cols))
     head = f"  {'event':27s} {'clause':9s} " + " ".join(f"{c[0]:>{width}s}" for c in cols)
     lines = [head]

@@ -9,6 +9,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from kvpool.spec.wording import counted
+
 from ..engine.clausemap import ClauseMap
 from ..engine.runner import Result
 from ..engine.target import Config, Target
@@ -97,8 +99,10 @@ def _coverage(
 
 
 def _short(r: Result) -> str:
-    kind = "tok" if r.target.endswith("token") else "swa" if "swa" in r.target else "pg"
-    return f"{kind}{r.config.page_size}{'s' if r.config.need_sort else ''}"
+    """A configuration's column label, what it ran: ``tok`` (a token allocator, page size 1)
+    or ``pg4``, ``pg16``, ... (paged), ``s`` appended for ``need_sort``."""
+    ps = r.config.page_size
+    return f"{'tok' if ps == 1 else f'pg{ps}'}{'s' if r.config.need_sort else ''}"
 
 
 def write_report(
@@ -132,12 +136,21 @@ def _summary(results: list[Result], seconds: float) -> None:
         print(
             f"  {r.target:46s} {r.config.label():36s} {r.status():10s} {r.examples:8d} {r.calls:7d}"
         )
-    bad = sum(not r.ok for r in results)
     calls = sum(r.calls for r in results)
-    if calls == 0:
-        verdict = "no call ran: nothing was tested"
-    elif bad:
-        verdict = f"{bad} configuration(s) diverge or ran no call"
-    else:
-        verdict = "conformant"
-    print(f"  {len(results)} configurations, {calls} calls, {seconds:.1f} s: {verdict}")
+    print(f"  {counted(len(results), 'configuration')}, {counted(calls, 'call')}, "
+          f"{seconds:.1f} s: {verdict(results)}")
+
+
+def verdict(results: list[Result]) -> str:
+    """The run in a few words: conformant; the constructor already diverges (naming the
+    clauses) when no call got past it; no call ran and nothing failed; or how many
+    configurations diverge or ran no call."""
+    at_create = list(dict.fromkeys(c for r in results if (c := r.constructor_clause())))
+    constructor = f"the constructor already diverges: {', '.join(at_create)}"
+    bad = sum(not r.ok for r in results)
+    if sum(r.calls for r in results) == 0:
+        return constructor if at_create else "no call ran: nothing was tested"
+    if not bad:
+        return "conformant"
+    text = counted(bad, "configuration diverges", "configurations diverge") + " or ran no call"
+    return f"{text} ({constructor})" if at_create else text

@@ -7,7 +7,8 @@ declaration, so ``python -m kvpool.oracle minimal_allocator:make`` must pass wit
 unaligned or negative ``alloc``) and passes with ``--declare checked=ValueError``.
 ``make_nodedup`` plants one bug: a paged ``free`` releases a page once per slot (``FREE-4``);
 ``make_dirty_reject`` another: a rejected unaligned ``alloc`` has already taken a page
-(``ERR-1``).
+(``ERR-1``); ``make_page0`` one its constructor already shows: page 0 (the padding page) is
+listed free (``INV-3``).
 """
 
 from __future__ import annotations
@@ -92,6 +93,13 @@ class DirtyRejectAllocator(CheckedMinimalAllocator):
         return super().alloc(need_size)
 
 
+class PageZeroAllocator(MinimalAllocator):
+    """Lists page 0, which no allocator may hand out, among its free pages from the start."""
+
+    def clear(self) -> None:
+        self.free_pages = deque(range(0, self.num_pages))
+
+
 def make(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
     """A factory that declares nothing (the oracle infers what it can check)."""
     return MinimalAllocator(size, page_size, device)
@@ -112,3 +120,7 @@ def make_raises(*, size: int, page_size: int, need_sort: bool, device: str = "cp
 
 def make_dirty_reject(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
     return DirtyRejectAllocator(size, page_size, device)
+
+
+def make_page0(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    return PageZeroAllocator(size, page_size, device)

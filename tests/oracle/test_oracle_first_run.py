@@ -118,11 +118,15 @@ def test_oracle_declaration_parses_exception_classes() -> None:
     assert UNDECLARED.error_types == () and PAGED.replace(checked=False).checked == ()
 
 
-def test_oracle_planted_bug_fails_with_a_repro_that_the_fix_passes(tmp_path: Path) -> None:
-    """Exit 1, and the printed pytest function fails on the bug and passes on the fix."""
-    r = _run(
-        ["-m", "kvpool.oracle", "minimal_allocator:make_nodedup", "--page-sizes", "4"], tmp_path
-    )
+@pytest.mark.parametrize("page_size", ["1", "4"])
+def test_oracle_planted_bug_fails_with_a_repro_that_the_fix_passes(
+    tmp_path: Path, page_size: str
+) -> None:
+    """Exit 1, and the printed pytest function fails on the bug and passes on the fix, at
+    page size 1 too, where the target is judged as the paged allocator it is (the README's
+    failure example): the repro's spec side is a paged model there as well."""
+    r = _run(["-m", "kvpool.oracle", "minimal_allocator:make_nodedup", "--page-sizes", page_size],
+             tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
     source = r.stdout[r.stdout.index("def test_kvpool_repro") : r.stdout.index("JSON trace:")]
     namespace: dict[str, object] = {}

@@ -76,5 +76,5 @@ def test_a_span_the_model_does_not_hold_is_named_UNI_5() -> None:
     m.full.flush()  # the model compacts, the target keeps its hole
     found = model_breach(target, m)
     assert found is not None
-    assert found[0] == "full sub-pool: span 4 pages with 1 holes, the spec says 3 with 0"
+    assert found[0] == "full sub-pool: span 4 pages with 1 hole, the spec says 3 with 0"
     assert found[1][-1] == "assert span_and_holes(a.full_attn_allocator) == (3, 0)  # UNI-5"

@@ -312,5 +312,4 @@ def hybrid_machine_for(target: Target, config: Config) -> type[HybridMachine]:
 # The hybrid sliding-window family: SGLang 0.5.23's ``SWATokenToKVPoolAllocator`` and kvpool's
 # (``python -m kvpool.oracle --family hybrid``).
 FAMILY = Family("hybrid", HYBRID_CALLS, HybridExecutor, hybrid_machine_for, HYBRID,
-                HybridCapabilities, "kvpool_hybrid_capabilities", HYBRID_TARGETS,
-                default_examples=60, default_steps=30)
+                HybridCapabilities, "kvpool_hybrid_capabilities", HYBRID_TARGETS)

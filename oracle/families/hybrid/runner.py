@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvpool.spec.wording import counted
+
 from ...engine.report import Failure
 from ...engine.runner import Result, run_config
 from ...engine.target import Config, Target
@@ -58,8 +60,9 @@ class HybridResult:
         reached = ", ".join(f"{k} {v}" for k, v in sorted(self.events.items()))
         bad = next((r for r in self.results if not r.ok), None)
         status = "ok" if self.ok else (bad.status() if bad else "NO CALLS")
-        return (f"{self.target}: {status}; {len(self.results)} configurations, {self.examples} "
-                f"examples, {self.calls} calls; events: {reached}")
+        return (f"{self.target}: {status}; {counted(len(self.results), 'configuration')}, "
+                f"{counted(self.examples, 'example')}, {counted(self.calls, 'call')}; "
+                f"events: {reached}")
 
 
 def hybrid_target(target: str | Callable[..., Any],

@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from kvpool.spec import AllocatorModel
 from kvpool.spec.contract import Divergence, check_census
+from kvpool.spec.wording import noun
 
 # The clause of each free call's "release exactly the touched pages, each once" rule.
 RELEASE_CLAUSE = {
@@ -95,7 +96,8 @@ def _seen(extra: Sequence[int], lacking: Sequence[int], delta_pages: int) -> str
         f"the target does not list {sorted(lacking)} as free" if lacking else "",
     ]
     if not extra and not lacking:
-        parts.append(f"available_size() counts {delta_pages:+d} page(s) the free list does not")
+        pages = noun(abs(delta_pages), "page")
+        parts.append(f"available_size() counts {delta_pages:+d} {pages} the free list does not")
     return " and ".join(p for p in parts if p)
 
 
@@ -139,7 +141,8 @@ def attribute(
     result_pages = {int(slot) // page_size for slot in handed_out}
     if call in RESULT_CLAUSE and not shortage and differing and differing <= result_pages:
         return RESULT_CLAUSE[call], (
-            f"{call} handed out page(s) {sorted(differing)} that the target still counts as "
+            f"{call} handed out {noun(len(differing), 'page')} {sorted(differing)} that the target "
+            "still counts as "
             f"free: {_seen(extra, lacking, delta)}"
         )
     if call not in RELEASE_CLAUSE:
@@ -155,8 +158,9 @@ def attribute(
     if boundary and _covers(differing, delta, boundary):
         twice = extra or delta > 0
         return clause, (
-            f"free_segments released the shared boundary page(s) "
-            f"{sorted(differing or boundary)} {'more than once' if twice else 'never'}: {seen}"
+            f"free_segments released the shared boundary "
+            f"{noun(len(differing or boundary), 'page')} {sorted(differing or boundary)} "
+            f"{'more than once' if twice else 'never'}: {seen}"
         )
     return clause, f"{call} did not release each page its slots touch exactly once: {seen}"
 
@@ -219,7 +223,8 @@ def attribute_group_end(
     if boundary and _covers(differing, delta, boundary):
         twice = extra or delta > 0
         return "SEG-5", (
-            f"free_group_end released the shared boundary page(s) {sorted(differing or boundary)}"
+            f"free_group_end released the shared boundary "
+            f"{noun(len(differing or boundary), 'page')} {sorted(differing or boundary)}"
             f" of a deferred free_segments {'more than once' if twice else 'never'}: {seen}"
         )
     if clobbered and 0 in extra:
@@ -231,7 +236,8 @@ def attribute_group_end(
     repeated = {p for p, n in named.items() if n > 1}
     if (extra and set(extra) <= repeated) or (not differing and 0 < delta <= len(repeated)):
         return "GROUP-6", (
-            f"free_group_end released page(s) {sorted(set(extra) or repeated)} once per free "
+            f"free_group_end released {noun(len(set(extra) or repeated), 'page')} "
+            f"{sorted(set(extra) or repeated)} once per free "
             f"of the group that named them, not once: {seen}"
         )
     if frees and _covers(differing, delta, touched):
@@ -248,7 +254,8 @@ def outside_pool(extra: Sequence[int], num_pages: int) -> tuple[str, str] | None
     bad = sorted({p for p in extra if not 1 <= p <= num_pages})
     if not bad:
         return None
-    return "INV-3", f"the target lists page(s) {bad} as free, outside pages 1..{num_pages}"
+    return "INV-3", (f"the target lists {noun(len(bad), 'page')} {bad} as free, outside pages "
+                     f"1..{num_pages}")
 
 
 def raise_cause(steps: Sequence[Step], clause: str, detail: str) -> tuple[str, str]:

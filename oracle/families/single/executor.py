@@ -25,6 +25,7 @@ from kvpool.spec.contract import (
     accept_extend,
     check_census,
 )
+from kvpool.spec.wording import counted
 
 from ...engine.call import Call
 from ...engine.callforms import DTYPES, choose_form
@@ -64,6 +65,7 @@ class Executor(Engine):
         if config.order not in ("exact", "contract"):
             raise ValueError(f"order must be 'exact' or 'contract', got {config.order!r}")
         super().__init__(target, config)
+        self.trace.paged = target.caps.paged  # a repro's spec side is built the same way
 
     # the spec model's state its invariants last held in (``_post`` checks again on a change)
     _model_checked: tuple[Any, ...] | None = None
@@ -278,7 +280,8 @@ class Executor(Engine):
             step.expect, step.evicted = spec_answer(), model_cache.num_evicted
             raise Divergence(
                 "CAP-1",
-                f"evicted {target_cache.num_evicted} cache entries for {num_tokens} tokens, "
+                f"evicted {counted(target_cache.num_evicted, 'cache entry', 'cache entries')} for "
+                f"{counted(num_tokens, 'token')}, "
                 f"the spec evicts {model_cache.num_evicted}"
                 + (" (fewer than the shortfall needs)" if more < 0 else ""),
             )

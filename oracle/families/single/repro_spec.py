@@ -59,11 +59,14 @@ def supported(trace: Trace) -> bool:
     )
 
 
-def create_lines(step: TraceStep) -> list[str]:
+def create_lines(step: TraceStep, paged: bool | None = None) -> list[str]:
+    """The spec side of the constructor: the model of the allocator the target was judged as
+    (``paged``, from the trace; ``None``: paged when the page size is above 1)."""
     a = step.args
+    kind = "" if paged is None else f", paged={paged}"
     return [
         f"PAGE_SIZE = {a['page_size']}",
-        f"spec = AllocatorModel({a['size']}, {a['page_size']}, need_sort={a['need_sort']})",
+        f"spec = AllocatorModel({a['size']}, {a['page_size']}{kind}, need_sort={a['need_sort']})",
     ]
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 from kvpool.spec.contract import Divergence
 from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.wording import counted
 
 
 def model_of(target: Any, page_size: int, lazy: bool, cap_tokens: int) -> UnifiedSWAModel:
@@ -53,8 +54,9 @@ class Bounded:
         """True when the target refused and the model was rolled back."""
         if got is None:
             if self.promised is not None:
-                raise Divergence("UNI-14", f"{call} was refused within the {self.promised} "
-                                           "tokens available_size() reported")
+                raise Divergence("UNI-14", f"{call} was refused within the "
+                                           f"{counted(self.promised, 'token')} available_size() "
+                                           "reported")
             vars(self.model).update(self.saved)
             return want is not None
         if want is None:

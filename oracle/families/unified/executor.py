@@ -45,6 +45,7 @@ from ..single.calls import as_list
 from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
+from .fits import fitting, hint
 from .float_views import float_available, promised_alloc, view_problems
 from .holes import model_breach, own_breach
 from .placement import MoveLog, pages_of, placement_assert, placement_problems
@@ -273,6 +274,18 @@ class UnifiedExecutor(Engine):
         if step.call == "clear" and step.raised is None:
             return "UNI-12", f"[{clause}] {detail}"
         return clause, detail
+
+    def _hint(self, clause: str, detail: str) -> str | None:
+        """The declarations probes of fresh instances find the target would pass under
+        (:mod:`.fits`); else an ``alloc_decode`` at page size 1 that diverges points at
+        ``decode_ps1``; else the engine's hint."""
+        found = fitting(type(self), self.factory, self.caps, self.device)
+        if found:
+            return hint(found)
+        step = self.trace.steps[self.trace.failing_step or 0]
+        if step.call == "alloc_decode" and self.page_size == 1 and self.caps.decode_ps1:
+            return "if alloc_decode is not meant for page size 1: --declare decode_ps1=false"
+        return super()._hint(clause, detail)
 
     def _census(self) -> tuple[Any, ...]:
         assert self.model is not None

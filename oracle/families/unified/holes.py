@@ -16,6 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from kvpool.spec.wording import counted
+
 __all__ = ["hole_problems", "span_and_holes", "span_pages"]
 
 
@@ -62,7 +64,8 @@ def hole_problems(sub: Any) -> list[str]:
     if on_live:
         out.append(f"[{name}] holes on live pages: {on_live}")
     if len(span) != len(live) + len(holes):
-        out.append(f"[{name}] span {len(span)} pages != live {len(live)} + holes {len(holes)}")
+        out.append(f"[{name}] span {counted(len(span), 'page')} != live {len(live)} + holes "
+                   f"{len(holes)}")
     return out
 
 
@@ -86,7 +89,7 @@ def model_breach(target: Any, model: Any) -> tuple[str, list[str]] | None:
     for (name, attr), pool in zip(SIDES, (model.full, model.swa)):
         got, want = span_and_holes(getattr(target, attr)), (pool.span_pages(), len(pool.holes))
         if got != want:
-            return (f"{name} sub-pool: span {got[0]} pages with {got[1]} holes, the spec says "
-                    f"{want[0]} with {want[1]}",
+            return (f"{name} sub-pool: span {counted(got[0], 'page')} with "
+                    f"{counted(got[1], 'hole')}, the spec says {want[0]} with {want[1]}",
                     [_IMPORT, f"assert span_and_holes(a.{attr}) == {want!r}  # UNI-5"])
     return None

@@ -302,5 +302,4 @@ def unified_machine_for(target: Target, config: Config) -> type[UnifiedMachine]:
 # The unified memory-pool family: SGLang 0.5.23's ``UnifiedSWATokenToKVPoolAllocator``, eager
 # and lazy compaction (``python -m kvpool.oracle --family unified``).
 FAMILY = Family("unified", UNIFIED_CALLS, UnifiedExecutor, unified_machine_for, UNIFIED,
-                UnifiedCapabilities, "kvpool_unified_capabilities", UNIFIED_TARGETS,
-                default_examples=30, default_steps=30)
+                UnifiedCapabilities, "kvpool_unified_capabilities", UNIFIED_TARGETS)

@@ -18,6 +18,7 @@ from typing import Any
 
 from kvpool.spec.unified import UnifiedSWAModel
 from kvpool.spec.unified_tables import EndPool
+from kvpool.spec.wording import counted
 
 
 def pages_of(rows: Sequence[int], ids: Sequence[int], ps: int) -> dict[int, int]:
@@ -73,7 +74,7 @@ def side_problems(pool: Side, ids: Sequence[int], rows: Sequence[int],
                                  f"reserved sink (first allocatable page {pool.min_page})"))
         elif p >= pool.pages:
             out.append(("UNI-1", f"{pool.name}: live virtual page {v} on page {p}, past the "
-                                 f"sub-pool's {pool.pages} pages"))
+                                 f"sub-pool's {counted(pool.pages, 'page')}"))
         if owners.setdefault(p, v) != v:
             out.append(("UNI-4", f"{pool.name}: virtual pages {owners[p]} and {v} share "
                                  f"physical page {p}"))
