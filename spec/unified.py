@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from . import unified_layout as ul
 from .errors import ContractViolation
 from .unified_tables import EndPool
+from .wording import counted
 
 
 class UnifiedSWAModel:
@@ -45,7 +46,8 @@ class UnifiedSWAModel:
             pages = ul.num_pages(total_bytes, entry, page_size)
             min_page = ul.min_page_index(self.floor_bytes, entry, page_size)
             if pages <= min_page:
-                raise ContractViolation("UNI-2", f"{name}: {pages} pages, sink up to {min_page}")
+                raise ContractViolation("UNI-2", f"{name}: {counted(pages, 'page')}, none above the "
+                                                f"sink (the first allocatable page is {min_page})")
             sides.append(EndPool(name, up, min_page, pages, page_size * entry, lazy))
         self.full, self.swa = sides
         self.full_max_tokens = full_max_tokens if full_max_tokens is not None else (
