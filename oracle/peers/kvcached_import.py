@@ -255,11 +255,16 @@ def load_kvcached_allocators() -> types.SimpleNamespace:
 
 
 def new_manager(size: int, page_size: int) -> Any:
-    """A ``KVCacheManager`` for ``size`` tokens in pages of ``page_size`` (null block 0)."""
+    """A ``KVCacheManager`` for ``size`` tokens in pages of ``page_size`` (null block 0).
+
+    Raises :class:`~kvpool.oracle.peer_import.PeerNotInstalled` (SGLang or kvcached's source
+    absent) or :class:`~kvpool.oracle.peer_import.PeerUnavailable` before importing kvcached.
+    """
+    manager_class = load_kvcached_allocators().manager  # raises PeerNotInstalled first
     from kvcached.utils import PAGE_SIZE
 
     cell_size = PAGE_SIZE // (BLOCKS_PER_PHYSICAL_PAGE * page_size)
-    manager = load_kvcached_allocators().manager(
+    manager = manager_class(
         size // page_size + 1, page_size, cell_size, 1, reserve_null_block=True
     )
     manager._wait_post_init()  # its thread reserves the null block: finish before any call
