@@ -1,20 +1,52 @@
-/* Argument helpers of the compiled functions: ints, addresses, int64 buffers, arity, new
+/* Argument helpers of the compiled functions: ints, the page size, int64 buffers, arity, new
  * int64 bytearrays. */
 #include "native.h"
 
-int arg_ptr(PyObject *o, void **out) {
-    *out = PyLong_AsVoidPtr(o);
-    return (*out == NULL && PyErr_Occurred()) ? -1 : 0;
-}
+/* an int that fits an i64: 0; -1 with an error set (TypeError for a non-int, OverflowError for
+ * one outside int64) */
 int arg_i64(PyObject *o, i64 *out) {
     *out = PyLong_AsLongLong(o);
     return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
 }
-/* a C-contiguous buffer of 8-byte items (a numpy int64 array); released by the caller */
+
+/* an int that may lie outside int64: 1 with *out set when it fits, 0 (no error set) when it does
+ * not, -1 with an error set when o is not an int */
+int arg_i64_fits(PyObject *o, i64 *out) {
+    int overflow;
+    *out = PyLong_AsLongLongAndOverflow(o, &overflow);
+    if (*out == -1 && PyErr_Occurred()) return -1;
+    return overflow == 0;
+}
+
+/* The page size ``ps`` of the function ``fn``: 0 with *ps >= 1; -1 with ValueError naming the
+ * argument for an int below 1 or outside int64, TypeError for a non-int. Every division and
+ * modulo by ps relies on this check. */
+int arg_page_size(PyObject *o, const char *fn, i64 *ps) {
+    const int fits = arg_i64_fits(o, ps);
+    if (fits < 0) return -1;
+    if (fits && *ps >= 1) return 0;
+    PyErr_Format(PyExc_ValueError, "%s: ps (the page size) must be an int >= 1, got %R", fn, o);
+    return -1;
+}
+
+/* 1 when a buffer's struct format ``f`` is a native-order signed 8-byte int ('q', or 'l' of 8
+ * bytes, optionally after '@', '=' or the machine's own byte-order mark) */
+static int int64_format(const char *f) {
+    const uint16_t probe = 1;
+    const int little = *(const unsigned char *)&probe == 1;
+    if (f == NULL) return 0; /* unsigned bytes */
+    if (*f == '@' || *f == '=' || (*f == '<' && little) || ((*f == '>' || *f == '!') && !little))
+        f++;
+    return (f[0] == 'q' || f[0] == 'l') && f[1] == '\0';
+}
+
+/* A C-contiguous buffer of int64 values (a numpy int64 array; writable when asked): 0, released
+ * by the caller; -1 with an error set (TypeError for another item type, BufferError or
+ * ValueError from the exporter for a strided or read-only one). */
 int arg_buf(PyObject *o, Py_buffer *b, int writable) {
-    if (PyObject_GetBuffer(o, b, PyBUF_C_CONTIGUOUS | (writable ? PyBUF_WRITABLE : 0)) < 0)
-        return -1;
-    if (b->itemsize != 8) {
+    const int flags = PyBUF_C_CONTIGUOUS | PyBUF_FORMAT | (writable ? PyBUF_WRITABLE : 0);
+    if (PyObject_GetBuffer(o, b, flags) < 0) return -1;
+    if (b->itemsize != 8 || !int64_format(b->format)) {
         PyBuffer_Release(b);
         PyErr_SetString(PyExc_TypeError, "kvpool.impl._native: an int64 buffer is required");
         return -1;

@@ -85,15 +85,12 @@ static i64 sort_distinct(i64 *p, i64 k, i64 *tmp) {
 
 /* defer(slots, ps) -> bytearray | None: what a free group keeps of a free() input, a
  * new bytearray of the page ids slots // ps (ps 1: a copy of the slots) of an int64,
- * contiguous CPU tensor; None for any other (the caller's numpy form copies it). */
+ * contiguous CPU tensor; None for any other (the caller's numpy form copies it); ValueError for
+ * ps < 1. */
 PyObject *defer(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *slots;
     i64 ps, count = -1;
-    if (nargs_is(n, 2, "defer") || arg_i64(args[1], &ps)) return NULL;
-    if (ps < 1) {
-        PyErr_SetString(PyExc_ValueError, "defer: page size must be >= 1");
-        return NULL;
-    }
+    if (nargs_is(n, 2, "defer") || arg_page_size(args[1], "defer", &ps)) return NULL;
     if (may_read_tensors() <= 0 || tensor_data(args[0], &count, &slots) <= 0) return not_taken();
     i64 *out;
     PyObject *copy = new_int64s(count, &out);
@@ -143,21 +140,18 @@ static i64 dedup_pages(i64 *pages, i64 k) {
  * caller's numpy form releases those). The guard: every page must be handed out (its bit in
  * ``owners``, the ownership bitmap, set) and named once among the k; the bits are cleared as
  * the pages are written; else None, nothing written and every bit as before (the caller's form
- * raises the clause). ValueError when at is outside [0, len(buf)] or k > len(buf) (nothing
- * written). */
+ * raises the clause). ValueError when ps < 1, at is outside [0, len(buf)] or k > len(buf)
+ * (nothing written); TypeError for a buf that is not a writable C-contiguous int64 buffer or
+ * owners that is neither None nor a writable bytes buffer. */
 #define LOCAL_PAGES 512
 PyObject *release(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     i64 ps, at, room, k = -1;
     const i64 *slots = NULL;
-    if (nargs_is(n, 8, "release") || arg_i64(args[0], &ps) || arg_i64(args[4], &at) ||
-        arg_i64(args[6], &room))
+    if (nargs_is(n, 8, "release") || arg_page_size(args[0], "release", &ps) ||
+        arg_i64(args[4], &at) || arg_i64(args[6], &room))
         return NULL;
     const int dedup = PyObject_IsTrue(args[2]), backwards = PyObject_IsTrue(args[5]);
     if (dedup < 0 || backwards < 0) return NULL;
-    if (ps < 1) {
-        PyErr_SetString(PyExc_ValueError, "release: page size must be >= 1");
-        return NULL;
-    }
     PyObject *source = args[1];
     const int listed = PyList_Check(source);
     if (listed ? !gather_parts(source, NULL, &k)

@@ -7,8 +7,8 @@
 static i64 count_extend(const i64 *pre, const i64 *seq, i64 bs, i64 ps) {
     u64 total = 0;
     for (i64 r = 0; r < bs; r++)
-        total += (u64)(div_floor(wrap_add(seq[r], ps - 1), ps) -
-                       div_floor(wrap_add(pre[r], ps - 1), ps));
+        total += (u64)div_floor(wrap_add(seq[r], ps - 1), ps) -
+                 (u64)div_floor(wrap_add(pre[r], ps - 1), ps);
     return (i64)total;
 }
 
@@ -69,30 +69,75 @@ static void lay_out_decode(const i64 *seq, const i64 *last, i64 bs, const i64 *p
     }
 }
 
-/* extend_count(pre, seq, bs, ps) -> count_extend */
-PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *pp, *sp;
-    i64 bs, ps;
-    if (nargs_is(n, 4, "extend_count") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
-        arg_i64(args[2], &bs) || arg_i64(args[3], &ps))
-        return NULL;
-    return PyLong_FromLongLong(count_extend(pp, sp, bs, ps));
+/* 1 when the extends seq[r] - pre[r] are each >= 0 and sum to exactly num_tokens (no wrap),
+ * else 0: only then is an output of num_tokens slots laid out here (an empty batch, a negative
+ * extend or a count that disagrees goes to the caller's form, which raises) */
+static int extend_regular(const i64 *pre, const i64 *seq, i64 bs, i64 num_tokens) {
+    i64 total = 0;
+    for (i64 r = 0; r < bs; r++) {
+        i64 e;
+        if (__builtin_sub_overflow(seq[r], pre[r], &e) || e < 0 || e > num_tokens - total)
+            return 0;
+        total += e;
+    }
+    return total == num_tokens;
 }
 
-/* extend_layout(pre, seq, last, bs, new_pages, ps, out) -> lay_out_extend's 0 / -1, all of
- * new_pages taken and len(out) tokens */
-PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *pp, *sp, *lp;
-    i64 bs, ps;
-    Py_buffer pages_buf, out_buf;
-    if (nargs_is(n, 7, "extend_layout") || arg_ptr(args[0], &pp) || arg_ptr(args[1], &sp) ||
-        arg_ptr(args[2], &lp) || arg_i64(args[3], &bs) || arg_i64(args[5], &ps))
+/* The int64 data of the tensors args[0, count), each of *bs values (*bs < 0: of the first's
+ * length, stored), once torch's tensors may be read: 1; 0 with no error set when one of them is
+ * not a tensor the loops read or their lengths differ (not_taken); -1 with an error set. */
+static int batch_of(PyObject *const *args, int count, i64 *bs, const i64 **data) {
+    const int readable = may_read_tensors();
+    if (readable <= 0) return readable;
+    for (int i = 0; i < count; i++) {
+        const int read = tensor_data(args[i], bs, &data[i]);
+        if (read <= 0) return read;
+    }
+    return 1;
+}
+
+/* extend_count(pre, seq, ps) -> int | None: count_extend over the int64 tensors pre and seq
+ * (the host lengths, one length). None for tensors the loops do not read or of two lengths
+ * (the caller's numpy form counts them); ValueError for ps < 1. */
+PyObject *extend_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    const i64 *lens[2];
+    i64 ps, bs = -1;
+    if (nargs_is(n, 3, "extend_count") || arg_page_size(args[2], "extend_count", &ps))
         return NULL;
-    if (arg_bufs(args[4], &pages_buf, args[6], &out_buf)) return NULL;
-    const int status = lay_out_extend(pp, sp, lp, bs, pages_buf.buf, pages_buf.len / 8, ps,
-                                      out_buf.buf, out_buf.len / 8);
-    release2(&pages_buf, &out_buf);
-    return PyLong_FromLong(status);
+    if (batch_of(args, 2, &bs, lens) <= 0) return not_taken();
+    return PyLong_FromLongLong(count_extend(lens[0], lens[1], bs, ps));
+}
+
+/* extend_layout(pre, seq, last, new_pages, ps, num_tokens) -> tensor | False | None: the
+ * extend layout of the int64 tensors pre, seq and last (one length) on the int64 buffer
+ * new_pages, every one of its pages taken, as a new int64 tensor of num_tokens slots
+ * (lay_out_extend). False, nothing allocated, for a batch the loop finds irregular (extends not
+ * >= 0 or not summing to num_tokens, another page count: the caller's numpy form gives the
+ * result or the error). None for tensors the loops do not read, lengths that differ, or
+ * num_tokens < 1 or outside int64 (the numpy form). ValueError for ps < 1; TypeError for a
+ * new_pages that is not a C-contiguous int64 buffer; MemoryError when the slots cannot be had. */
+PyObject *extend_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
+    const i64 *batch[3];
+    i64 ps, num_tokens, bs = -1, *out;
+    Py_buffer pages_buf;
+    if (nargs_is(n, 6, "extend_layout") || arg_page_size(args[4], "extend_layout", &ps))
+        return NULL;
+    const int fits = arg_i64_fits(args[5], &num_tokens);
+    if (fits < 0 || arg_buf(args[3], &pages_buf, 0)) return NULL;
+    PyObject *slots = NULL;
+    const int read = fits && num_tokens >= 1 ? batch_of(args, 3, &bs, batch) : 0;
+    /* checked before the output is allocated: a huge num_tokens is only had for a batch of it */
+    int irregular = read > 0 && !extend_regular(batch[0], batch[1], bs, num_tokens);
+    if (read > 0 && !irregular && (slots = new_int64s(num_tokens, &out)) != NULL &&
+        lay_out_extend(batch[0], batch[1], batch[2], bs, pages_buf.buf, pages_buf.len / 8, ps,
+                       out, num_tokens) != 0) {
+        Py_CLEAR(slots);
+        irregular = 1; /* another page count */
+    }
+    PyBuffer_Release(&pages_buf);
+    if (irregular) Py_RETURN_FALSE;
+    if (read <= 0) return not_taken();
+    return slots != NULL ? owned(slots) : NULL;
 }
 
 /* A one-pass take's merge (SORT-2): when pages are staged and ``need`` exceeds the free list
@@ -207,20 +252,6 @@ static int same_values(const i64 *a, const i64 *b, i64 n) {
     return a == b || memcmp(a, b, (size_t)n * sizeof(i64)) == 0;
 }
 
-/* 1 when the extends seq[r] - pre[r] are each >= 0 and sum to exactly num_tokens (no wrap),
- * else 0: only then is an output of num_tokens slots laid out here (an empty batch, a negative
- * extend or a count that disagrees goes to the caller's form, which raises) */
-static int extend_regular(const i64 *pre, const i64 *seq, i64 bs, i64 num_tokens) {
-    i64 total = 0;
-    for (i64 r = 0; r < bs; r++) {
-        i64 e;
-        if (__builtin_sub_overflow(seq[r], pre[r], &e) || e < 0 || e > num_tokens - total)
-            return 0;
-        total += e;
-    }
-    return total == num_tokens;
-}
-
 /* extend_take(ps, free, top, staged, base, runs, pre, pre_cpu, seq, seq_cpu, last, num_tokens,
  *             owners) -> (out, top, staged) | False | None
  * (the order of NativeOps.take_extend's arguments after ps: it is this function with ps bound)
@@ -236,17 +267,21 @@ static int extend_regular(const i64 *pre, const i64 *seq, i64 bs, i64 num_tokens
  * loop finds the batch irregular (the caller's two-step form gives the result or the error);
  * top and staged are the counters after the call (a merge stays done whatever out is). None,
  * with nothing read past the tensors' attributes and nothing moved, for any input the loops do
- * not take (another dtype, layout or device, lengths that disagree, num_tokens < 1, ps < 1, top
- * outside the list's buffer, a batch whose extends are not >= 0 and summing to num_tokens, a
- * last_loc not on a page handed out: ``owners``, the ownership bitmap, whose bits of the pages
- * handed out are set). */
+ * not take (another dtype, layout or device, lengths that disagree, num_tokens < 1 or outside
+ * int64, top outside the list's buffer, a batch whose extends are not >= 0 and summing to
+ * num_tokens, a last_loc not on a page handed out: ``owners``, the ownership bitmap, whose bits
+ * of the pages handed out are set). ValueError for ps < 1; TypeError for a free list that is not
+ * a writable C-contiguous int64 buffer or owners that is neither None nor a writable bytes
+ * buffer. */
 PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *pcp, *scp, *pp, *sp, *lp;
     i64 top, ps, num_tokens, staged, base, bs = -1;
-    if (nargs_is(n, 13, "extend_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
-        arg_i64(args[3], &staged) || arg_i64(args[4], &base) || arg_i64(args[11], &num_tokens))
+    if (nargs_is(n, 13, "extend_take") || arg_page_size(args[0], "extend_take", &ps) ||
+        arg_i64(args[2], &top) || arg_i64(args[3], &staged) || arg_i64(args[4], &base))
         return NULL;
-    if (num_tokens < 1 || ps < 1 || may_read_tensors() <= 0 ||
+    const int fits = arg_i64_fits(args[11], &num_tokens);
+    if (fits < 0) return NULL;
+    if (!fits || num_tokens < 1 || may_read_tensors() <= 0 ||
         tensor_data(args[9], &bs, &scp) <= 0 || tensor_data(args[7], &bs, &pcp) <= 0 ||
         tensor_or_same(args[6], args[7], pcp, &bs, &pp) <= 0 ||
         tensor_or_same(args[8], args[9], scp, &bs, &sp) <= 0 ||
@@ -258,32 +293,42 @@ PyObject *extend_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 count = count_extend(pcp, scp, bs, ps);
     if (count < 0) Py_RETURN_NONE;
     const Batch b = {pp, sp, lp, bs, ps, count, num_tokens};
-    /* merge_bound: num_tokens // ps + bs + 1 (no wrap: num_tokens and bs are lengths) */
-    return take(args, args[12], top, staged, base, num_tokens / ps + bs + 1, &b);
+    /* merge_bound: num_tokens // ps + bs + 1, saturated at INT64_MAX (above any list) */
+    const i64 per_page = num_tokens / ps;
+    const i64 bound = per_page < INT64_MAX - 1 - bs ? per_page + bs + 1 : INT64_MAX;
+    return take(args, args[12], top, staged, base, bound, &b);
 }
 
-/* decode_count(seq, bs, ps) -> count_decode */
+/* decode_count(seq, ps) -> int | None: count_decode over the int64 tensor seq (the host
+ * lengths). None for a tensor the loops do not read; ValueError for ps < 1. */
 PyObject *decode_count(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp;
-    i64 bs, ps;
-    if (nargs_is(n, 3, "decode_count") || arg_ptr(args[0], &sp) || arg_i64(args[1], &bs) ||
-        arg_i64(args[2], &ps))
+    const i64 *seq;
+    i64 ps, bs = -1;
+    if (nargs_is(n, 2, "decode_count") || arg_page_size(args[1], "decode_count", &ps))
         return NULL;
-    return PyLong_FromLongLong(count_decode(sp, bs, ps));
+    if (batch_of(args, 1, &bs, &seq) <= 0) return not_taken();
+    return PyLong_FromLongLong(count_decode(seq, bs, ps));
 }
 
-/* decode_layout(seq, last, new_pages, ps, out): lay_out_decode for len(out) requests */
+/* decode_layout(seq, last, new_pages, ps) -> tensor | None: lay_out_decode of the int64
+ * tensors seq and last (one length) on the int64 buffer new_pages, as a new int64 tensor of one
+ * slot per request. None for tensors the loops do not read or of two lengths (the caller's
+ * numpy form); ValueError for ps < 1; TypeError for a new_pages that is not a C-contiguous int64
+ * buffer; MemoryError when the slots cannot be had. */
 PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp, *lp;
-    i64 ps;
-    Py_buffer pages_buf, out_buf;
-    if (nargs_is(n, 5, "decode_layout") || arg_ptr(args[0], &sp) || arg_ptr(args[1], &lp) ||
-        arg_i64(args[3], &ps))
+    const i64 *batch[2];
+    i64 ps, bs = -1, *out;
+    Py_buffer pages_buf;
+    if (nargs_is(n, 4, "decode_layout") || arg_page_size(args[3], "decode_layout", &ps) ||
+        arg_buf(args[2], &pages_buf, 0))
         return NULL;
-    if (arg_bufs(args[2], &pages_buf, args[4], &out_buf)) return NULL;
-    lay_out_decode(sp, lp, out_buf.len / 8, pages_buf.buf, pages_buf.len / 8, ps, out_buf.buf);
-    release2(&pages_buf, &out_buf);
-    Py_RETURN_NONE;
+    const int read = batch_of(args, 2, &bs, batch);
+    PyObject *slots = read > 0 ? new_int64s(bs, &out) : NULL;
+    if (slots != NULL)
+        lay_out_decode(batch[0], batch[1], bs, pages_buf.buf, pages_buf.len / 8, ps, out);
+    PyBuffer_Release(&pages_buf);
+    if (read <= 0) return not_taken();
+    return slots != NULL ? owned(slots) : NULL;
 }
 
 /* decode_take(ps, free, top, staged, base, runs, seq, seq_cpu, last, owners)
@@ -292,14 +337,15 @@ PyObject *decode_layout(PyObject *self, PyObject *const *args, Py_ssize_t n) {
  * test: the batch outnumbers the list). The opening requests counted from the host lengths
  * (every request at ps 1); out None when they exceed the list, else a new int64 tensor of one
  * slot per request. None, nothing moved, for inputs the loops do not take, for an empty
- * batch and for a last_loc not on a page handed out (as extend_take's). */
+ * batch and for a last_loc not on a page handed out (as extend_take's); ValueError for ps < 1
+ * and TypeError for another free list or bitmap, as extend_take's. */
 PyObject *decode_take(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const i64 *scp, *sp, *lp;
     i64 top, ps, staged, base, bs = -1;
-    if (nargs_is(n, 10, "decode_take") || arg_i64(args[0], &ps) || arg_i64(args[2], &top) ||
-        arg_i64(args[3], &staged) || arg_i64(args[4], &base))
+    if (nargs_is(n, 10, "decode_take") || arg_page_size(args[0], "decode_take", &ps) ||
+        arg_i64(args[2], &top) || arg_i64(args[3], &staged) || arg_i64(args[4], &base))
         return NULL;
-    if (ps < 1 || may_read_tensors() <= 0 || tensor_data(args[7], &bs, &scp) <= 0 || bs == 0 ||
+    if (may_read_tensors() <= 0 || tensor_data(args[7], &bs, &scp) <= 0 || bs == 0 ||
         tensor_or_same(args[6], args[7], scp, &bs, &sp) <= 0 || tensor_data(args[8], &bs, &lp) <= 0)
         return not_taken();
     if (!same_values(sp, scp, bs)) Py_RETURN_NONE; /* else the layout could take a page twice */

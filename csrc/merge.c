@@ -208,7 +208,7 @@ PyObject *merge_front(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         return NULL;
     const i64 len = b.len / 8;
     int done = -1;
-    if (base < 0 || count < 0 || base + count > top || top > len)
+    if (top < 0 || top > len || base < 0 || base > top || count < 0 || count > top - base)
         PyErr_SetString(PyExc_ValueError, "merge_front: staged pages not clear of the list");
     else
         done = merge_in_front(b.buf, len, top, base, count, args[4]);

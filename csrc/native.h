@@ -1,21 +1,24 @@
 /* kvpool.impl._native: the CPU hot paths of kvpool.impl.native_ops as compiled loops.
  * This header holds what its files share; module.c lists the functions Python calls.
  *
- * Every function takes int64 data as raw addresses (a CPU tensor's data_ptr(), checked
- * int64, contiguous and on the CPU by the Python caller), as a buffer (a numpy array), or (the
- * one-pass extend_take / decode_take, release and defer) as the tensors themselves, which it
- * checks the same way through torch's accessors (tensor_data). It gives exactly the numbers of
- * the numpy forms in kvpool.impl.backend / host_layout, wrap-around on int64 overflow included
- * (all value arithmetic is unsigned, as numpy's).
- * Nothing here keeps a pointer past the call. A layout that does not fit its counts returns
- * -1 and the caller takes the numpy / torch form, so both backends raise the same errors.
+ * Every function takes int64 data as a buffer (a numpy array, C-contiguous with an int64 item
+ * format: arg_buf) or as the tensors themselves, which it checks through torch's accessors
+ * (tensor_data): never as an address. A tensor it does not read (another type, dtype, layout
+ * or device) gives None with nothing written, and the caller's numpy form takes it. Every page
+ * size is checked >= 1 before any division (arg_page_size: ValueError naming ps). It gives
+ * exactly the numbers of the numpy forms in kvpool.impl.backend / host_layout, wrap-around on
+ * int64 overflow included (all value arithmetic is unsigned, as numpy's).
+ * Nothing here keeps a pointer past the call. A layout that does not fit its counts gives
+ * False (-1 inside) and the caller takes the numpy / torch form, so both backends raise the
+ * same errors.
  *
  * Memory safety does not depend on the caller: only an exact torch.Tensor is read in place
  * (its dtype, contiguity and length through torch's own accessors, and only while no torch
- * function mode could answer for it), every size computed from caller values is checked
- * against the buffer it indexes before anything is written, and a result is built only once
- * every one of its values is written. Errors other than "this object is not one the loops
- * read" (MemoryError, KeyboardInterrupt, ...) propagate.
+ * function mode could answer for it), every size and position from caller values is checked
+ * against the buffer or tensor it indexes before anything is read or written there (a wrong
+ * one raises ValueError), and a result is built only once every one of its values is written.
+ * Errors other than "this object is not one the loops read" (MemoryError, KeyboardInterrupt,
+ * ...) propagate.
  *
  * The ownership guard (kvpool.impl.ownership): one bit per page, set while the page is handed
  * out. The one-pass takes set the bits of the pages they hand out and refuse (None, nothing
@@ -88,8 +91,9 @@ static inline void set_owned(Owners *o, i64 page) {
 #define NATIVE_FN(name) PyObject *name(PyObject *self, PyObject *const *args, Py_ssize_t n)
 
 /* args.c: 0, or -1 with an error set */
-int arg_ptr(PyObject *o, void **out);
 int arg_i64(PyObject *o, i64 *out);
+int arg_i64_fits(PyObject *o, i64 *out);
+int arg_page_size(PyObject *o, const char *fn, i64 *ps);
 int arg_buf(PyObject *o, Py_buffer *b, int writable);
 int arg_owners(PyObject *o, Py_buffer *b, Owners *out);
 int claim_pages(Owners *o, const i64 *pages, i64 count);

@@ -13,71 +13,106 @@ void divide_into(i64 *restrict out, const i64 *restrict slots, i64 count, i64 ps
     }
 }
 
-/* page_ids(slots, n, ps, out): out[i] = slots[i] // ps (floor) */
+/* The int64 data of the tensor ``t`` (any length, stored in *n), after the buffer arguments
+ * are checked: 1; 0 with no error set when the loops do not read it (not_taken); -1 with an
+ * error set. */
+static int slots_of(PyObject *t, i64 *n, const i64 **data) {
+    const int readable = may_read_tensors();
+    if (readable <= 0) return readable;
+    *n = -1;
+    return tensor_data(t, n, data);
+}
+
+/* page_ids(slots, ps, out) -> True | None: out[i] = slots[i] // ps (floor) for every value of
+ * the tensor ``slots`` into the int64 buffer ``out`` of exactly as many values. None, nothing
+ * written, for a ``slots`` the loops do not read (the caller's numpy form takes it).
+ * ValueError: ps < 1, len(out) != slots.numel(); TypeError: out not a writable C-contiguous
+ * int64 buffer. */
 PyObject *page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp;
-    i64 count, ps;
+    const i64 *slots;
+    i64 ps, count;
     Py_buffer out_buf;
-    if (nargs_is(n, 4, "page_ids") || arg_ptr(args[0], &sp) || arg_i64(args[1], &count) ||
-        arg_i64(args[2], &ps))
+    if (nargs_is(n, 3, "page_ids") || arg_page_size(args[1], "page_ids", &ps) ||
+        arg_buf(args[2], &out_buf, 1))
         return NULL;
-    if (arg_buf(args[3], &out_buf, 1)) return NULL;
-    if (count > out_buf.len / 8) count = out_buf.len / 8;
-    divide_into(out_buf.buf, sp, count, ps);
+    const int read = slots_of(args[0], &count, &slots);
+    const int fits = read <= 0 || count == out_buf.len / 8;
+    if (read > 0 && fits) divide_into(out_buf.buf, slots, count, ps);
+    const i64 len = out_buf.len / 8;
     PyBuffer_Release(&out_buf);
-    Py_RETURN_NONE;
+    if (!fits)
+        return PyErr_Format(PyExc_ValueError, "page_ids: out holds %lld values, slots %lld",
+                            (long long)len, (long long)count);
+    if (read <= 0) return not_taken();
+    Py_RETURN_TRUE;
 }
 
-/* segment_page_ids(slots, n, ps, offset, out): the pages of a segment's n >= 1 slots whose
- * first slot sits at in-page offset 0 <= offset < ps: slots[0] // ps, then slots[i] // ps for
- * i = ps - offset, ps - offset + ps, ... < n, into out, which must hold exactly that many;
- * ValueError (nothing written) otherwise */
+/* How many pages a segment of count >= 1 slots whose first slot sits at in-page offset
+ * 0 <= offset < ps touches as segment_page_ids reads them: index 0, then ps - offset,
+ * ps - offset + ps, ... < count (no overflow for any such count and ps) */
+static i64 segment_reps(i64 count, i64 ps, i64 offset) {
+    const i64 first = ps - offset; /* >= 1 */
+    return 1 + (count > first ? (count - first - 1) / ps + 1 : 0);
+}
+
+/* segment_page_ids(slots, start, ps, offset, out) -> True | None: the pages of the segment
+ * slots[start:] of the tensor ``slots`` whose first slot sits at in-page offset ``offset``:
+ * slots[start] // ps, then slots[start + i] // ps for i = ps - offset, ps - offset + ps, ...
+ * inside the tensor, into the int64 buffer ``out``, which must hold exactly that many. None,
+ * nothing written, for a ``slots`` the loops do not read. ValueError, nothing written: ps < 1,
+ * offset outside [0, ps), start outside [0, slots.numel()), out of another length; TypeError:
+ * out not a writable C-contiguous int64 buffer. */
 PyObject *segment_page_ids(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp;
-    i64 count, ps, offset;
+    const i64 *slots;
+    i64 start, ps, offset, count;
     Py_buffer out_buf;
-    if (nargs_is(n, 5, "segment_page_ids") || arg_ptr(args[0], &sp) ||
-        arg_i64(args[1], &count) || arg_i64(args[2], &ps) || arg_i64(args[3], &offset))
+    if (nargs_is(n, 5, "segment_page_ids") || arg_i64(args[1], &start) ||
+        arg_page_size(args[2], "segment_page_ids", &ps) || arg_i64(args[3], &offset))
         return NULL;
+    if (offset < 0 || offset >= ps)
+        return PyErr_Format(PyExc_ValueError, "segment_page_ids: offset %lld is outside "
+                            "[0, ps %lld)", (long long)offset, (long long)ps);
     if (arg_buf(args[4], &out_buf, 1)) return NULL;
-    const i64 *slots = sp;
-    i64 *out = out_buf.buf;
-    const i64 first = ps - offset;
-    const int fits = count >= 1 && ps >= 1 && offset >= 0 && offset < ps &&
-                     out_buf.len / 8 == 1 + (count > first ? (count - first + ps - 1) / ps : 0);
-    if (fits) {
-        i64 k = 0;
-        out[k++] = div_floor(slots[0], ps);
-        for (i64 i = first; i < count; i += ps) out[k++] = div_floor(slots[i], ps);
+    const int read = slots_of(args[0], &count, &slots);
+    const i64 len = out_buf.len / 8;
+    const int inside = read <= 0 || (start >= 0 && start < count &&
+                                     len == segment_reps(count - start, ps, offset));
+    if (read > 0 && inside) {
+        i64 *out = out_buf.buf, k = 0;
+        const i64 *seg = slots + start, seg_len = count - start;
+        out[k++] = div_floor(seg[0], ps);
+        for (i64 i = ps - offset; i < seg_len; i += ps) out[k++] = div_floor(seg[i], ps);
     }
     PyBuffer_Release(&out_buf);
-    if (!fits) {
-        PyErr_SetString(PyExc_ValueError, "segment_page_ids: arguments out of range");
-        return NULL;
-    }
-    Py_RETURN_NONE;
+    if (!inside)
+        return PyErr_Format(PyExc_ValueError, "segment_page_ids: start %lld of %lld slots "
+                            "(offset %lld, ps %lld) does not fit out of %lld", (long long)start,
+                            (long long)count, (long long)offset, (long long)ps, (long long)len);
+    if (read <= 0) return not_taken();
+    Py_RETURN_TRUE;
 }
 
-/* write_at(buf, start, src, n): buf[start : start + n] = the n int64 values at address src;
- * ValueError (nothing written) when that span is not inside buf */
+/* write_at(buf, start, src) -> True | None: buf[start : start + src.numel()] = the values of the
+ * tensor ``src`` (buf: a writable C-contiguous int64 buffer). None, nothing written, for a
+ * ``src`` the loops do not read (the caller's numpy form writes it). ValueError, nothing
+ * written, when that span is not inside buf; TypeError for another buf. */
 PyObject *write_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
-    void *sp;
+    const i64 *src;
     i64 start, count;
     Py_buffer b;
-    if (nargs_is(n, 4, "write_at") || arg_i64(args[1], &start) || arg_ptr(args[2], &sp) ||
-        arg_i64(args[3], &count))
+    if (nargs_is(n, 3, "write_at") || arg_i64(args[1], &start) || arg_buf(args[0], &b, 1))
         return NULL;
-    if (arg_buf(args[0], &b, 1)) return NULL;
+    const int read = slots_of(args[2], &count, &src);
     const i64 len = b.len / 8;
-    if (start < 0 || count < 0 || count > len - start) {
-        PyBuffer_Release(&b);
-        PyErr_Format(PyExc_ValueError, "write_at: [%lld, %lld + %lld) is outside a buffer of %lld",
-                     (long long)start, (long long)start, (long long)count, (long long)len);
-        return NULL;
-    }
-    memmove((i64 *)b.buf + start, sp, (size_t)count * sizeof(i64));
+    const int inside = read <= 0 || (start >= 0 && start <= len && count <= len - start);
+    if (read > 0 && inside) memmove((i64 *)b.buf + start, src, (size_t)count * sizeof(i64));
     PyBuffer_Release(&b);
-    Py_RETURN_NONE;
+    if (!inside)
+        return PyErr_Format(PyExc_ValueError, "write_at: [%lld, %lld + %lld) is outside a buffer "
+                            "of %lld", (long long)start, (long long)start, (long long)count,
+                            (long long)len);
+    if (read <= 0) return not_taken();
+    Py_RETURN_TRUE;
 }
 
 /* copy_into(buf, start, src): buf[start : start + len(src)] = src (int64 buffers);
@@ -138,8 +173,8 @@ PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     i64 start, num_pages, ps, num_slots = 0;
     Py_buffer b, own_buf;
     Owners own;
-    if (nargs_is(n, 5, "slots_at") || arg_i64(args[0], &ps) || arg_i64(args[2], &start) ||
-        arg_i64(args[3], &num_pages) || torch_ready() < 0)
+    if (nargs_is(n, 5, "slots_at") || arg_page_size(args[0], "slots_at", &ps) ||
+        arg_i64(args[2], &start) || arg_i64(args[3], &num_pages) || torch_ready() < 0)
         return NULL;
     if (arg_owners(args[4], &own_buf, &own)) return NULL;
     if (arg_buf(args[1], &b, 0)) {
@@ -147,7 +182,7 @@ PyObject *slots_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
         return NULL;
     }
     const i64 len = b.len / 8;
-    const int inside = ps >= 1 && num_pages >= 0 && num_pages <= len &&
+    const int inside = num_pages >= 0 && num_pages <= len &&
                        (num_pages == 0 || (start >= 0 && start < len)) &&
                        checked_mul(num_pages, ps, &num_slots) == 0;
     i64 *out = NULL;

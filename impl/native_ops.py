@@ -1,8 +1,9 @@
 """The CPU backend with its hot paths compiled (``kvpool.impl._native``, an optional extension).
 
 :class:`NativeOps` is :class:`~kvpool.impl.backend.NumpyOps` with the per-call arithmetic done
-by compiled loops that read the caller's tensors in place (``data_ptr``) instead of a dozen
-numpy calls of about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
+by compiled loops that read the caller's tensors in place (the tensors themselves are passed,
+checked through torch's own accessors; never an address) instead of a dozen numpy calls of
+about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
 each (merge test, count, shortage check, layout: ``take_extend``, ``take_decode``), ``free``
 and a free group's end in one pass each (page ids, sorted distinct pages, room check and the
 write into the free list: ``release``), ``alloc``'s slots (``take_slots``), the strided page
@@ -14,9 +15,15 @@ the caches are cold, as between a server's scheduler steps. It gives the same nu
 ``NumpyOps`` for every input: an input the loops do not take (not int64, not contiguous,
 lengths that disagree) or a batch they find irregular goes to the ``NumpyOps`` form, which
 gives the result or raises the error that backend gives. Results are fresh int64 tensors that
-nothing here keeps (``ALIAS-1``); the one-pass ones and ``alloc``'s own a new buffer the loop
-filled (``torch.frombuffer``), the others a new numpy array (``torch.from_numpy``): neither
-storage is resizable, as numpy-backed tensors.
+nothing here keeps (``ALIAS-1``); the one-pass ones, ``alloc``'s and the two-step layouts'
+(``extend_slots``, ``decode_slots``) own a new buffer the loop filled (``torch.frombuffer``),
+the others a new numpy array (``torch.from_numpy``): neither storage is resizable, as
+numpy-backed tensors.
+
+Every compiled function checks its own arguments (a page size below 1, a buffer that is not
+int64, a position or length outside the buffer it indexes: ValueError or TypeError; a tensor it
+does not read: None, for the numpy form here), so that no call of ``_native`` can crash the
+process whatever it is passed.
 
 The four calls made once per allocator call, ``take_extend``, ``take_decode``, ``take_slots``
 and ``release``, are the compiled functions themselves with the page size bound
@@ -37,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .backend import _INT64, INT64, NumpyOps, _run_starts
+from .backend import _INT64, NumpyOps, _run_starts
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -48,22 +55,6 @@ except ImportError:  # built without a C compiler: NumpyOps serves
 def native_available() -> bool:
     """True when the compiled extension imports (then ``ops_for`` may pick :class:`NativeOps`)."""
     return _native is not None
-
-
-_mode_enabled = torch._C._is_torch_function_mode_enabled
-
-
-def _addr(t: torch.Tensor) -> int | None:
-    """The data address of an int64, contiguous CPU tensor of exactly type ``torch.Tensor``
-    (what the loops read: its dtype, contiguity and length are then torch's own answers), read
-    while no torch function mode is active (a mode could answer for the tensor); None for
-    anything else, which the numpy form takes instead. Read afresh for every loop call (no
-    address is kept across calls)."""
-    if (type(t) is torch.Tensor and t.dtype is INT64 and t.is_cpu and t.is_contiguous()
-            and not _mode_enabled()):
-        address: int = t.data_ptr()
-        return address
-    return None
 
 
 class NativeOps(NumpyOps):
@@ -86,9 +77,7 @@ class NativeOps(NumpyOps):
 
     def write(self, view: Any, start: int, pages: Any) -> None:
         if isinstance(pages, torch.Tensor):
-            address = _addr(pages)
-            if address is not None:
-                _native.write_at(view, start, address, pages.numel())
+            if _native.write_at(view, start, pages):  # None: a tensor the loop does not read
                 return
         elif pages.dtype is _INT64 and pages.flags.c_contiguous:  # backend-form pages
             _native.copy_into(view, start, pages)
@@ -98,13 +87,12 @@ class NativeOps(NumpyOps):
     @staticmethod
     def _divided(slots: torch.Tensor, divisor: int, numpy_form: Callable[[Any], Any]) -> Any:
         """``slots // divisor`` as a new 1-D int64 array (divisor 1: a copy); ``numpy_form``
-        for inputs the loop does not read."""
-        address = _addr(slots)
-        if address is None:
+        for inputs the loop does not read (only an exact ``torch.Tensor`` is sized here: a
+        subclass's ``numel`` is its own answer)."""
+        if type(slots) is not torch.Tensor:
             return numpy_form(slots)
         out = np.empty(slots.numel(), dtype=np.int64)
-        _native.page_ids(address, out.size, divisor, out)
-        return out
+        return out if _native.page_ids(slots, divisor, out) else numpy_form(slots)
 
     def page_ids(self, slots: torch.Tensor) -> Any:
         return self._divided(slots, self.page_size, super().page_ids)
@@ -116,14 +104,14 @@ class NativeOps(NumpyOps):
         return self.distinct(self.page_ids(slots))
 
     def segment_pages(self, slots: torch.Tensor, start: int, offset: int) -> Any:
-        address = _addr(slots)
-        if address is None:
+        if type(slots) is not torch.Tensor:  # sized below only when exact (as _divided)
             return super().segment_pages(slots, start, offset)
         # index 0, then one every page size from ps - offset: 1 + ceil((n - ps + offset) / ps)
         n, ps = slots.numel() - start, self.page_size
         out = np.empty(1 + max(0, (n + offset - 1) // ps), dtype=np.int64)
-        _native.segment_page_ids(address + 8 * start, n, ps, offset, out)  # from slots[start]
-        return out
+        if _native.segment_page_ids(slots, start, ps, offset, out):  # from slots[start]
+            return out
+        return super().segment_pages(slots, start, offset)
 
     def defer(self, slots: torch.Tensor) -> Any:
         # a bytearray of int64 page ids: no numpy array to build per free() in a group
@@ -165,43 +153,34 @@ class NativeOps(NumpyOps):
         return merged
 
     def extend_new_pages(self, prefix_lens_cpu: torch.Tensor, seq_lens_cpu: torch.Tensor) -> int:
-        pre, seq = _addr(prefix_lens_cpu), _addr(seq_lens_cpu)
-        batch_size = seq_lens_cpu.numel()
-        if pre is None or seq is None or prefix_lens_cpu.numel() != batch_size:
+        count: int | None = _native.extend_count(prefix_lens_cpu, seq_lens_cpu, self.page_size)
+        if count is None:  # tensors the loop does not read, or of two lengths
             return super().extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
         self._lists_of = self._arrays_of = None  # nothing read here for a later numpy layout
-        count: int = _native.extend_count(pre, seq, batch_size, self.page_size)
         return count
 
     def extend_slots(self, prefix_lens: torch.Tensor, seq_lens: torch.Tensor,
                      last_loc: torch.Tensor, new_pages: Any,
                      extend_num_tokens: int) -> torch.Tensor:
-        pre, seq, last = _addr(prefix_lens), _addr(seq_lens), _addr(last_loc)
-        batch_size = seq_lens.numel()
-        if (extend_num_tokens > 0 and pre is not None and seq is not None and last is not None
-                and prefix_lens.numel() == batch_size == last_loc.numel()):
-            out = np.empty(extend_num_tokens, dtype=np.int64)
-            if _native.extend_layout(pre, seq, last, batch_size, new_pages, self.page_size,
-                                     out) == 0:
-                return torch.from_numpy(out)
-        # an irregular batch or other inputs: the numpy form's result or error
-        return super().extend_slots(prefix_lens, seq_lens, last_loc, new_pages,
+        out = _native.extend_layout(prefix_lens, seq_lens, last_loc, new_pages, self.page_size,
                                     extend_num_tokens)
+        if out is None or out is False:
+            # an irregular batch or other inputs: the numpy form's result or error
+            return super().extend_slots(prefix_lens, seq_lens, last_loc, new_pages,
+                                        extend_num_tokens)
+        slots: torch.Tensor = out
+        return slots
 
     def decode_new_pages(self, seq_lens_cpu: torch.Tensor) -> int:
-        seq = _addr(seq_lens_cpu)
-        if self.page_size == 1 or seq is None:
+        count: int | None = (None if self.page_size == 1 else
+                             _native.decode_count(seq_lens_cpu, self.page_size))
+        if count is None:
             return super().decode_new_pages(seq_lens_cpu)
         self._opening_of = None  # nothing read here for a later numpy layout
-        count: int = _native.decode_count(seq, seq_lens_cpu.numel(), self.page_size)
         return count
 
     def decode_slots(self, seq_lens: torch.Tensor, last_loc: torch.Tensor,
                      new_pages: Any) -> torch.Tensor:
-        seq, last = _addr(seq_lens), _addr(last_loc)
-        batch_size = last_loc.numel()
-        if seq is None or last is None or seq_lens.numel() != batch_size:
-            return super().decode_slots(seq_lens, last_loc, new_pages)
-        out = np.empty(batch_size, dtype=np.int64)
-        _native.decode_layout(seq, last, new_pages, self.page_size, out)
-        return torch.from_numpy(out)
+        out: torch.Tensor | None = _native.decode_layout(seq_lens, last_loc, new_pages,
+                                                         self.page_size)
+        return out if out is not None else super().decode_slots(seq_lens, last_loc, new_pages)

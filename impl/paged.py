@@ -15,6 +15,26 @@ from .checked import host_list
 from .freelist import PageStack
 from .ownership import continued_decode, continued_extend
 
+INT64_MAX = 2**63 - 1
+
+
+def check_token_count(extend_num_tokens: int) -> None:
+    """Refuse an ``extend_num_tokens`` outside ``[0, 2**63)`` (``EXTEND-1``: no slot tensor
+    has that many entries) before any layout sizes an output by it; O(1), reads no tensor. The
+    checked mode and the guard run first: a batch with a negative extend stays ``EXTEND-2``."""
+    if not 0 <= extend_num_tokens <= INT64_MAX:
+        raise ContractViolation("EXTEND-1", f"extend_num_tokens {extend_num_tokens} is outside "
+                                "[0, 2**63)")
+
+
+def check_page_hint(num_new_pages: int | None, counted: int) -> None:
+    """Refuse a caller's ``num_new_pages`` other than the batch's page count ``counted`` (from
+    the ``*_cpu`` lengths, ``EXTEND-4``): a wrong one would hand out pages the layout never
+    uses, or take fewer than it writes. None (no hint) passes."""
+    if num_new_pages is not None and num_new_pages != counted:
+        raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != Σ new pages "
+                                f"{counted} of the batch")
+
 
 class PagedTokenToKVPoolAllocator(AllocatorBase):
     """Page-granular KV allocator, drop-in for SGLang 0.5.23's class; any ``page_size >= 1``.
@@ -120,12 +140,14 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                      ) -> torch.Tensor | None:
         """Slots for positions ``[prefix_i, seq_i)`` of every request, concatenated (``EXTEND-*``).
 
-        ``extend_num_tokens == Σ(seq - prefix)``; ``num_new_pages`` (optional, SGLang's SWA
-        composite passes it) must equal the batch's page count (checked mode: ``EXTEND-4``;
-        unchecked, a wrong count hands pages out twice, as in SGLang). Merges first when the
-        bound exceeds the free list (``SORT-2``); None iff the new pages exceed free + staged,
-        with nothing read or changed (``EXTEND-6``). Vectorised; no host-device sync (the
-        counts come from the ``*_cpu`` lengths).
+        ``extend_num_tokens == Σ(seq - prefix)``; one outside ``[0, 2**63)`` raises
+        ContractViolation (``EXTEND-1``) on every backend and in every mode. ``num_new_pages``
+        (optional, SGLang's SWA composite passes it) must equal the batch's page count, counted
+        from the ``*_cpu`` lengths (O(batch)): else ContractViolation (``EXTEND-4``) before
+        anything changes, checked or not (SGLang trusts it and hands pages out twice). Merges
+        first when the bound exceeds the free list (``SORT-2``); None iff the new pages exceed
+        free + staged, with nothing read or changed (``EXTEND-6``). Vectorised; no host-device
+        sync (the counts come from the ``*_cpu`` lengths).
         """
         table = self._table
         if table is None and num_new_pages is None:  # the backend's one pass, if any
@@ -143,23 +165,20 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
                     return out
         ps = self.page_size
         if table is not None:
-            per_request = table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens,
-                                             seq_lens_cpu, last_loc, extend_num_tokens, ps)
-            if num_new_pages is not None and num_new_pages != sum(per_request):
-                raise ContractViolation("EXTEND-4", f"num_new_pages {num_new_pages} != "
-                                        f"Σ new pages {sum(per_request)}")
+            table.check_extend(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
+                               extend_num_tokens, ps)
         if self._owners is not None:  # the guard: a regular batch, a continued prefix's page
             check_host_batch(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu, last_loc,
                              extend_num_tokens)  # handed out; before anything moves
             self._owners.check_last_loc(continued_extend(prefix_lens, seq_lens, ps), last_loc,
                                         page_size=ps, clause="EXTEND-3")
+        check_token_count(extend_num_tokens)  # what the checks above leave (guard off, Σ huge)
         bound = merge_bound(extend_num_tokens, seq_lens_cpu.numel(), ps)
-        # counted even when given: the CPU backend keeps the host lengths it reads for the
-        # layout of this very call (never a stale one from an earlier call)
+        # counted even when given: the hint is checked against it, and the CPU backend keeps
+        # the host lengths it reads for the layout of this very call (never a stale one)
         counted = self._ops.extend_new_pages(prefix_lens_cpu, seq_lens_cpu)
-        if num_new_pages is None:
-            num_new_pages = counted
-        return self._take_new_pages(num_new_pages, bound, lambda pages: self._ops.extend_slots(
+        check_page_hint(num_new_pages, counted)
+        return self._take_new_pages(counted, bound, lambda pages: self._ops.extend_slots(
             prefix_lens, seq_lens, last_loc, pages, extend_num_tokens))
 
     def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,

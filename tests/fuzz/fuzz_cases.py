@@ -8,11 +8,12 @@ back), then one adversarial scenario. Every tensor is a spec for :func:`fuzz_exe
 Scenarios: bad ids in ``free`` / ``free_page_ids`` / ``free_segments`` / a free group (negative,
 page 0, out of range, exactly at the pool's bounds, near the int64 limits, a page not handed
 out, a page named twice), ``alloc`` sizes near the limits, ``alloc_extend`` / ``alloc_decode``
-batches that disagree with themselves (lengths, ``*_cpu`` copies, ``extend_num_tokens``,
-``last_loc``), resize, the capacity hooks, translation and the CPU-copy delegates, with any
-dtype, layout or lying subclass mixed in. A case whose call the guard
-must reject on the unchecked path names the clause in ``guard`` (``{"calls": [indices],
-"clause": ...}``: the first raising call among ``calls`` must raise ContractViolation with it).
+batches that disagree with themselves (lengths, ``*_cpu`` copies, ``extend_num_tokens`` up to
+beyond int64, ``last_loc``, a wrong ``num_new_pages``), resize, the capacity hooks, translation
+and the CPU-copy delegates, with any dtype, layout or lying subclass mixed in. A case whose
+call the guard must reject on the unchecked path names the clause in ``guard`` (``{"calls":
+[indices], "clause": ...}``: the first raising call among ``calls`` must raise
+ContractViolation with it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
 EDGE_COUNTS = [2**61, 2**62, INT64_MAX, INT64_MAX - 1, 2**31, 2**32 + 1, -1, INT64_MIN, -(2**61)]
+BEYOND_INT64 = [2**63, 2**64 + 3, -(2**64) - 1]
 LAYOUTS = ["contig", "strided", "offset", "transposed", "row2d", "col2d", "scalar", "broadcast"]
 ODD_DTYPES = ["int32", "int16", "uint8", "float32", "float64", "bool"]
 LIES = ["numel", "dtype", "contig", "nullptr", "shiftptr", "len"]
@@ -257,10 +259,13 @@ def alloc_extend(w: World) -> dict[str, Any]:
     ent = sum(s - p for s, p in zip(seq, prefix))
     prefix_cpu, seq_cpu = list(prefix), list(seq)
     mutation = rng.choice(["none", "ent", "ent", "empty", "lens", "cpu", "neg", "huge_seq",
-                           "last_loc", "last_loc_guard"])
+                           "last_loc", "last_loc_guard", "hint"])
     clause = None
+    kwargs: dict[str, Any] = {}
     if mutation == "ent":
-        ent = rng.choice([ent + 1, ent - 1, 0, *EDGE_COUNTS])
+        ent = rng.choice([ent + 1, ent - 1, 0, *EDGE_COUNTS, *BEYOND_INT64])
+    elif mutation == "hint" and w.kind == "paged":  # SGLang's SWA composite passes it
+        kwargs["num_new_pages"], clause = _wrong_hint(w, prefix, seq), "EXTEND-4"
     elif mutation == "empty":
         prefix = seq = last = prefix_cpu = seq_cpu = []
         ent = rng.choice([1, 7, 2**61, INT64_MAX])
@@ -290,10 +295,19 @@ def alloc_extend(w: World) -> dict[str, Any]:
             last[rng.randrange(len(last))] = rng.choice([-1, 0, -(2**61), 2**61, INT64_MAX])
     honest = mutation == "last_loc_guard" or rng.random() < 0.6
     args = [_dress(w, v, honest) for v in (prefix, prefix_cpu, seq, seq_cpu, last)]
-    case: dict[str, Any] = {"calls": [{"method": "alloc_extend", "args": [*args, ent]}]}
+    call = {"method": "alloc_extend", "args": [*args, ent], "kwargs": kwargs}
+    case: dict[str, Any] = {"calls": [call]}
     if clause and honest:
         case["guard"] = {"calls": [0], "clause": clause}
     return case
+
+
+def _wrong_hint(w: World, prefix: list[int], seq: list[int]) -> int:
+    """A ``num_new_pages`` other than the batch's page count (``EXTEND-4``)."""
+    ps = w.ps
+    count = sum(-(-s // ps) - -(-p // ps) for p, s in zip(prefix, seq))
+    return w.rng.choice([h for h in (-1, 0, count - 1, count + 1, count + 40, 2**63)
+                         if h != count])
 
 
 def alloc_decode(w: World) -> dict[str, Any]:

@@ -8,7 +8,8 @@ argument is a spec (:func:`make_tensor`): int values, a dtype, a layout (strided
 returns a verdict: per call the outcome (result or exception class and clause), the allocator's
 state before and after (:func:`snapshot`), its free census after, and the problems found with a
 returned slot tensor (:func:`result_issues`). ``target``: ``native`` / ``numpy`` (kvpool's two
-CPU backends, by ``KVPOOL_NATIVE``) or ``sglang`` (SGLang 0.5.23, for reference).
+CPU backends, by ``KVPOOL_NATIVE``) or ``sglang`` (SGLang 0.5.23, for reference); ``entry``
+runs a case of :mod:`fuzz_native` instead (one call of a ``kvpool.impl._native`` function).
 
 Replay one case in a fresh process: ``python tests/fuzz/fuzz_exec.py '<case json>' native``
 (or a seed of :func:`fuzz_cases.case_for` instead of the JSON).
@@ -28,7 +29,7 @@ import torch
 DTYPES = {"int64": torch.int64, "int32": torch.int32, "int16": torch.int16,
           "uint8": torch.uint8, "float32": torch.float32, "float64": torch.float64,
           "bool": torch.bool}
-TARGETS = ("native", "numpy", "sglang")
+TARGETS = ("native", "numpy", "sglang", "entry")
 
 
 # -- tensors that lie about themselves ---------------------------------------------------------
@@ -280,6 +281,10 @@ def _outcome(a: Any, call: dict[str, Any], ps: int) -> dict[str, Any]:
 
 def run_case(case: dict[str, Any], target: str) -> dict[str, Any]:
     """The verdict of one case on one target (see the module docstring)."""
+    if target == "entry":
+        import fuzz_native
+
+        return fuzz_native.run_call(case)
     if target == "numpy":
         os.environ["KVPOOL_NATIVE"] = "0"
     elif target == "native":
@@ -293,8 +298,12 @@ def run_case(case: dict[str, Any], target: str) -> dict[str, Any]:
             "calls": [_outcome(a, call, ps) for call in case["calls"]]}
 
 
-if __name__ == "__main__":  # replay: fuzz_exec.py '<case json>'|<seed> [native|numpy|sglang]
-    if sys.argv[1].isdigit():
+if __name__ == "__main__":  # replay: fuzz_exec.py '<case json>'|<seed> [native|numpy|sglang|entry]
+    if sys.argv[1].isdigit() and sys.argv[2:3] == ["entry"]:
+        from fuzz_native import native_case_for
+
+        replayed = native_case_for(int(sys.argv[1]))
+    elif sys.argv[1].isdigit():
         from fuzz_cases import case_for
 
         replayed = case_for(int(sys.argv[1]))

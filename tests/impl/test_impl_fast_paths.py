@@ -283,20 +283,27 @@ def test_given_page_count_lays_out_this_calls_lengths_EXTEND_4(batch: int) -> No
 
 
 @BACKENDS
-def test_a_given_page_count_is_what_the_call_takes_EXTEND_4(
+def test_a_given_page_count_must_be_the_batchs_EXTEND_4(
         backend: str, request: pytest.FixtureRequest) -> None:
-    """Unchecked, ``alloc_extend`` takes ``num_new_pages`` pages from the free list when the
-    caller gives it, even a wrong count (as SGLang, which slices its free list by it): one more
-    than the batch needs leaves one page fewer free than the counted call."""
+    """Unchecked too, ``alloc_extend`` refuses a ``num_new_pages`` other than the batch's page
+    count (SGLang slices its free list by it and hands pages out twice): ContractViolation
+    ``EXTEND-4``, nothing taken; the right count takes what no count takes."""
     _use(backend, request)
+    args = (_t([0, 0]), _t([0, 0]), _t([8, 1]), _t([8, 1]), _t([-1, -1]), 9)
     left = []
-    for given in (None, 3, 4):  # the batch needs 3 pages (4 + 4 + 1 tokens at ps 4)
+    for given in (None, 3):  # the batch needs 3 pages (4 + 4 + 1 tokens at ps 4)
         alloc = _paged(64, 4)
-        out = alloc.alloc_extend(_t([0, 0]), _t([0, 0]), _t([8, 1]), _t([8, 1]), _t([-1, -1]),
-                                 9, num_new_pages=given)
+        out = alloc.alloc_extend(*args, num_new_pages=given)
         assert out is not None and len(out) == 9
         left.append(alloc.available_size() // 4)
-    assert left == [13, 13, 12]
+    assert left == [13, 13]
+    for wrong in (2, 4, -1):
+        alloc = _paged(64, 4)
+        with pytest.raises(ContractViolation) as raised:
+            alloc.alloc_extend(*args, num_new_pages=wrong)
+        assert raised.value.clause == "EXTEND-4"
+        assert alloc.available_size() // 4 == 16
+        alloc.check_invariants()
 
 
 @pytest.mark.parametrize("ops", [*(host(4, "cpu") for host in HOST_OPS), TorchOps(4, "cpu")])
