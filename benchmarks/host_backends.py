@@ -1,7 +1,7 @@
 """kvpool's two CPU backends side by side: the compiled loops and the numpy fallback.
 
 An install with a C compiler runs :class:`kvpool.impl.native_ops.NativeOps`; one without runs
-:class:`kvpool.impl.backend.NumpyOps` (``KVPOOL_NATIVE=0`` forces it). This probe measures both
+:class:`kvpool.impl.numpy_ops.NumpyOps` (``KVPOOL_NATIVE=0`` forces it). This probe measures both
 in one process on the workloads where the backend matters, so that a user without a compiler
 knows what it costs:
 

@@ -96,8 +96,9 @@ def fallback_op_counts() -> list[dict[str, Any]]:
     present). W3's batch (64 requests, ps 16) and W2's decode batch (256 requests crossing a
     page); the new pages are given back between calls, outside the profile.
     """
-    from kvpool.impl.backend import NumpyOps, TorchOps
+    from kvpool.impl.backend import TorchOps
     from kvpool.impl.native_ops import NativeOps, native_available
+    from kvpool.impl.numpy_ops import NumpyOps
 
     rows = [*_backend_counts("torch (CUDA fallback)", TorchOps),
             *_backend_counts("numpy (CPU without a C compiler)", NumpyOps)]

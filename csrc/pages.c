@@ -105,7 +105,9 @@ PyObject *write_at(PyObject *self, PyObject *const *args, Py_ssize_t n) {
     const int read = slots_of(args[2], &count, &src);
     const i64 len = b.len / 8;
     const int inside = read <= 0 || (start >= 0 && start <= len && count <= len - start);
-    if (read > 0 && inside) memmove((i64 *)b.buf + start, src, (size_t)count * sizeof(i64));
+    /* an empty tensor's data pointer may be NULL: no memmove (NULL is undefined even for 0) */
+    if (read > 0 && inside && count > 0)
+        memmove((i64 *)b.buf + start, src, (size_t)count * sizeof(i64));
     PyBuffer_Release(&b);
     if (!inside)
         return PyErr_Format(PyExc_ValueError, "write_at: [%lld, %lld + %lld) is outside a buffer "

@@ -1,38 +1,39 @@
-"""Logic shared by the token and paged torch allocators: capacity, groups, segments, diagnostics.
+"""Logic shared by the token and paged torch allocators: capacity, releases, groups, diagnostics.
 
 A subclass chooses its free list (:class:`~kvpool.impl.freelist.PageRing` for the token FIFO,
 :class:`~kvpool.impl.freelist.PageStack` for the paged LIFO) and how ``free()`` turns slots into
 pages (token: the slots as given; paged: sorted distinct pages). Everything else, including the
-reference order of SGLang's ``need_sort`` staging, free groups and segment frees, lives here once.
-The arithmetic runs on the backend :func:`~kvpool.impl.backend.ops_for` picks: compiled loops or
-numpy on CPU, a Triton kernel or torch ops on CUDA.
+reference order of SGLang's ``need_sort`` staging and free groups, lives here once, with the
+segment frees (:class:`~kvpool.impl.segment_frees.SegmentFrees`) and the ownership guard's
+checks (:class:`~kvpool.impl.release_guard.ReleaseGuard`).
+The arithmetic runs on the backend :func:`~kvpool.impl.backend_choice.ops_for` picks: compiled
+loops or numpy on CPU, a Triton kernel or torch ops on CUDA.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Sequence
 from typing import Any, ClassVar
 
-import numpy as np
 import torch
 from kvpool.spec import rules
 from kvpool.spec.census import census, describe_pages
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.model import ResizeConfig
-from kvpool.spec.segments import next_trim
-from kvpool.spec.wording import counted
 
-from .backend import NumpyOps, TorchOps, joined, ops_for
+from .backend import TorchOps, joined
+from .backend_choice import ops_for
 from .checked import PageStatusTable, host_list
-from .freelist import PageRing, PageStack, Staging
+from .freelist import PageRing, PageStack
 from .hooks import SglangSurface
-from .ownership import Ownership, host_pages
+from .numpy_ops import NumpyOps
+from .ownership import Ownership
+from .release_guard import ReleaseGuard
+from .segment_frees import SegmentFrees
+from .staging import Staging
 
-Segment = tuple[torch.Tensor, int]
 
-
-class AllocatorBase(SglangSurface):
+class AllocatorBase(SegmentFrees, ReleaseGuard, SglangSurface):
     """State and shared operations; see the subclasses for representation and complexity."""
 
     paged: ClassVar[bool]
@@ -219,89 +220,6 @@ class AllocatorBase(SglangSurface):
         """A single pool has no SWA peer: exactly ``free`` (``FREE-7``)."""
         self.free(free_index)
 
-    def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
-        """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``).
-
-        One representative slot per logical page, picked by stride (count known on the host),
-        released in row order (``SEG-3``). O(n / page_size); no host-device sync.
-        """
-        self.free_segments([(free_index, start_pos)])
-
-    def free_segments(self, segments: Sequence[Segment]) -> None:
-        """Release ascending segments of one row; a shared boundary page once (``SEG-4/5/6``).
-
-        Each segment is released on its own, in order, after the boundary trim (host
-        arithmetic on ``start_pos`` and ``numel`` only). No host-device sync when unchecked.
-        """
-        table = self._table
-        checked_pages = table.check_segments(segments, self.page_size) if table else None
-        per_segment = self._pages_of_segments(segments)
-        if self.free_group is None:  # all or nothing, even for an unchecked double free
-            self._guard_release([pages for _, pages in per_segment])
-        for i, pages in per_segment:  # each a new backend-form array: the group may keep it
-            if self.free_group is None:
-                self._release(pages, guarded=False)
-            elif self.paged:
-                self._deferred_segments().append(pages)
-            else:
-                self.free_group.append(pages)
-            if table is not None and checked_pages is not None:
-                if self.free_group is None:
-                    table.released(checked_pages[i], need_sort=self.need_sort)
-                else:
-                    table.deferred_segment(checked_pages[i], paged=self.paged)
-
-    def _pages_of_segments(self, segments: Sequence[Segment]) -> list[tuple[int, Any]]:
-        """Each non-empty segment's index and its pages after the boundary trim (``SEG-5``), in
-        row order: new backend-form arrays."""
-        per_segment: list[tuple[int, Any]] = []
-        prev_end: int | None = None
-        for i, (free_index, start_pos) in enumerate(segments):
-            trim, prev_end = next_trim(start_pos, free_index.numel(), prev_end, self.page_size)
-            pages = self._segment_pages(free_index, trim, start_pos + trim)
-            if pages is not None:
-                per_segment.append((i, pages))
-        return per_segment
-
-    def check_release_of_segments(self, segments: Sequence[Segment]) -> None:
-        """The ownership guard's check of ``free_segments(segments)`` without releasing anything
-        (``FREE-1..3``); no-op on device backends or inside a group (checked at its end)."""
-        if self._owners is None or self.free_group is not None:
-            return
-        parts = [pages for _, pages in self._pages_of_segments(segments)]
-        if parts:
-            self._owners.check_release(np.concatenate([host_pages(p) for p in parts]),
-                                       page_size=self.page_size)
-
-    def check_take(self, continued: Any, last_loc: torch.Tensor, clause: str) -> None:
-        """The ownership guard's ``last_loc`` check of an extend or decode (``continued``: which
-        requests continue from their ``last_loc``) without taking anything; a composite checks
-        every side before either takes."""
-        if self._owners is not None:
-            self._owners.check_last_loc(continued, last_loc, page_size=self.page_size,
-                                        clause=clause)
-
-    def check_release_of_pages(self, page_ids: Any) -> None:
-        """The ownership guard's check of ``free_page_ids(page_ids)`` (or, several
-        ``free()``s' sorted distinct pages with it, end to end) without releasing anything."""
-        if self._owners is not None and self.free_group is None:
-            self._owners.check_release(page_ids, page_size=self.page_size)
-
-    def _segment_pages(self, free_index: torch.Tensor, trim: int,
-                       start_pos: int) -> Any | None:
-        """Pages of the segment ``free_index[trim:]``, whose first slot is at row position
-        ``start_pos``, in row order: a new backend-form array (None when empty).
-
-        The spec's :func:`kvpool.spec.segments.segment_pages` in the backend
-        (``segment_pages``): its representatives (``rep_offsets``) are index 0 and then every
-        ``ps`` from ``ps - offset``, a strided read instead of a host list turned into an index
-        tensor (no host-device sync). ``tests/impl/test_impl_spec_forms.py`` ties the two
-        together on every backend.
-        """
-        if free_index.numel() <= trim:
-            return None
-        return self._ops.segment_pages(free_index, trim, start_pos % self.page_size)
-
     def _release(self, pages: Any, *, ascending: bool = False, guarded: bool = True) -> None:
         """Put ``pages`` back: staged under ``need_sort``, else onto the free list (``FREE-5``).
         ``pages``: a 1-D tensor or backend-form pages (``ascending``: the caller vouches that
@@ -356,48 +274,6 @@ class AllocatorBase(SglangSurface):
             self._free_sorted = (self._free_sorted and self.paged and
                                  self._ops.ascends_across(target.view, at))
         return True
-
-    def check_release_of(self, free_index: torch.Tensor) -> None:
-        """The ownership guard's check of ``free(free_index)`` without releasing anything
-        (``FREE-1..3``; a composite checks every side before it changes any). No-op on device
-        backends and for an empty input."""
-        if self._owners is not None and free_index.numel():
-            self._owners.check_release(self._pages_of_free(free_index), page_size=self.page_size)
-
-    def check_group_end(self) -> None:
-        """The ownership guard's check of what :meth:`free_group_end` would release, without
-        releasing anything (``FREE-1..3``, ``GROUP-6``). No-op without an open group."""
-        if self._owners is None or self.free_group is None:
-            return
-        parts = [self._pages_of_group(self.free_group)] if self.free_group else []
-        parts += self._group_segments or []
-        if parts:
-            self._owners.check_release(np.concatenate([host_pages(p) for p in parts]),
-                                       page_size=self.page_size)
-
-    def _guard_release(self, parts: list[Any]) -> None:
-        """Before a release of the pages of ``parts`` (1-D tensors or backend-form pages) end to
-        end: refuse, with nothing changed, a page outside the pool (``FREE-1``), page 0
-        (``FREE-2``), or one not handed out or named twice among them (``FREE-3``; the
-        ownership guard, on the host backends), or more pages than the pool holds (``FREE-3``);
-        then mark them free in the guard's bitmap."""
-        owners = self._owners
-        host = None
-        if owners is not None and parts:
-            named = parts[0] if len(parts) == 1 else np.concatenate(
-                [host_pages(part) for part in parts])
-            host = owners.check_release(named, page_size=self.page_size)
-        self._check_room(sum(len(part) for part in parts))
-        if owners is not None and host is not None:
-            owners.mark_free(host)
-
-    def _check_room(self, num_pages: int) -> None:
-        """Refuse (FREE-3, nothing changed) when more pages would be free than exist, so even an
-        unchecked double free cannot overrun the buffers. Host counters only."""
-        if len(self._free) + len(self._staged) + num_pages > self.num_pages:
-            raise ContractViolation(
-                "FREE-3", f"releasing {counted(num_pages, 'page')} would exceed the "
-                f"{self.num_pages} pages of the pool: double free")
 
     def free_group_begin(self) -> None:
         """Open a free group; groups do not nest (``GROUP-1``, also unchecked)."""

@@ -1,6 +1,6 @@
 """The CPU backend with its hot paths compiled (``kvpool.impl._native``, an optional extension).
 
-:class:`NativeOps` is :class:`~kvpool.impl.backend.NumpyOps` with the per-call arithmetic done
+:class:`NativeOps` is :class:`~kvpool.impl.numpy_ops.NumpyOps` with the per-call arithmetic done
 by compiled loops that read the caller's tensors in place (the tensors themselves are passed,
 checked through torch's own accessors; never an address) instead of a dozen numpy calls of
 about half a microsecond each: ``alloc_extend`` and ``alloc_decode`` in one pass
@@ -30,7 +30,7 @@ and ``release``, are the compiled functions themselves with the page size bound
 (``functools.partial``): they read the tensors through torch's own accessors (not attribute
 lookups) and build the result tensor, with no Python frame in between.
 
-:func:`kvpool.impl.backend.ops_for` picks it on the CPU when the extension was built (``pip
+:func:`kvpool.impl.backend_choice.ops_for` picks it on the CPU when the extension was built (``pip
 install`` compiles it where a C compiler is present; without one the install still succeeds and
 ``NumpyOps`` is used) and ``KVPOOL_NATIVE`` is not ``0``. ``native_available()`` says which.
 """
@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .backend import _INT64, NumpyOps, _run_starts
+from .numpy_ops import NP_INT64, NumpyOps, run_starts
 
 try:
     from . import _native  # type: ignore[attr-defined]
@@ -79,7 +79,7 @@ class NativeOps(NumpyOps):
         if isinstance(pages, torch.Tensor):
             if _native.write_at(view, start, pages):  # None: a tensor the loop does not read
                 return
-        elif pages.dtype is _INT64 and pages.flags.c_contiguous:  # backend-form pages
+        elif pages.dtype is NP_INT64 and pages.flags.c_contiguous:  # backend-form pages
             _native.copy_into(view, start, pages)
             return
         super().write(view, start, pages)  # int32, strided: numpy converts
@@ -131,7 +131,7 @@ class NativeOps(NumpyOps):
             return pages[:num_runs]
         head = pages[:-num_runs]
         head.sort()
-        return head[_run_starts(head)]
+        return head[run_starts(head)]
 
     def merge_sorted(self, front: Any, staged: Any, *,
                      front_sorted: bool) -> tuple[int, Any]:

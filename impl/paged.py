@@ -9,10 +9,10 @@ import torch
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.layout import merge_bound
 
-from .backend import check_host_batch
 from .base import AllocatorBase
 from .checked import host_list
 from .freelist import PageStack
+from .numpy_ops import check_host_batch
 from .ownership import continued_decode, continued_extend
 
 INT64_MAX = 2**63 - 1
@@ -67,7 +67,7 @@ class PagedTokenToKVPoolAllocator(AllocatorBase):
 
     On the CPU, ``free`` of slots in page-major runs (a row) sorts one entry per run:
     O(k + P log P) instead of O(k log k). The staged pages lie right below the list's front
-    while each free follows the takes (:class:`~kvpool.impl.freelist.Staging`); when they
+    while each free follows the takes (:class:`~kvpool.impl.staging.Staging`); when they
     ascend there (pages given back in the order they were taken, as a batch that ends
     together) and lie below the front, the compiled merge moves none of them: O(runs) in the
     one pass of ``alloc_extend`` / ``alloc_decode``.

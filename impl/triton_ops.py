@@ -21,7 +21,7 @@ counts the variants and their compile time; its results are in ``benchmarks/resu
 What stays compiled in is the page size and the batch's next power
 of two (``BATCH``), as in SGLang's kernels, and the pointers' alignment.
 
-Used by :func:`kvpool.impl.backend.ops_for` on CUDA when ``triton`` imports (the optional
+Used by :func:`kvpool.impl.backend_choice.ops_for` on CUDA when ``triton`` imports (the optional
 ``triton`` extra) and ``KVPOOL_TRITON`` is not ``0``.
 """
 

@@ -22,18 +22,19 @@ from typing import Any
 from kvpool import impl
 from kvpool.impl import SWATokenToKVPoolAllocator as _ImplSWA
 from kvpool.impl.swa_census import HybridDiagnostics
+from kvpool.impl.swa_segments import SwaSegmentFrees
 from kvpool.impl.swa_tail import SwaTailAllocation
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
 from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as _SglangSWA
 
-from .sglang import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, follow_sglang
+from .sglang_classes import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, follow_sglang
 from .sglang_debug import HybridDebugChecks
 
 __all__ = ["HYBRID_KVPOOL_OWNS", "SGLANG_SWA_INTERNAL", "SWATokenToKVPoolAllocator"]
 
 HYBRID_KVPOOL_OWNS: frozenset[str] = frozenset(
     name for source in (impl.SWATokenToKVPoolAllocator, HybridDiagnostics, SwaTailAllocation,
-                        HybridDebugChecks)
+                        SwaSegmentFrees, HybridDebugChecks)
     for name in vars(source)
     if name == "__init__" or not (name.startswith("__") and name.endswith("__")))
 

@@ -2,7 +2,7 @@
 
 On CPU the allocators run their hot paths in compiled loops
 (:class:`kvpool.impl.native_ops.NativeOps`, when the extension is built) or in numpy
-(:class:`kvpool.impl.backend.NumpyOps`); CUDA uses :class:`kvpool.impl.backend.TorchOps`. Tests
+(:class:`kvpool.impl.numpy_ops.NumpyOps`); CUDA uses :class:`kvpool.impl.backend.TorchOps`. Tests
 that inspect the torch ops (dispatch guards, op counts) or that check the torch path's results
 on a CPU-only machine request ``torch_ops`` so that allocators built inside them use
 ``TorchOps`` on CPU too; ``numpy_ops`` does the same for ``NumpyOps`` (the backend of an
@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 from kvpool.impl import base
-from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.impl.backend import TorchOps
+from kvpool.impl.numpy_ops import NumpyOps
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ extension fails ``test_impl_native.py`` instead of testing one backend only.
 
 from __future__ import annotations
 
-from kvpool.impl.backend import NumpyOps
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.impl.numpy_ops import NumpyOps
 
 HOST_OPS: tuple[type[NumpyOps], ...] = (NumpyOps, NativeOps) if native_available() else (
     NumpyOps,)

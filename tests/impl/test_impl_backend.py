@@ -24,8 +24,10 @@ from hypothesis import strategies as st
 from impl_adapter import free_list
 from impl_scheduler import Driver, RandomChooser, choose_config
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from kvpool.impl.backend import NumpyOps, TorchOps, ops_for
+from kvpool.impl.backend import TorchOps
+from kvpool.impl.backend_choice import ops_for
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.impl.numpy_ops import NumpyOps
 from kvpool.spec import AllocatorModel, ContractViolation
 from test_impl_cases import PARAMS, _runner
 
@@ -244,7 +246,7 @@ def test_backend_choice_on_cuda_follows_KVPOOL_TRITON(monkeypatch: pytest.Monkey
     import sys
     import types
 
-    from kvpool.impl import backend
+    from kvpool.impl import backend_choice
 
     class StandIn(TorchOps):
         def __init__(self, page_size: int, device: Any) -> None:  # no CUDA tensors here
@@ -259,7 +261,7 @@ def test_backend_choice_on_cuda_follows_KVPOOL_TRITON(monkeypatch: pytest.Monkey
     fake = types.ModuleType("kvpool.impl.triton_ops")
     fake.TritonOps = FakeTritonOps  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "kvpool.impl.triton_ops", fake)
-    monkeypatch.setattr(backend, "TorchOps", FakeTorchOps)
+    monkeypatch.setattr(backend_choice, "TorchOps", FakeTorchOps)
     monkeypatch.delenv("KVPOOL_TRITON", raising=False)
     assert type(ops_for(16, "cuda")) is FakeTritonOps
     assert type(ops_for(16, "meta")) is FakeTorchOps

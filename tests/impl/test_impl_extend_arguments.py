@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import torch
 from kvpool.impl import PagedTokenToKVPoolAllocator, base
-from kvpool.impl.backend import NumpyOps
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.impl.numpy_ops import NumpyOps
 from kvpool.spec.errors import ContractViolation
 
 PAGE_SIZE = 4

@@ -28,7 +28,8 @@ import torch
 from host_backends import HOST_OPS
 from impl_adapter import free_list
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, host_layout
-from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.impl.backend import TorchOps
+from kvpool.impl.numpy_ops import NumpyOps
 from kvpool.spec import ContractViolation
 
 BACKENDS = pytest.mark.parametrize("backend", ["default", "numpy", "torch"])

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 import torch
 from impl_adapter import make_impl, to_plain
-from kvpool.impl.backend import NumpyOps, TorchOps
-from kvpool.impl.freelist import PageRing, PageStack, Staging
+from kvpool.impl.backend import TorchOps
+from kvpool.impl.freelist import PageRing, PageStack
+from kvpool.impl.numpy_ops import NumpyOps
+from kvpool.impl.staging import Staging
 from kvpool.spec import AllocatorModel
 
 BACKENDS = [pytest.param(False, id="numpy"), pytest.param(True, id="torch")]

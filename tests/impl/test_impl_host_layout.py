@@ -19,7 +19,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.impl import host_layout
-from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.impl.backend import TorchOps
+from kvpool.impl.numpy_ops import NumpyOps
 from kvpool.spec.errors import ContractViolation
 from kvpool.spec.layout import extend_row, num_new_pages
 

@@ -19,8 +19,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.impl import PagedTokenToKVPoolAllocator
-from kvpool.impl.backend import NumpyOps, TorchOps
+from kvpool.impl.backend import TorchOps
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.impl.numpy_ops import NumpyOps
 from kvpool.spec.layout import merge_bound
 from torch.overrides import TorchFunctionMode
 
@@ -283,7 +284,7 @@ def test_without_the_extension_the_numpy_backend_serves(monkeypatch: pytest.Monk
     """An install without a C compiler: ``native_available()`` is False, ``NativeOps`` refuses
     to be built (ImportError) and CPU allocators run ``NumpyOps``."""
     from kvpool.impl import native_ops
-    from kvpool.impl.backend import ops_for
+    from kvpool.impl.backend_choice import ops_for
 
     monkeypatch.setattr(native_ops, "_native", None)
     monkeypatch.delenv("KVPOOL_NATIVE", raising=False)

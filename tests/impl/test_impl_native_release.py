@@ -20,8 +20,8 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator, base
-from kvpool.impl.backend import NumpyOps
 from kvpool.impl.native_ops import NativeOps, native_available
+from kvpool.impl.numpy_ops import NumpyOps
 from kvpool.spec.errors import ContractViolation
 
 pytestmark = pytest.mark.skipif(not native_available(), reason="extension not built")

@@ -24,7 +24,8 @@ if DEVICE == "cpu":
     os.environ.setdefault("TRITON_INTERPRET", "1")
 triton_ops = pytest.importorskip("kvpool.impl.triton_ops", reason="the triton extra")
 
-from kvpool.impl.backend import NumpyOps, TorchOps  # noqa: E402
+from kvpool.impl.backend import TorchOps  # noqa: E402
+from kvpool.impl.numpy_ops import NumpyOps  # noqa: E402
 
 PAGE_SIZES = st.sampled_from([1, 2, 16, 64])
 FEW = settings(max_examples=25, deadline=None)

@@ -90,10 +90,10 @@ def test_version_gate(ks: Any) -> None:
     assert any("'reserve'" in p for p in problems)
     assert any("alloc() takes 'stream'" in p for p in problems)
     with pytest.raises(ks.UnsupportedSGLangVersion, match=r"0\.9\.0 changed"):
-        ks._check_sglang("0.9.0", Changed)
-    ks._check_sglang("0.5.23", Changed)  # the tested version is trusted
+        ks.check_sglang("0.9.0", Changed)
+    ks.check_sglang("0.5.23", Changed)  # the tested version is trusted
     with pytest.warns(UserWarning, match=r"not 0\.9\.0"):
-        ks._check_sglang("0.9.0", Base)
+        ks.check_sglang("0.9.0", Base)
 
 
 def test_every_attribute_sglang_reads_is_served(ks: Any) -> None:
