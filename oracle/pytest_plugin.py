@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from .engine.registry import DEFAULT_FAMILY, FAMILIES, family_help
+from .engine.registry import DEFAULT_FAMILY, FAMILIES, family_help, target_help
 
 _PLAN = pytest.StashKey[list[Any]]()
 _ROWS = pytest.StashKey[list[dict[str, Any]]]()  # results handed in by the items (any worker)
@@ -66,7 +66,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=[],
         metavar="MODULE:FACTORY",
         help="run the kvpool conformance oracle against this allocator factory "
-        "(repeatable; aliases: kvpool, kvpool-unchecked, sglang)",
+        f"(repeatable): {target_help('--kvpool-family')}",
     )
     add(
         "--kvpool-order",

@@ -316,6 +316,22 @@ def declare_all(caps: Capabilities) -> Capabilities:
     return dataclasses.replace(caps, declared_fields=frozenset(field_names(caps)))
 
 
+# A field of :class:`Capabilities`, its value when a method is missing, the methods it needs
+# (what inference switches off, and what a failure's hint names for a missing method).
+METHOD_RULES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
+    ("extend", False, ("alloc_extend", "alloc_decode")),
+    ("decode_ps1", False, ("alloc_decode",)),
+    ("groups", False, ("free_group_begin", "free_group_end")),
+    ("segments", "none", ("free_segment", "free_segments")),
+    ("page_ids", False, ("free_page_ids",)),
+    ("base_api", False, ("free_full", "translate_kv_indices_for_transfer", "verify_byte_accounting")),  # noqa: E501
+    ("merge", False, ("merge_and_sort_free",)),
+    ("need_sort", (False,), ("merge_and_sort_free",)),
+    ("clear", False, ("clear",)),
+    ("resize", False, ("resize",)),
+    ("capacity_hooks", False, ("evict_to_free_tokens", "check_decode_capacity")),
+)
+
 # Full declarations: every field declared (``.replace(...)`` keeps them complete).
 TOKEN = declare_all(Capabilities(paged=False, page_sizes=(1,), extend=False))
 PAGED = declare_all(Capabilities())

@@ -8,11 +8,13 @@ events, clause accounting) and the capability declaration's class and attribute.
 shrinking, replay, minimization, repros, coverage, clause accounting, the CLI and the pytest
 plugin take a family and are written once.
 
-The registry (:mod:`.registry`) names the module that defines each family's ``FAMILY`` and
-holds its default budget; :func:`family` imports only the one asked for. That keeps a run's
+The registry (:mod:`.registry`) holds the rest of a family's record as data: the module that
+defines its ``FAMILY``, its call table, target aliases and default target, a repro's imports,
+its default budget and help line; a :class:`Family` reads them from there, and :func:`family`
+imports only the one asked for. That keeps a run's
 start-up to its own family and keeps the single-pool run's examples independent of the other
 families' code (Hypothesis draws integers partly from the constants of the loaded local
-modules). A new family is one module and one registry entry.
+modules). A new family is one subpackage and one registry entry.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from .call import Call
 from .capabilities import Capabilities, field_names, merge_declared
 from .clausemap import ClauseMap
 from .core import Engine
-from .registry import FAMILIES, FAMILY_MODULES
+from .registry import FAMILIES, FAMILY_MODULES, Registered, load, registered
 from .target import Config, Target
 
 
@@ -35,24 +37,57 @@ class Family:
     """One allocator family (see the module docstring)."""
 
     name: str
-    calls: Mapping[str, Call]
     executor: type[Engine]
     machine_for: Callable[[Target, Config], type[Any]]
     clauses: ClauseMap
     caps_class: type[Capabilities]
     caps_attr: str  # the factory attribute that declares its capabilities
-    aliases: Mapping[str, Callable[..., Any]]  # target names the CLI accepts
+    # how a target string becomes what runs: ``planner(spec, entry.plan.Options)``, a list of
+    # ``Planned``; None: ``entry.plan.plan_family`` (aliases, declarations, no inference)
+    planner: Callable[[str | None, Any], list[Any]] | None = None
+
+    @property
+    def record(self) -> Registered:
+        """The family's registry record (call table, aliases, budgets, help line)."""
+        return FAMILIES[self.name]
+
+    @property
+    def calls(self) -> Mapping[str, Call]:
+        """The call table (the one the registry record names, as :mod:`.calltables` has it)."""
+        from .calltables import calls_for
+
+        return calls_for(self.name)
+
+    @property
+    def aliases(self) -> Mapping[str, tuple[str, ...]]:
+        """Target alias -> the ``module:factory`` paths it runs (the registry's)."""
+        return self.record.aliases
+
+    @property
+    def default_target(self) -> str:
+        """The alias run when no target is named (the registry's)."""
+        return self.record.default_target
 
     @property
     def default_examples(self) -> int:
         """Examples per configuration when none are asked for (the registry's)."""
-        return FAMILIES[self.name].examples
+        return self.record.examples
 
     @property
     def default_steps(self) -> int:
         """Calls per example when none are asked for (rules; a rule may make several calls;
         the registry's)."""
-        return FAMILIES[self.name].steps
+        return self.record.steps
+
+    def factory(self, name: str) -> Callable[..., Any]:
+        """The factory of the alias ``name`` that runs one, or of a ``module:factory`` path.
+        Raises ValueError for an alias of several factories or a string that is neither,
+        ImportError / AttributeError when the path does not import."""
+        paths = self.aliases.get(name, (name,))
+        if len(paths) != 1:
+            raise ValueError(f"{name!r} runs {len(paths)} factories: {', '.join(paths)}")
+        found: Callable[..., Any] = load(paths[0])
+        return found
 
     def target(self, factory: Callable[..., Any], caps: Capabilities | None = None) -> Target:
         """``factory`` as a :class:`Target` of this family: ``caps``, else its declaration
@@ -75,9 +110,7 @@ class Family:
 def family(name: str) -> Family:
     """The family called ``name`` (its module imported on first use). Raises ValueError for an
     unknown one."""
-    if name not in FAMILY_MODULES:
-        raise ValueError(f"unknown allocator family {name!r}; known: {sorted(FAMILY_MODULES)}")
-    found: Family = importlib.import_module(FAMILY_MODULES[name]).FAMILY
+    found: Family = importlib.import_module(registered(name).module).FAMILY
     return found
 
 

@@ -1,52 +1,152 @@
-"""The allocator families: each one's name, the module that declares its ``FAMILY`` (its
-scheduler model's module), its default budget and what it runs.
+"""The allocator families: one record each, everything about a family that code outside its
+subpackage (``oracle/families/<name>/``) needs, as plain data.
 
-Kept apart from :mod:`kvpool.oracle.engine.families` so that naming a family (the command
-line's ``--family`` check, its ``--help``, the pytest plugin's options) loads nothing else. A
-:class:`~kvpool.oracle.engine.families.Family` record reads its default budget from here."""
+A :class:`Registered` entry names the module that declares the family's ``FAMILY`` (its
+scheduler model's module), its call table and a repro's extra import lines (``module:NAME``
+paths, imported on first use), its target aliases and default target, its default budget and
+its ``--help`` line. Kept apart from :mod:`kvpool.oracle.engine.families` so that naming a
+family (the command line's ``--family`` check and ``--help``, the pytest plugin's options,
+``--jobs`` / ``--rounds``) loads nothing else: Hypothesis draws integers partly from the
+constants of the loaded local modules, so a run loads the modules of its own family only.
+The command line, the pytest plugin, the call-table lookup (:mod:`.calltables`) and the
+:class:`~kvpool.oracle.engine.families.Family` record read this; nothing else names a family.
+"""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+_PKG = "kvpool.oracle.families"
+_SINGLE = "kvpool.oracle.targets"  # the single family's targets, by the path traces record
 
 
 @dataclass(frozen=True)
 class Registered:
-    """One family as the registry holds it."""
+    """One family as the registry holds it. Raises ValueError when ``default_target`` is not
+    one of ``aliases`` or an alias names no factory."""
 
     module: str  # the module whose ``FAMILY`` is the family's record
     examples: int  # default Hypothesis examples per configuration
     steps: int  # default calls per example (rules; a rule may make several calls)
     about: str  # what the family runs, for ``--help``
+    calls: str  # ``module:NAME`` of its call table (``name -> Call``)
+    aliases: Mapping[str, tuple[str, ...]]  # target alias -> the ``module:factory`` it runs
+    default_target: str  # the alias run when no target is named
+    repro_imports: str = ""  # ``module:NAME`` of a repro's extra import lines ("": none)
+
+    def __post_init__(self) -> None:
+        if self.default_target not in self.aliases:
+            raise ValueError(f"default target {self.default_target!r} is not an alias "
+                             f"(aliases: {', '.join(self.aliases)})")
+        empty = [name for name, paths in self.aliases.items() if not paths]
+        if empty:
+            raise ValueError(f"alias {empty[0]!r} names no factory")
+
+
+def _each(module: str, *aliases: str) -> dict[str, tuple[str, ...]]:
+    """Aliases that run one factory each, of ``module``, named as the alias with ``_`` for
+    ``-`` (``kvpool-swa`` -> ``module:kvpool_swa``)."""
+    return {alias: (f"{module}:{alias.replace('-', '_')}",) for alias in aliases}
 
 
 DEFAULT_FAMILY = "single"
 
 FAMILIES: dict[str, Registered] = {
-    "single": Registered("kvpool.oracle.families.single.machine", 150, 20,
-                         "single-pool token and paged allocators (SGLang's, vLLM's, kvcached)"),
-    "hybrid": Registered("kvpool.oracle.families.hybrid.machine", 60, 30,
-                         "sliding-window allocators (SWATokenToKVPoolAllocator)"),
-    "unified": Registered("kvpool.oracle.families.unified.machine", 30, 30,
-                          "unified memory pools: full + SWA in one byte buffer "
-                          "(UnifiedSWATokenToKVPoolAllocator)"),
+    "single": Registered(
+        f"{_PKG}.single.machine", 150, 20,
+        "single-pool token and paged allocators (SGLang's, vLLM's, kvcached)",
+        calls=f"{_PKG}.single.calls:CALLS",
+        aliases={
+            "kvpool": (f"{_SINGLE}:kvpool_token", f"{_SINGLE}:kvpool_paged"),
+            "kvpool-unchecked": (f"{_SINGLE}:kvpool_token_unchecked",
+                                 f"{_SINGLE}:kvpool_paged_unchecked"),
+            "sglang": (f"{_SINGLE}:sglang_token", f"{_SINGLE}:sglang_paged"),
+            "sglang-token": (f"{_SINGLE}:sglang_token",),
+            "sglang-paged": (f"{_SINGLE}:sglang_paged",),
+            "vllm": (f"{_SINGLE}:vllm_block_pool",),
+            "kvcached-token": (f"{_SINGLE}:kvcached_token",),
+            "kvcached-paged": (f"{_SINGLE}:kvcached_paged",),
+        },
+        default_target="kvpool",
+    ),
+    "hybrid": Registered(
+        f"{_PKG}.hybrid.machine", 60, 30, "sliding-window allocators (SWATokenToKVPoolAllocator)",
+        calls=f"{_PKG}.hybrid.calls:HYBRID_CALLS",
+        aliases=_each(f"{_PKG}.hybrid.targets", "kvpool-swa", "kvpool-swa-unchecked", "sglang-swa"),
+        default_target="kvpool-swa", repro_imports=f"{_PKG}.hybrid.calls:REPRO_IMPORTS",
+    ),
+    "unified": Registered(
+        f"{_PKG}.unified.machine", 30, 30,
+        "unified memory pools: full + SWA in one byte buffer (UnifiedSWATokenToKVPoolAllocator)",
+        calls=f"{_PKG}.unified.calls:UNIFIED_CALLS",
+        aliases=_each(f"{_PKG}.unified.targets", "sglang-unified-swa", "sglang-unified-swa-eager",
+                      "sglang-unified-swa-lazy", "sglang-unified-tri"),
+        default_target="sglang-unified-swa", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
+    ),
 }
 
 FAMILY_MODULES: dict[str, str] = {name: r.module for name, r in FAMILIES.items()}
 
 
+def registered(name: str) -> Registered:
+    """The registry's record of family ``name``. Raises ValueError for an unknown family
+    (naming the known ones)."""
+    try:
+        return FAMILIES[name]
+    except KeyError:
+        raise ValueError(f"unknown allocator family {name!r}; known: {sorted(FAMILIES)}") from None
+
+
+def load(path: str) -> Any:
+    """The object a ``module:NAME`` path names (``NAME`` may be dotted), its module imported.
+    Raises ValueError for a path without ``:``, ImportError / AttributeError as importing and
+    looking it up raise them."""
+    module, sep, name = path.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"{path!r} is not of the form module:NAME")
+    found: Any = importlib.import_module(module)
+    for part in name.split("."):
+        found = getattr(found, part)
+    return found
+
+
 def budget_text(name: str) -> str:
-    """``name``'s default budget in words: ``30 examples, 30 steps``."""
-    r = FAMILIES[name]
+    """``name``'s default budget in words: ``30 examples, 30 steps``. Raises ValueError for an
+    unknown family."""
+    r = registered(name)
     return f"{r.examples} examples, {r.steps} steps"
 
 
+def targets_text(name: str) -> str:
+    """``name``'s target aliases, its default first: ``targets: kvpool (default), sglang``.
+    Raises ValueError for an unknown family."""
+    r = registered(name)
+    others = [alias for alias in r.aliases if alias != r.default_target]
+    return f"targets: {r.default_target} (default){''.join(', ' + a for a in others)}"
+
+
 def family_help(*, one_line: bool = False) -> str:
-    """Every registered family with its default budget and what it runs, for ``--help``: one
-    line a family under a heading, or (``one_line``) all of them in one line."""
+    """Every registered family with its default budget, what it runs and its targets, for
+    ``--help``: two lines a family under a heading, or (``one_line``) all of them in one line."""
     if one_line:
         return f"allocator family (default {DEFAULT_FAMILY}); " + "; ".join(
-            f"{name}: {budget_text(name)} by default" for name in FAMILIES)
+            f"{name}: {budget_text(name)} by default, target {r.default_target}"
+            for name, r in FAMILIES.items())
     width = max(map(len, FAMILIES))
-    rows = [f"  {name:{width}s} {budget_text(name)}: {r.about}" for name, r in FAMILIES.items()]
+    rows = []
+    for name, r in FAMILIES.items():
+        rows += [f"  {name:{width}s} {budget_text(name)}: {r.about}",
+                 f"  {'':{width}s} {targets_text(name)}"]
     return "\n".join([f"allocator family (default {DEFAULT_FAMILY}):", *rows])
+
+
+def target_help(family_option: str) -> str:
+    """The aliases of every family in one line (each family's default first), for the help of
+    a target option beside ``family_option``: ``module:factory or an alias of the
+    --kvpool-family (single: kvpool (default), ...; ...)``."""
+    per_family = "; ".join(f"{name}: {targets_text(name).removeprefix('targets: ')}"
+                           for name in FAMILIES)
+    return f"module:factory or an alias of the {family_option} ({per_family})"

@@ -28,7 +28,7 @@ class Target:
     caps: Capabilities
     path: str
     notes: list[str] = field(default_factory=list)
-    family: str = "single"  # the allocator family (kvpool.oracle.families)
+    family: str = DEFAULT_FAMILY  # the allocator family (kvpool.oracle.engine.registry)
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,8 @@ def _run_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kvpool.oracle",
         description="Differential conformance run of a KV-cache allocator against kvpool.spec.\n"
-        "TARGET is module:factory or an alias (kvpool, kvpool-unchecked, sglang); default kvpool.",
+        "TARGET is module:factory or an alias of the family (its targets under --family);\n"
+        "none: the family's default target.",
         epilog="replay a trace: python -m kvpool.oracle replay TRACE.json --target TARGET\n"
         "writing a target (methods, capabilities, declarations): docs/writing-a-target.md\n\n"
         + EXIT_CODES,
@@ -373,6 +374,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "replay":
         return replay_main(argv[1:])
-    if argv and argv[0] == "hybrid":  # the older form of --family hybrid
-        return run_main(["--family", "hybrid", *argv[1:]], command_line=command_line)
+    if argv and argv[0] in FAMILIES:  # the older form of --family NAME (``hybrid TARGET``)
+        return run_main(["--family", argv[0], *argv[1:]], command_line=command_line)
     return run_main(argv, command_line=command_line)

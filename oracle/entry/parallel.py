@@ -17,17 +17,20 @@ import os
 import sys
 import tempfile
 
+from ..engine.registry import registered
+
 
 def pytest_args(args: argparse.Namespace, folder: str) -> list[str]:
-    """The pytest command line for the parsed ``python -m kvpool.oracle`` options ``args``."""
+    """The pytest command line for the parsed ``python -m kvpool.oracle`` options ``args``
+    (no target: the family's default one). Raises ValueError for an unknown family."""
     argv = [folder, "-q", "-p", "no:cacheprovider", "--rootdir", folder, "-n", str(args.jobs)]
     argv += ["--kvpool-family", args.family, "--kvpool-device", args.device]
     argv += ["--kvpool-examples", str(args.examples), "--kvpool-steps", str(args.steps)]
     argv += ["--kvpool-rounds", str(args.rounds)]
     for target in args.target or []:
         argv += ["--kvpool-target", target]
-    if not args.target:
-        argv += ["--kvpool-target", "kvpool" if args.family == "single" else "kvpool-swa"]
+    if not args.target:  # the family's default target (its registry record's)
+        argv += ["--kvpool-target", registered(args.family).default_target]
     options = {
         "--kvpool-order": args.order,
         "--kvpool-seed": args.seed,

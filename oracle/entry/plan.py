@@ -9,13 +9,16 @@ value not declared, a device this machine does not have, an empty configuration 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from ..engine.declaration import parse_declaration
+from ..engine.registry import DEFAULT_FAMILY
 from ..engine.target import Config, Target
-from ..families.single.inference import FactoryError, build, lacking
-from ..families.single.targets import configs_for
+
+if TYPE_CHECKING:  # the family's module loads with its record, when a plan is made
+    from ..engine.families import Family
 
 
 class UsageError(Exception):
@@ -101,53 +104,55 @@ def apply_options(
             )
 
 
-def plan_family(
-    family: str,
-    spec: str | None,
-    *,
-    page_sizes: Sequence[int] | None = None,
-    need_sort: Sequence[bool] | None = None,
-    declare: str | None = None,
-    device: str = "cpu",
-) -> list[Planned]:
-    """``plan`` for a family other than the single pool: ``spec`` is a comma list of the
-    family's aliases or ``module:factory`` paths (default: its first alias), capabilities from
-    the family's declaration attribute (undeclared: the family's defaults).
+@dataclass(frozen=True)
+class Options:
+    """The options a plan applies to every target (as :func:`plan` takes them)."""
+
+    order: str | None = None  # exact / contract; None: what the target declares
+    page_sizes: Sequence[int] | None = None  # None: the declared ones
+    need_sort: Sequence[bool] | None = None  # None: the declared ones
+    declare: str | None = None  # ``--declare KEY=VALUE,...``
+    device: str = "cpu"
+
+
+def plan_family(family: str, spec: str | None, options: Options) -> list[Planned]:
+    """``plan`` for a family without a planner of its own: ``spec`` is a comma list of the
+    family's aliases (each expanded to its factories) or ``module:factory`` paths (default:
+    the registry's default target), capabilities from the family's declaration attribute
+    (undeclared: the family's defaults), every configuration compared in the exact order
+    (``options.order`` is not read).
 
     Raises :class:`UsageError` for an unknown target or option value.
     """
-    import importlib
-
     from ..engine.families import family as family_of
 
     fam = family_of(family)
     out = []
-    for name in (spec or next(iter(fam.aliases))).split(","):
-        factory = fam.aliases.get(name)
-        if factory is None:
-            module, sep, attr = name.partition(":")
-            if not sep:
-                raise UsageError(f"{name!r}: not one of {sorted(fam.aliases)} nor module:factory")
+    for name in (spec or fam.default_target).split(","):
+        if ":" not in name and name not in fam.aliases:
+            raise UsageError(f"{name!r}: not one of {sorted(fam.aliases)} nor module:factory")
+        for path in fam.aliases.get(name, (name,)):
             try:
-                factory = getattr(importlib.import_module(module), attr)
-            except (ImportError, AttributeError) as err:
+                factory = fam.factory(path)
+            except (ImportError, AttributeError, ValueError) as err:
                 raise UsageError(f"{name}: {type(err).__name__}: {err}") from None
-        target = family_of(family).target(factory)
-        apply_options(
-            target,
-            declare=declare,
-            page_sizes=page_sizes,
-            need_sort=need_sort,
-            declared=hasattr(factory, fam.caps_attr),
-        )
-        configs = [
-            Config(ps, ns, device, "exact")
-            for ps in target.caps.page_sizes
-            for ns in target.caps.need_sort
-            if (not page_sizes or ps in page_sizes) and (not need_sort or ns in need_sort)
-        ]
-        out.append(Planned(target, configs))
+            out.append(_planned(fam, factory, options))
     return out
+
+
+def _planned(fam: Family, factory: Callable[..., Any], options: Options) -> Planned:
+    """``factory`` as a target of ``fam`` with the options applied and its configurations."""
+    page_sizes, need_sort = options.page_sizes, options.need_sort
+    target = fam.target(factory)
+    apply_options(target, declare=options.declare, page_sizes=page_sizes, need_sort=need_sort,
+                  declared=hasattr(factory, fam.caps_attr))
+    configs = [
+        Config(ps, ns, options.device, "exact")
+        for ps in target.caps.page_sizes
+        for ns in target.caps.need_sort
+        if (not page_sizes or ps in page_sizes) and (not need_sort or ns in need_sort)
+    ]
+    return Planned(target, configs)
 
 
 def plan(
@@ -158,55 +163,26 @@ def plan(
     need_sort: Sequence[bool] | None = None,
     declare: str | None = None,
     device: str = "cpu",
-    family: str = "single",
+    family: str = DEFAULT_FAMILY,
 ) -> list[Planned]:
-    """Resolve ``spec`` (``module:factory``, an alias, a comma list) and the options.
+    """Resolve ``spec`` (``module:factory``, an alias of ``family``, a comma list; none: the
+    family's default target) and the options, by the family's ``planner`` (else
+    :func:`plan_family`).
 
-    Raises :class:`UsageError` for every mistake listed in the module docstring.
+    Raises :class:`UsageError` for every mistake listed in the module docstring and for an
+    unknown family.
     """
-    from ..engine.target import TargetError
-    from ..families.single.targets import expand, load_target, probe
+    from ..engine.families import family as family_of
 
     bad = [ps for ps in page_sizes or () if ps < 1]
     if bad:
         raise UsageError(f"page size {bad[0]} is invalid: page sizes are integers >= 1")
     check_device(device)
-    if family != "single":
-        return plan_family(
-            family, spec, page_sizes=page_sizes, need_sort=need_sort, declare=declare, device=device
-        )
-    out = []
-    for path in expand(spec):
-        try:
-            target = load_target(path, device=device)
-            probe(target)
-        except TargetError as err:
-            raise UsageError(str(err)) from None
-        except FactoryError as err:
-            raise UsageError(f"{path}: {err}", err.trace) from None
-        apply_options(target, declare=declare, page_sizes=page_sizes, need_sort=need_sort)
-        caps = target.caps
-        configs = list(
-            configs_for(
-                caps,
-                order=order,
-                page_sizes=list(page_sizes) if page_sizes else None,
-                need_sort=list(need_sort) if need_sort else None,
-                device=device,
-            )
-        )
-        if not configs:
-            raise UsageError(f"no configuration matches the options ({path}: {caps.describe()})")
-        for ps in sorted({c.page_size for c in configs}):
-            try:
-                instance = build(target.factory, page_size=ps, device=device)
-            except FactoryError as err:
-                raise UsageError(f"{path}: {err}", err.trace) from None
-            missing = lacking(target.caps, instance)
-            if missing and not target.caps.lacking:
-                target.caps = target.caps.replace(lacking=missing)
-                target.notes.append(
-                    f"declared but its methods are missing: {', '.join(missing)}"
-                )
-        out.append(Planned(target, configs, order))
-    return out
+    try:
+        fam = family_of(family)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    options = Options(order, page_sizes, need_sort, declare, device)
+    if fam.planner is not None:
+        return fam.planner(spec, options)
+    return plan_family(family, spec, options)

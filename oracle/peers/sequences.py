@@ -16,30 +16,18 @@ from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 from typing import Any
 
-from ..engine.registry import FAMILY_MODULES
-
-# the single-pool peers by registry target name (the hybrid and later families name theirs
-# in their family's ``aliases``)
-SINGLE_PEERS = {
-    "sglang-token": "sglang_token",
-    "sglang-paged": "sglang_paged",
-    "vllm": "vllm_block_pool",
-    "kvcached-token": "kvcached_token",
-    "kvcached-paged": "kvcached_paged",
-}
+from ..engine.registry import FAMILIES, load
 
 
 def factory_of(target: str) -> Callable[..., Any]:
-    """The oracle's factory for the registry target name ``target``. Raises KeyError for a
-    name no family knows."""
-    if target in SINGLE_PEERS:
-        module = importlib.import_module("kvpool.oracle.families.single.targets")
-        found: Callable[..., Any] = getattr(module, SINGLE_PEERS[target])
-        return found
-    for module_name in FAMILY_MODULES.values():
-        aliases = importlib.import_module(module_name).FAMILY.aliases
-        if target in aliases:
-            return aliases[target]  # type: ignore[no-any-return]
+    """The oracle's factory for the divergence registry's target name ``target``: the alias of
+    that name that runs one factory, in whichever family's record holds it. Raises KeyError for
+    a name no family's record has as such an alias."""
+    for record in FAMILIES.values():
+        paths = record.aliases.get(target, ())
+        if len(paths) == 1:
+            found: Callable[..., Any] = load(paths[0])
+            return found
     raise KeyError(f"no family has a target called {target!r}")
 
 

@@ -3,9 +3,10 @@
 A failure is a real divergence under the capabilities in force; it may also mean that the
 target was judged by a rule it never meant to support. :func:`hint_for` names the declaration
 (or option) under which the same behaviour would be legal, so a user can tell a bug from a
-missing declaration. The capability that a missing method switches off comes from the one table
-``kvpool.oracle.inference.METHOD_RULES``; a target resolved with ``Capabilities.lacking`` set
-(declared capabilities whose methods its instance lacks) gets all of them in one hint.
+missing declaration. The capability that a missing method switches off comes from the one
+table ``kvpool.oracle.engine.capabilities.METHOD_RULES``; a target resolved with
+``Capabilities.lacking`` set (declared capabilities whose methods its instance lacks) gets all
+of them in one hint.
 """
 
 from __future__ import annotations
@@ -13,9 +14,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..engine.capabilities import Capabilities
+from ..engine.capabilities import METHOD_RULES, Capabilities
 from ..engine.trace import Trace
-from ..families.single.inference import METHOD_RULES
 
 # A valid call raised because the target does not implement it.
 _NOT_IMPLEMENTED = ("raised AttributeError", "raised NotImplementedError")

@@ -52,7 +52,7 @@ def test_the_hybrid_matrix_expects_every_swa_clause() -> None:
     """The hybrid run against kvpool's SWA allocator (its declared matrix) can exercise every
     SWA clause of SPEC.md: none is exempted from clause accounting."""
     hybrid = family("hybrid")
-    target = hybrid.target(hybrid.aliases["kvpool-swa"])
+    target = hybrid.target(hybrid.factory("kvpool-swa"))
     wanted: set[str] = set()
     for ps in target.caps.page_sizes:
         for ns in target.caps.need_sort:

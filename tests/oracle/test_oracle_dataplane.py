@@ -141,7 +141,7 @@ def test_single_pool_targets_keep_their_bytes(plane_on: None, path: str) -> None
 def test_hybrid_targets_keep_both_sides_bytes(plane_on: None, alias: str, ps: int) -> None:
     if alias.startswith("sglang"):
         load_sglang_allocators()  # PeerNotInstalled without SGLang: skipped outside CI
-    target = HYBRID.target(HYBRID.aliases[alias])
+    target = HYBRID.target(HYBRID.factory(alias))
     result = run_config(target, Config(ps, False), max_examples=10, step_count=30,
                         shrink_seconds=0)
     assert result.ok, (result.error, result.failure and result.failure.detail)
@@ -163,7 +163,7 @@ from kvpool.oracle.engine.families import family
 from kvpool.oracle.engine.runner import run_config
 from kvpool.oracle.engine.target import Config
 hybrid = family("hybrid")
-result = run_config(hybrid.target(hybrid.aliases["sglang-swa"]), Config(4, False),
+result = run_config(hybrid.target(hybrid.factory("sglang-swa")), Config(4, False),
                     max_examples=5, step_count=20, shrink_seconds=0)
 print(json.dumps([result.ok, result.coverage["data.round_trip"]]))
 """

@@ -56,11 +56,14 @@ def test_help_reads_the_registry_not_a_written_list(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A family added to the registry is in the help (and accepted by --family) at once."""
-    extra = registry.Registered("kvpool.oracle.families.single.machine", 7, 3, "a test family")
+    single = registry.FAMILIES["single"]
+    extra = registry.Registered("kvpool.oracle.families.single.machine", 7, 3, "a test family",
+                                calls=single.calls, aliases={"extra-target": ("m:f",)},
+                                default_target="extra-target")
     monkeypatch.setitem(registry.FAMILIES, "extra", extra)
     text = _help(capsys)
     assert _family_rows(text)["extra"] == "7 examples, 3 steps"
-    assert "a test family" in text
+    assert "a test family" in text and "targets: extra-target (default)" in text
 
 
 def test_pytest_plugin_help_lists_every_family_with_its_default_budget(tmp_path: Path) -> None:

@@ -22,10 +22,9 @@ from ...engine.families import Family
 from ...engine.machines import FamilyMachine, bind
 from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
-from .calls import HYBRID_CALLS
 from .coverage import BAD_KIND_CALLS, HYBRID
 from .executor import HybridExecutor
-from .targets import HYBRID_TARGETS, HybridCapabilities
+from .targets import HybridCapabilities
 
 
 @dataclass
@@ -311,5 +310,5 @@ def hybrid_machine_for(target: Target, config: Config) -> type[HybridMachine]:
 
 # The hybrid sliding-window family: SGLang 0.5.23's ``SWATokenToKVPoolAllocator`` and kvpool's
 # (``python -m kvpool.oracle --family hybrid``).
-FAMILY = Family("hybrid", HYBRID_CALLS, HybridExecutor, hybrid_machine_for, HYBRID,
-                HybridCapabilities, "kvpool_hybrid_capabilities", HYBRID_TARGETS)
+FAMILY = Family("hybrid", HybridExecutor, hybrid_machine_for, HYBRID, HybridCapabilities,
+                "kvpool_hybrid_capabilities")

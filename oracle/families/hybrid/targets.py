@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from ...engine.capabilities import Capabilities, declare_all
+from ...engine.registry import FAMILIES, load
 from ...peers.divergences import divergences_for
 
 
@@ -108,8 +109,5 @@ kvpool_swa.kvpool_hybrid_capabilities = FULL  # type: ignore[attr-defined]
 kvpool_swa_unchecked.kvpool_hybrid_capabilities = FULL.replace(checked=False)  # type: ignore[attr-defined]
 sglang_swa.kvpool_hybrid_capabilities = declared_by_registry(FULL, "sglang-swa")  # type: ignore[attr-defined]
 
-HYBRID_TARGETS = {
-    "kvpool-swa": kvpool_swa,
-    "kvpool-swa-unchecked": kvpool_swa_unchecked,
-    "sglang-swa": sglang_swa,
-}
+# the family's aliases (its registry record names them), each to its factory above
+HYBRID_TARGETS = {name: load(path) for name, (path,) in FAMILIES["hybrid"].aliases.items()}

@@ -17,25 +17,11 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from ...engine.capabilities import UNDECLARED, Capabilities, merge_declared
+from ...engine.capabilities import METHOD_RULES, UNDECLARED, Capabilities, merge_declared
 
 PROBE_PAGES = 16
 # Without these the oracle cannot compare anything.
 REQUIRED = ("alloc", "free", "available_size", "get_all_free_pages")
-# Capability field, the value when a method is missing, the methods it needs.
-METHOD_RULES: tuple[tuple[str, object, tuple[str, ...]], ...] = (
-    ("extend", False, ("alloc_extend", "alloc_decode")),
-    ("decode_ps1", False, ("alloc_decode",)),
-    ("groups", False, ("free_group_begin", "free_group_end")),
-    ("segments", "none", ("free_segment", "free_segments")),
-    ("page_ids", False, ("free_page_ids",)),
-    ("base_api", False, ("free_full", "translate_kv_indices_for_transfer", "verify_byte_accounting")),  # noqa: E501
-    ("merge", False, ("merge_and_sort_free",)),
-    ("need_sort", (False,), ("merge_and_sort_free",)),
-    ("clear", False, ("clear",)),
-    ("resize", False, ("resize",)),
-    ("capacity_hooks", False, ("evict_to_free_tokens", "check_decode_capacity")),
-)
 
 
 class FactoryError(Exception):

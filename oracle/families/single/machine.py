@@ -27,9 +27,9 @@ from ...engine.machines import bind
 from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
 from .badcalls import applicable_kinds, make_bad_call
-from .calls import CALLS
 from .clause_map import SINGLE
 from .executor import Executor
+from .planning import plan_targets
 from .scheduler import POOL_PAGES, Request, Scheduler
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -364,6 +364,5 @@ def machine_for(target: Target, config: Config) -> type[OracleMachine]:
 
 
 # The single-pool family: SGLang's token and paged allocators (``python -m kvpool.oracle``).
-FAMILY = Family(
-    "single", CALLS, Executor, machine_for, SINGLE, Capabilities, "kvpool_capabilities", {}
-)
+FAMILY = Family("single", Executor, machine_for, SINGLE, Capabilities, "kvpool_capabilities",
+                planner=plan_targets)

@@ -2,9 +2,11 @@
 
 A factory is called as ``factory(size=..., page_size=..., need_sort=..., device=...)`` and
 returns an allocator with SGLang's methods; ``factory.kvpool_capabilities`` declares what it
-supports. Aliases: ``kvpool`` (default: the token and paged allocators of ``kvpool.impl``, checked),
-``kvpool-unchecked`` (the same in production mode, no bad input sent), ``sglang`` (the real
-SGLang 0.5.23 allocators, capabilities from the divergence registry) and ``vllm`` (vLLM 0.33.0's
+supports. Aliases (the family's record in ``kvpool.oracle.engine.registry``): ``kvpool``
+(default: the token and paged allocators of ``kvpool.impl``, checked), ``kvpool-unchecked``
+(the same in production mode, no bad input sent), ``sglang`` (the real SGLang 0.5.23
+allocators, capabilities from the divergence registry; ``sglang-token`` / ``sglang-paged``
+one of them) and ``vllm`` (vLLM 0.33.0's
 ``BlockPool`` through ``kvpool.oracle.adapters``), ``kvcached-token`` / ``kvcached-paged``
 (kvcached 0.1.6's Elastic allocators over its ``KVCacheManager``, placeholder page mapping:
 ``kvpool.oracle.kvcached_import``).
@@ -19,21 +21,12 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ...engine.capabilities import PAGED, TOKEN, Capabilities, declared_capabilities
+from ...engine.registry import FAMILIES
 from ...engine.target import Config, Target, TargetError
 from ...peers.divergences import divergences_for
 
-ALIASES = {
-    "kvpool": ["kvpool.oracle.targets:kvpool_token", "kvpool.oracle.targets:kvpool_paged"],
-    "kvpool-unchecked": [
-        "kvpool.oracle.targets:kvpool_token_unchecked",
-        "kvpool.oracle.targets:kvpool_paged_unchecked",
-    ],
-    "sglang": ["kvpool.oracle.targets:sglang_token", "kvpool.oracle.targets:sglang_paged"],
-    "vllm": ["kvpool.oracle.targets:vllm_block_pool"],
-    "kvcached-token": ["kvpool.oracle.targets:kvcached_token"],
-    "kvcached-paged": ["kvpool.oracle.targets:kvcached_paged"],
-}
-DEFAULT_TARGET = "kvpool"
+# the family's record: its aliases (alias -> the factories it runs) and its default target
+RECORD = FAMILIES["single"]
 
 
 def configs_for(
@@ -215,10 +208,11 @@ kvcached_token.kvpool_probe = kvcached_paged.kvpool_probe = _kvcached  # type: i
 
 # -- resolution ----------------------------------------------------------------------------------
 def expand(spec: str | None) -> list[str]:
-    """Target strings for a CLI argument: aliases expanded, comma lists split."""
+    """Target strings for a CLI argument: the family's aliases expanded (its registry
+    record's), comma lists split; none: the record's default target."""
     out: list[str] = []
-    for part in (spec or DEFAULT_TARGET).split(","):
-        out += ALIASES.get(part.strip(), [part.strip()])
+    for part in (spec or RECORD.default_target).split(","):
+        out += RECORD.aliases.get(part.strip(), [part.strip()])
     return out
 
 

@@ -27,10 +27,10 @@ from ...engine.examples import record_example
 from ...engine.families import Family
 from ...engine.machines import FamilyMachine, bind
 from ...engine.target import Config, Target
-from .calls import UNIFIED_CALLS, Group
+from .calls import Group
 from .coverage import UNIFIED
 from .executor import UnifiedExecutor
-from .targets import UNIFIED_TARGETS, UnifiedCapabilities
+from .targets import UnifiedCapabilities
 
 
 @dataclass
@@ -301,5 +301,5 @@ def unified_machine_for(target: Target, config: Config) -> type[UnifiedMachine]:
 
 # The unified memory-pool family: SGLang 0.5.23's ``UnifiedSWATokenToKVPoolAllocator``, eager
 # and lazy compaction (``python -m kvpool.oracle --family unified``).
-FAMILY = Family("unified", UNIFIED_CALLS, UnifiedExecutor, unified_machine_for, UNIFIED,
-                UnifiedCapabilities, "kvpool_unified_capabilities", UNIFIED_TARGETS)
+FAMILY = Family("unified", UnifiedExecutor, unified_machine_for, UNIFIED, UnifiedCapabilities,
+                "kvpool_unified_capabilities")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from ...engine.capabilities import Capabilities, declare_all
+from ...engine.registry import FAMILIES, load
 from ...peers.divergences import divergences_for
 from .peer import ENTRY_BYTES, STATIC_CAP_PAGES, build_unified_swa
 
@@ -134,9 +135,5 @@ sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: 
                  census_frontiers=False),
     "sglang-unified")
 
-UNIFIED_TARGETS = {
-    "sglang-unified-swa": sglang_unified_swa,
-    "sglang-unified-swa-eager": sglang_unified_swa_eager,
-    "sglang-unified-swa-lazy": sglang_unified_swa_lazy,
-    "sglang-unified-tri": sglang_unified_tri,
-}
+# the family's aliases (its registry record names them), each to its factory above
+UNIFIED_TARGETS = {name: load(path) for name, (path,) in FAMILIES["unified"].aliases.items()}
