@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -41,16 +40,22 @@ from typing import Any
 
 import torch
 
-from benchmarks import cuda
+from benchmarks import device_kernels
 from benchmarks.adapters import make_allocator
+from benchmarks.device_probes import (
+    CALLS_PER_WINDOW,
+    PROBE_CALLS,
+    WINDOWS,
+    Call,
+    call_launches,
+    call_syncs,
+    fmt,
+    timed,
+)
 from benchmarks.workloads import DECODE_BATCH, extend_batch, extend_inputs
 
 PAGE_SIZES = (1, 16, 64)
 NUM_PAGES = 400_000
-PROBE_CALLS = 10
-CALLS_PER_WINDOW = 40
-WINDOWS = 5
-Call = Callable[[], Any]
 # Cells where a peer differs from the spec by a registered divergence (kvpool.oracle.divergences).
 KNOWN = {("sglang", "alloc_decode", 1): "SGL-DECODE-PS1"}
 
@@ -77,51 +82,6 @@ def _decode_call(alloc: Any, ps: int, device: str) -> Call:
 
 CALLS: dict[str, Callable[[Any, int, str], Call]] = {
     "alloc_extend": _extend_call, "alloc_decode": _decode_call}
-
-
-def sync(device: str) -> None:
-    """Wait for the device (no-op on the CPU)."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-
-
-def call_launches(call: Call, device: str) -> float:
-    """Launches per call over ``PROBE_CALLS`` calls (CPU: top-level torch operators)."""
-    if device.startswith("cuda"):
-        return cuda.launches(call, PROBE_CALLS)
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(PROBE_CALLS):
-            call()
-    count = sum(e.name.startswith("aten::") and e.cpu_parent is None for e in prof.events())
-    return count / PROBE_CALLS
-
-
-def call_syncs(call: Call, device: str) -> float | None:
-    """Host-device syncs per call over ``PROBE_CALLS`` calls (None on the CPU)."""
-    return cuda.syncs(call, PROBE_CALLS) if device.startswith("cuda") else None
-
-
-def timed(call: Call, device: str) -> tuple[float, float | None]:
-    """Median host µs and median CUDA-event µs per call over ``WINDOWS`` windows."""
-    host: list[float] = []
-    event: list[float] = []
-    cuda = device.startswith("cuda")
-    for _ in range(WINDOWS):
-        sync(device)
-        if cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-        t0 = time.perf_counter()
-        for _ in range(CALLS_PER_WINDOW):
-            call()
-        host.append((time.perf_counter() - t0) * 1e6 / CALLS_PER_WINDOW)
-        if cuda:
-            end.record()
-            torch.cuda.synchronize()
-            event.append(start.elapsed_time(end) * 1e3 / CALLS_PER_WINDOW)
-    return statistics.median(host), (statistics.median(event) if event else None)
 
 
 def _results(call: Call, device: str, num_calls: int) -> list[list[int]]:
@@ -165,8 +125,6 @@ def implementations(device: str) -> dict[str, Any]:
 
 def run(device: str) -> list[dict[str, Any]]:
     """Probe every cell; ``same_slots`` compares each result with kvpool's default backend."""
-    from benchmarks import device_kernels
-
     rows: list[dict[str, Any]] = []
     for ps in PAGE_SIZES:
         for call_name in CALLS:
@@ -200,11 +158,6 @@ def run(device: str) -> list[dict[str, Any]]:
                 rows.append(floor)
                 print(_line(floor), flush=True)
     return rows
-
-
-def fmt(value: float | None, spec: str) -> str:
-    """``value`` formatted, or "-" for a figure this device has not got."""
-    return "-" if value is None else format(value, spec)
 
 
 def _line(r: dict[str, Any]) -> str:
@@ -244,8 +197,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     args = p.parse_args(argv)
     torch.set_num_threads(1)
-    from benchmarks import device_kernels
-
     try:
         import triton
         triton_version = triton.__version__

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from benchmarks.device_calls import call_launches, call_syncs, fmt, sync, timed
+from benchmarks.device_probes import call_launches, call_syncs, fmt, sync, timed
 
 
 def _variants(kernel: Any) -> int | None:

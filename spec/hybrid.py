@@ -18,12 +18,10 @@ from . import hybrid_rules as hr
 from . import rules
 from .census import describe_pages
 from .errors import ContractViolation
+from .hybrid_segments import HybridSegmentReleases
 from .layout import merge_bound
 from .model import AllocatorModel
-from .segments import rep_offsets, segment_layout_ok, trim_boundary
 from .window import RELEASED, full_page_slots, peer_pages
-
-Segments = Sequence[tuple[Sequence[int], int]]
 
 
 class HybridTreeCache(Protocol):
@@ -40,7 +38,7 @@ class HybridResizeConfig:
     swa_max_total_num_tokens: int
 
 
-class HybridModel:
+class HybridModel(HybridSegmentReleases):
     """Both pools, the mapping and the SWA side's open group, in SGLang's reference order.
 
     ``full`` and ``swa`` are the two pools; ``mapping`` holds the live pairs (``SWA-1``);
@@ -272,65 +270,6 @@ class HybridModel:
         self.full.pages_freed_by(idx)  # FREE-3 before anything moves
         self.free_swa(idx)
         self.full.free(idx)
-
-    def free_swa_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
-        """The SWA side of a row segment: one SWA page per full page touched, in row order, no
-        sort (SGLang's ``free_page_ids``; ``SWA-14``)."""
-        self._free_swa_segments([(free_index, start_pos)])
-
-    def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
-        """``free_swa_segment`` then the full side's ``free_segment`` (``SWA-14``)."""
-        self.free_segments([(free_index, start_pos)])
-
-    def free_segments(self, segments: Segments) -> None:
-        """Both sides of several segments of one row; a shared boundary page once (``SWA-14``)."""
-        heads = self._check_swa_segments(segments)
-        rules.check_segments(segments, page_size=self.page_size, num_pages=self.full.num_pages,
-                             status_of=self.full.status_of)
-        self._release_swa_segments(heads)
-        self.full.free_segments(segments)
-
-    def free_full_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
-        """The full side of a segment whose SWA peers are gone (``SWA-12``, ``SWA-14``)."""
-        self.free_full_segments([(free_index, start_pos)])
-
-    def free_full_segments(self, segments: Segments) -> None:
-        """The full side of several segments whose SWA peers are gone (``SWA-12``, ``SWA-14``)."""
-        for free_index, _ in segments:
-            hr.check_slots(free_index, self.page_size, self.full.num_pages)
-            hr.check_peers_released(free_index, self._peers(free_index), "free_full_segments")
-        self.full.free_segments(segments)
-
-    def _free_swa_segments(self, segments: Segments) -> None:
-        self._release_swa_segments(self._check_swa_segments(segments))
-
-    def _check_swa_segments(self, segments: Segments) -> list[tuple[list[int], int]]:
-        """The untrimmed part of each segment (``SEG-5``), its slots checked (``SWA-11``)."""
-        out: list[tuple[list[int], int]] = []
-        prev_end: int | None = None
-        for free_index, start_pos in segments:
-            idx = list(free_index)
-            if not idx:
-                continue
-            rules.check_count(start_pos, "start_pos", "SEG-1")
-            hr.check_slots(idx, self.page_size, self.full.num_pages)
-            if not segment_layout_ok(idx, start_pos, self.page_size):
-                raise ContractViolation("SEG-1", f"slots {idx} do not follow a row layout "
-                                                 f"from position {start_pos}")
-            trim = trim_boundary(start_pos, len(idx), prev_end, self.page_size)
-            prev_end = start_pos + len(idx)
-            hr.check_peers_live(idx[trim:], self._peers(idx[trim:]), "free_swa_segment", self.page_size)
-            out.append((idx[trim:], start_pos + trim))
-        return out
-
-    def _release_swa_segments(self, heads: list[tuple[list[int], int]]) -> None:
-        for idx, start in heads:
-            if not idx:
-                continue
-            reps = [idx[k] for k in rep_offsets(len(idx), start, self.page_size)]
-            pages = [self.peer_of(r) // self.page_size for r in reps]
-            self._clear_pairs(full_page_slots(reps, self.page_size))
-            self._release_swa(pages, self.swa_page_group)
 
     def _clear_pairs(self, slots: list[int]) -> list[int]:
         """Gather and clear the pairs of ``slots`` (duplicates read as released the second time)."""

@@ -17,6 +17,7 @@ from . import rules
 from .census import census, decode_capacity_ok, describe_pages, eviction_shortfall
 from .errors import ContractViolation
 from .layout import extend_row, merge_bound, page_slots
+from .model_segments import SegmentReleases
 from .rules import DEFERRED, DEFERRED_SEGMENT, FREE, OWNED, STAGED
 
 
@@ -37,7 +38,7 @@ class ResizeConfig:
     max_total_num_tokens: int
 
 
-class AllocatorModel:
+class AllocatorModel(SegmentReleases):
     """State and operations of a token or paged KV allocator, in SGLang's reference order.
 
     State (``MODEL-*``): ``num_pages = size // page_size`` pages ``1..num_pages`` (``MODEL-1``:
@@ -260,68 +261,6 @@ class AllocatorModel:
         raises: rules.ContractViolation
         """
         self.free(free_index)
-
-    def free_segment(self, free_index: Sequence[int], *, start_pos: int) -> None:
-        """Release the pages touched by row positions ``[start_pos, start_pos + n)`` (``SEG-2``).
-
-        pre: len(free_index) <= 64
-        post: self.free_group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for x in free_index})
-        post: self.free_group is None or self.available_size() == __old__.self.available_size()
-        raises: rules.ContractViolation
-        """
-        self.free_segments([(free_index, start_pos)])
-
-    def free_segments(self, segments: Sequence[tuple[Sequence[int], int]]) -> None:
-        """Release ascending disjoint row segments, a shared boundary page once (``SEG-4/5``).
-
-        The whole call is validated before any page moves. Each segment is then released on its
-        own, in row order (``SEG-3``); token allocators treat each segment as ``free()``.
-
-        pre: len(segments) <= 8
-        post: self.free_group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len({x // self.page_size for idx, _ in segments for x in idx})
-        post: self.free_group is None or self.available_size() == __old__.self.available_size()
-        raises: rules.ContractViolation
-        """
-        per_segment = rules.check_segments(segments, page_size=self.page_size,
-                                           num_pages=self.num_pages, status_of=self.status_of)
-        for pages in per_segment:
-            if not pages:
-                continue
-            if self.free_group is None:
-                self._release(pages)
-            elif self.paged:
-                self.group_segments.append(list(pages))
-                self._mark(pages, DEFERRED_SEGMENT)
-            else:
-                self.free_group.append(list(pages))
-                self._mark(pages, DEFERRED)
-
-    def free_page_ids(self, page_ids: Sequence[int]) -> None:
-        """Release exactly the pages ``page_ids``, in the given order, each once (``FREE-8``).
-
-        SGLang's ``free_page_ids``: page ids, not slots. Paged: released like one segment's
-        pages (prepended in the given order, no sort; staged under ``need_sort``; inside a group
-        deferred with the segment pages). Every page must be owned and named once (``FREE-1..3``);
-        a token allocator (a page is a slot): exactly ``free``. Empty input is a no-op.
-
-        pre: len(page_ids) <= 64
-        post: self.free_group is not None or len(self.get_all_free_pages()) == len(__old__.self.get_all_free_pages()) + len(page_ids)
-        raises: rules.ContractViolation
-        """
-        ps = self.page_size
-        if not self.paged:
-            self.free(page_ids)
-            return
-        slots = [p * ps if isinstance(p, int) and not isinstance(p, bool) else p for p in page_ids]
-        pages = rules.check_free(slots, paged=False, page_size=ps, num_pages=self.num_pages,
-                                 status_of=self.status_of, group_open=False)
-        if not pages:
-            return
-        if self.free_group is None:
-            self._release(pages)
-            return
-        self.group_segments.append(pages)
-        self._mark(pages, DEFERRED_SEGMENT)
 
     def _release(self, pages: list[int]) -> None:
         """Give ``pages`` back: staged under ``need_sort`` (``SORT-1``), else onto the free list,

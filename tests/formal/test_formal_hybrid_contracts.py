@@ -17,7 +17,10 @@ from test_formal_model_contracts import contract
 
 NAMESPACE = vars(sys.modules[HybridModel.__module__])
 CLASS_INV = contract(HybridModel)["inv"]
-METHODS = {name: contract(fn) for name, fn in vars(HybridModel).items()
+# the model's own methods and its mixin's (kvpool.spec.hybrid_segments)
+METHODS = {name: contract(fn)
+           for cls in reversed(HybridModel.__mro__) if cls.__module__.startswith("kvpool.spec")
+           for name, fn in vars(cls).items()
            if callable(fn) and not name.startswith("_") and contract(fn)["post"]}
 evaluated: set[str] = set()
 

@@ -37,7 +37,11 @@ def contract(obj: object) -> dict[str, list[str]]:
 
 
 CLASS_INV = contract(AllocatorModel)["inv"]
-METHODS = {name: contract(fn) for name, fn in vars(AllocatorModel).items()
+# the model's own methods and its mixins' (kvpool.spec.model_segments), each contract evaluated
+# in the namespace of the module that defines it
+METHODS = {name: {**contract(fn), "namespace": vars(sys.modules[cls.__module__])}
+           for cls in reversed(AllocatorModel.__mro__) if cls.__module__.startswith("kvpool.spec")
+           for name, fn in vars(cls).items()
            if callable(fn) and not name.startswith("_") and contract(fn)["post"]}
 checked: Counter[str] = Counter()
 
@@ -50,15 +54,16 @@ def check_inv(model: AllocatorModel) -> None:
 
 def call(model: AllocatorModel, name: str, *args: Any, **kwargs: Any) -> Any:
     """Call ``model.name`` with its contract checked; returns the result (None on an error)."""
-    spec = METHODS.get(name, {"pre": [], "post": [], "raises": []})
+    spec = METHODS.get(name, {"pre": [], "post": [], "raises": [], "namespace": NAMESPACE})
+    namespace: dict[str, Any] = spec["namespace"]
     bound = inspect.signature(getattr(AllocatorModel, name)).bind(model, *args, **kwargs)
     bound.apply_defaults()
     env = dict(bound.arguments)
-    if not all(eval(expr, {**NAMESPACE, **env}) for expr in spec["pre"]):
+    if not all(eval(expr, {**namespace, **env}) for expr in spec["pre"]):
         return None
     old = model.copy()
     env["__old__"] = SimpleNamespace(self=old)
-    allowed = tuple(eval(x.strip(), NAMESPACE) for r in spec["raises"] for x in r.split(","))
+    allowed = tuple(eval(x.strip(), namespace) for r in spec["raises"] for x in r.split(","))
     try:
         env["__return__"] = getattr(model, name)(*args, **kwargs)
     except allowed:
@@ -66,7 +71,7 @@ def call(model: AllocatorModel, name: str, *args: Any, **kwargs: Any) -> Any:
         checked[f"{name}:raised"] += 1
         return None
     for expr in spec["post"]:
-        assert eval(expr, {**NAMESPACE, **env}), f"{name}{args}{kwargs}: post broken: {expr}"
+        assert eval(expr, {**namespace, **env}), f"{name}{args}{kwargs}: post broken: {expr}"
     check_inv(model)
     checked[name] += 1
     return env["__return__"]
