@@ -19,11 +19,14 @@ from .target import Config, Target
 from .trace import Trace
 
 
-def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure | None:
+def replay(
+    trace: Trace, target: Target, *, order: str | None = None, remap: bool = False
+) -> Failure | None:
     """Run ``trace`` on ``target``; the first divergence, or None when every step conforms.
 
     A target that declares no error types is judged by the ones the trace was recorded with
-    (its rejected steps expect them)."""
+    (its rejected steps expect them). ``remap``: map recorded results to the replayed ones in
+    exact order too (the minimizer's changed traces, whose pools or batches moved the slots)."""
     mode = order or trace.order
     if trace.error_types and not target.caps.error_types:
         types = tuple(exception_class(name) for name in trace.error_types)
@@ -55,7 +58,7 @@ def replay(trace: Trace, target: Target, *, order: str | None = None) -> Failure
                 continue
             got = ex.call(step.call, clobber=step.clobber, **args)
             alloc = fam.calls[step.call].kind == "alloc"
-            if mode == "contract" and alloc and got and step.expect:
+            if (mode == "contract" or remap) and alloc and got and step.expect:
                 slots.update(zip(step.expect, got))
     except OracleFailure as err:
         return err.failure

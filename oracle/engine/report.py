@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvpool.spec.wording import counted
@@ -17,6 +17,7 @@ from kvpool.spec.wording import counted
 from ..reporting.pagemap import LEGEND, REUSED_NOTE, TARGET_LEGEND
 from .calltables import calls_for
 from .repro import to_pytest
+from .reprocheck import ReproCheck, check_repro
 from .trace import Trace
 
 _latest: list[Failure | None] = [None]
@@ -38,6 +39,7 @@ class Failure:
     after: str
     json_path: str | None = None
     hint: str | None = None  # the declaration under which this would not fail (hints.py)
+    checked: ReproCheck | None = field(default=None, repr=False, compare=False)
 
     def headline(self) -> str:
         return f"[{self.clause}] {self.detail}"
@@ -89,6 +91,15 @@ class Failure:
     def pytest_source(self) -> str:
         return to_pytest(self.trace, self.trace.target)
 
+    def repro_check(self) -> ReproCheck:
+        """The repro run on the target and on kvpool's correct allocator of its shape
+        (:mod:`kvpool.oracle.engine.reprocheck`), once; failures recorded meanwhile are
+        forgotten."""
+        if self.checked is None:
+            with aside():
+                self.checked = check_repro(self.trace, lambda path: to_pytest(self.trace, path))
+        return self.checked
+
     def write_json(self, path: str | Path) -> str:
         Path(path).write_text(self.trace.to_json())
         self.json_path = str(path)
@@ -114,6 +125,7 @@ class Failure:
             "",
             "reproduce with pytest:",
             self.pytest_source(),
+            self.repro_check().line,
         ]
         if self.json_path:
             parts.append(

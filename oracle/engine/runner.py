@@ -119,6 +119,16 @@ class Result:
         return "ok" if self.calls > 0 else "NO CALLS"
 
 
+def confirmed_of(minimized: Failure, shrunk: Failure) -> Failure:
+    """The minimized failure, unless its repro is not confirmed (:meth:`Failure.repro_check`:
+    it passes on the target or fails on kvpool's correct allocator) and the one of the trace
+    Hypothesis shrunk is not so: then that one (the repair of a repro the minimizer broke).
+    Runs each repro at most once."""
+    if minimized is shrunk or minimized.repro_check().status != "unconfirmed":
+        return minimized
+    return shrunk if shrunk.repro_check().status != "unconfirmed" else minimized
+
+
 def run_config(
     target: Target,
     config: Config,
@@ -172,7 +182,9 @@ def run_config(
         result.error = f"{type(err).__name__}: {err} (at {where.filename}:{where.lineno})"
     first = first_failure_at()
     if result.failure is not None and shrink:
-        result.failure = minimize(result.failure, target, max_replays=max_replays)
+        result.failure = confirmed_of(
+            minimize(result.failure, target, max_replays=max_replays), result.failure
+        )
     result.seconds = time.perf_counter() - start
     if result.failure is not None and first is not None:
         result.seconds_to_failure = first - start
