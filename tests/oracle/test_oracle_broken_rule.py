@@ -4,9 +4,9 @@ deliberately broken allocator that the oracle reports under exactly that clause,
 
 Each broken allocator names one clause (``Broken.clauses`` of length 1); the tests that run them
 (``test_oracle_broken.py``, ``test_oracle_broken_events.py``, ``test_oracle_reach.py``,
-``test_oracle_shortage_raises.py``, ``test_oracle_hybrid.py``, ``test_oracle_unified.py``,
-``test_oracle_dataplane.py`` for ``BROKEN_HYBRID_DATA``, and below for ``broken_rule.py``)
-assert the reported clause is in that 1-tuple, i.e. exactly it.
+``test_oracle_shortage_raises.py``, ``test_oracle_census_cause.py``, ``test_oracle_hybrid.py``,
+``test_oracle_unified.py``, ``test_oracle_dataplane.py`` for ``BROKEN_HYBRID_DATA``, and below
+for ``broken_rule.py``) assert the reported clause is in that 1-tuple, i.e. exactly it.
 """
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ BROKEN_LISTS = (
     ("broken_shortage", "SHORTAGE_BROKEN", False),
     ("broken_rule", "BROKEN_RULE", False),
     ("broken_reach", "REACH_BROKEN", True),
+    ("broken_census", "CENSUS_BROKEN", False),
     ("broken_hybrid", "BROKEN_HYBRID", False),
     ("broken_hybrid", "BROKEN_HYBRID_DATA", False),
     ("broken_unified", "BROKEN_UNIFIED", False),

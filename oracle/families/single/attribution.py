@@ -12,9 +12,9 @@ LIFE-2). At ``free_group_end`` the group's deferred frees
 are the calls whose rules explain it (:func:`attribute_group_end`): a shared boundary page of
 a deferred ``free_segments`` (SEG-5), a page named by several frees of the group (GROUP-6), a
 group that released what the caller wrote into the tensors it passed (the padding page 0, or a
-raise at the end: GROUP-3), or a deferred free's own rule. The report
-then names that clause as the cause and the census clause as the symptom. A mismatch on pages
-no call touched stays an invariant failure.
+raise at the end: GROUP-3), or a deferred free's own rule. The report then names that clause
+as the cause and the census clause as the symptom. A merge, and a free that changes pages
+beyond the ones it touches, are attributed in :mod:`.causes`, which also orders these rules.
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def _covers(differing: set[int], delta_pages: int, pages: set[int]) -> bool:
     return 0 < abs(delta_pages) <= len(pages)
 
 
-def _seen(extra: Sequence[int], lacking: Sequence[int], delta_pages: int) -> str:
+def seen_text(extra: Sequence[int], lacking: Sequence[int], delta_pages: int) -> str:
     parts = [
         f"the target also lists {sorted(extra)} as free" if extra else "",
         f"the target does not list {sorted(lacking)} as free" if lacking else "",
@@ -129,27 +129,27 @@ def attribute(
     if call in SHORTAGE_CLAUSE and shortage and (differing or available_delta):
         return SHORTAGE_CLAUSE[call], (
             f"{call} was short (its answer is None) yet the free pages changed: "
-            f"{_seen(extra, lacking, delta) or f'available_size() is off by {available_delta}'}"
+            f"{seen_text(extra, lacking, delta) or f'available_size() is off by {available_delta}'}"
         )
     if call in RESET_CLAUSE and (differing or available_delta) and (
         call != "create" or available_delta
     ):
         return RESET_CLAUSE[call], (
             f"{call}() left a census other than the one it defines: "
-            f"{_seen(extra, lacking, delta) or f'available_size() is off by {available_delta}'}"
+            f"{seen_text(extra, lacking, delta) or f'available_size() is off by {available_delta}'}"
         )
     result_pages = {int(slot) // page_size for slot in handed_out}
     if call in RESULT_CLAUSE and not shortage and differing and differing <= result_pages:
         return RESULT_CLAUSE[call], (
             f"{call} handed out {noun(len(differing), 'page')} {sorted(differing)} that the target "
             "still counts as "
-            f"free: {_seen(extra, lacking, delta)}"
+            f"free: {seen_text(extra, lacking, delta)}"
         )
     if call not in RELEASE_CLAUSE:
         return None
     if not _covers(differing, delta, touched_pages(call, args, page_size)):
         return None
-    seen = _seen(extra, lacking, delta)
+    seen = seen_text(extra, lacking, delta)
     if group_open:
         return "GROUP-5", f"{call} inside an open free group changed the free pages: {seen}"
     clause = RELEASE_CLAUSE[call]
@@ -210,7 +210,7 @@ def attribute_group_end(
     differing, delta = {*extra, *lacking}, _delta_pages(available_delta, page_size)
     if not differing and not delta:
         return None
-    seen = _seen(extra, lacking, delta)
+    seen = seen_text(extra, lacking, delta)
     if frees is None:
         return "GROUP-2", f"free_group_end with no open group changed the free pages: {seen}"
     per_free = [touched_pages(s.call, s.args, page_size) for s in frees]

@@ -36,14 +36,9 @@ from ...engine.target import Config, Target
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, status_line, target_line
 from .asserts import failure_asserts
-from .attribution import (
-    attribute,
-    attribute_group_end,
-    census_clause,
-    outside_pool,
-    raise_cause,
-)
+from .attribution import census_clause, raise_cause
 from .calls import ALLOC_CALLS, CALLS, as_list, clone_model, model_state
+from .causes import MERGE_CALLS, explain, short_after_merge
 from .coverage import Before, events_of, snapshot
 from .treecache import TinyTreeCache
 
@@ -69,6 +64,7 @@ class Executor(Engine):
 
     # the spec model's state its invariants last held in (``_post`` checks again on a change)
     _model_checked: tuple[Any, ...] | None = None
+    _staged_before: list[int] = []  # noqa: RUF012 - never mutated, replaced per call
 
     def owners(self) -> dict[int, str]:
         """Owned page -> the letter of the step that handed it out (``pagemap``)."""
@@ -95,6 +91,7 @@ class Executor(Engine):
             "create", {"size": size, "page_size": self.page_size, "need_sort": self.need_sort}
         )
         self.trace.steps.append(step)
+        self._staged_before = []
         self.model = AllocatorModel(
             size, self.page_size, paged=self.caps.paged, need_sort=self.need_sort
         )
@@ -150,7 +147,16 @@ class Executor(Engine):
         )
 
     def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
-        """A valid call that raised: the rule that explains the raise (``attribution``)."""
+        """A valid call that raised, or an allocation short after a merge that lost staged
+        pages: the rule that explains it (``attribution``)."""
+        if self._staged_before and step.call in MERGE_CALLS:
+            try:
+                free, _ = self._census()
+            except Exception:  # a target broken beyond reading keeps its clause
+                free = list(self._staged_before)
+            lost = short_after_merge(step.call, clause, detail, self._staged_before, free)
+            if lost is not None:
+                return lost
         return raise_cause(self.trace.steps, clause, detail)
 
     def _final_asserts(self, index: int) -> list[str]:
@@ -167,6 +173,8 @@ class Executor(Engine):
         if call.kind == "cache":
             return self._cache_call(step, call)
         pre = clone_model(model) if call.kind == "alloc" else model
+        # the staged pages a merge in this call takes (attribution's SORT-3)
+        self._staged_before: list[int] = list(model.staged) if self.need_sort else []
         expected = None
         if call.kind != "alloc" or self.order == "exact":
             try:
@@ -336,27 +344,18 @@ class Executor(Engine):
         if available != spec_available or not (same_order or sorted(free) == step.census_after):
             want, got = Counter(spec_free), Counter(free)
             extra, lacking = sorted((got - want).elements()), sorted((want - got).elements())
-            explained = attribute(
-                step.call,
-                step.args,
+            explained = explain(
+                self.trace.steps,
                 page_size=self.page_size,
+                num_pages=model.num_pages,
                 extra=extra,
                 lacking=lacking,
                 group_open=model.free_group is not None,
                 available_delta=available - model.available_size(),
                 shortage=step.expect is None,
                 handed_out=step.expect if isinstance(step.expect, list) else (),
-            ) or (
-                attribute_group_end(
-                    self.trace.steps,
-                    page_size=self.page_size,
-                    extra=extra,
-                    lacking=lacking,
-                    available_delta=available - model.available_size(),
-                )
-                if step.call == "free_group_end"
-                else None
-            ) or outside_pool(extra, model.num_pages)
+                merged=self._staged_before,
+            )
             if explained is not None:  # the call's own rule covers exactly these pages
                 clause, detail = explained
                 raise Divergence(
