@@ -1,7 +1,7 @@
 """``python -m kvpool.oracle``: run the conformance matrix of an allocator family, or replay a
-JSON trace. ``--family hybrid`` (or the older form ``python -m kvpool.oracle hybrid TARGET ...``)
-runs the sliding-window family (:mod:`kvpool.oracle.families`) through the same run, report,
-coverage and clause gate.
+JSON trace. ``--family NAME`` (or the older form ``python -m kvpool.oracle NAME TARGET ...``)
+runs a registered family (:mod:`kvpool.oracle.engine.registry`: its targets, default target and
+budget, all listed in ``--help``) through the same run, report, coverage and clause gate.
 
 Every run starts with the capabilities in force per target (``Capabilities.in_force``) and the
 inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
