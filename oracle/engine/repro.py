@@ -231,7 +231,8 @@ def _call_lines(
 def _exact_step(trace: Trace, i: int, fail: int) -> tuple[list[str], set[str]]:
     step, var = trace.steps[i], f"r{i}"
     shown = _compact_step(step)
-    lines, needed = _call_lines(trace, i, step, var, call_source(shown, var, trace.family), fail)
+    source = _aliasing(trace, i, call_source(shown, var, trace.family))
+    lines, needed = _call_lines(trace, i, step, var, source, fail)
     if step.raises is not None:
         return lines, needed
     lines = lines + (
@@ -241,7 +242,34 @@ def _exact_step(trace: Trace, i: int, fail: int) -> tuple[list[str], set[str]]:
         # the oracle reads the capacity views after every call: so does the repro (a view
         # cached across calls shows only where it was read before)
         lines.append(f"assert a.available_size() == {step.available_after}")
-    return lines + probe_lines(step, var, trace.family), needed
+    return lines + _probes(trace, i, var), needed
+
+
+CENSUS_NOW = "(a.get_all_free_pages().tolist(), a.available_size())"
+
+
+def _aliasing(trace: Trace, i: int, lines: list[str]) -> list[str]:
+    """A single pool's failing step of an ``ALIAS-2`` failure: the census read before the
+    caller reuses its input tensor(s) and asserted unchanged after, as the oracle checks it."""
+    step = trace.steps[i]
+    reuse = calls_for(trace.family)[step.call].reuse
+    if (trace.clause != "ALIAS-2" or i != trace.failing_step or trace.family != "single"
+            or not step.clobber or reuse not in lines):
+        return lines
+    at = lines.index(reuse)
+    return [*lines[:at], f"seen = {CENSUS_NOW}", reuse,
+            f"assert {CENSUS_NOW} == seen  # ALIAS-2: the caller's write reached the allocator",
+            *lines[at + 1 :]]
+
+
+def _probes(trace: Trace, i: int, var: str) -> list[str]:
+    """``probe_lines`` of step ``i``; at the failing step of a single pool's ``ALIAS-3``
+    failure, between a census read before the writes and an assert that it is unchanged."""
+    lines = probe_lines(trace.steps[i], var, trace.family)
+    if trace.clause != "ALIAS-3" or i != trace.failing_step or trace.family != "single":
+        return lines
+    return [f"seen = {CENSUS_NOW}", *lines,
+            f"assert {CENSUS_NOW} == seen  # ALIAS-3: the caller's write reached the allocator"]
 
 
 def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
@@ -250,10 +278,12 @@ def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
     fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
     if step.call == "create":
         setup = repro_spec.create_lines(step, trace.paged)
-        return call_source(step, var) + setup + ["census()"], set()
+        probes = _probes(trace, i, var) if i == fail else []  # the constructor diverged
+        return call_source(step, var) + setup + ["census()", *probes], set()
     args = mapped_args(step, trace.family)
     shown = replace(step, args=args, expect=compact(step.expect))
-    lines, needed = _call_lines(trace, i, step, var, call_source(shown, var, trace.family), fail)
+    source = _aliasing(trace, i, call_source(shown, var, trace.family))
+    lines, needed = _call_lines(trace, i, step, var, source, fail)
     if step.raises is not None:
         return lines, needed
     lines = lines + repro_spec.spec_lines(shown, var, args)
@@ -261,7 +291,9 @@ def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
         lines += [f"assert {line}" for line in _alias_lines(trace)]
     if i == fail and trace.clause == "CAP-3":
         lines.append("assert not a.verify_byte_accounting()  # CAP-3")
-    return [*lines, "census()", *probe_lines(step, var, trace.family)], needed
+    if i == fail:  # a result's dtype (the exact form's assert; pins no page)
+        lines += [a for a in trace.final_asserts if a.startswith(f"assert {var}.dtype ")]
+    return [*lines, "census()", *_probes(trace, i, var)], needed
 
 
 def _alias_lines(trace: Trace) -> list[str]:

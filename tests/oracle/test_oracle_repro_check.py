@@ -125,3 +125,26 @@ def test_hybrid_repro_is_checked_on_kvpools_swa_allocator() -> None:
     trace = replace(failure.trace, target=f"hybrid_factories:{broken.cls.__name__}")
     check = _check(trace)
     assert check.status == "confirmed" and "SWATokenToKVPoolAllocator" in check.line, check.line
+
+
+WEAK = ("translatetoint64", "censuscached", "freereadsinputlater", "pageidsreadlater")
+
+
+@pytest.mark.parametrize("order", ["exact", "contract"])
+@pytest.mark.parametrize("name", WEAK)
+def test_aliasing_and_dtype_repros_fail_on_their_bug(name: str, order: str) -> None:
+    """Repros that used to pass on their broken allocator: a census written through by the
+    caller (ALIAS-3, at the constructor too), an input read after the caller reused it
+    (ALIAS-2, exact order) and a result of the wrong dtype (LIFE-3, contract order) now assert
+    what the oracle checked."""
+    from broken_events import EVENT_BROKEN, OWNERSHIP_BROKEN
+    from broken_reach import REACH_BROKEN
+
+    every = (*(b for _, b in EVENT_BROKEN), *OWNERSHIP_BROKEN, *(b for _, b in REACH_BROKEN))
+    broken = next(b for b in every if b.name == name)
+    target = Target(broken.factory, capabilities_of(broken.factory), broken.path)
+    result = run_config(target, Config(broken.page_size, broken.need_sort, "cpu", order),
+                        max_examples=300)
+    assert result.failure is not None, result.error
+    check = result.failure.repro_check()
+    assert check.status == "confirmed", result.failure.report()
