@@ -40,6 +40,14 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "impl/swa_pairs.py": IMPL_TESTS,
     "impl/swa_tail.py": IMPL_TESTS,
     "impl/ownership.py": IMPL_TESTS,
+    "impl/numpy_ops.py": IMPL_TESTS,
+    "impl/backend_choice.py": IMPL_TESTS,
+    "impl/staging.py": IMPL_TESTS,
+    "impl/segment_frees.py": IMPL_TESTS,
+    "impl/release_guard.py": IMPL_TESTS,
+    "impl/swa_segments.py": IMPL_TESTS,
+    "spec/model_segments.py": SPEC_TESTS,
+    "spec/hybrid_segments.py": SPEC_TESTS,
     "oracle/families/single/executor.py": ORACLE_TESTS,
 }
 
