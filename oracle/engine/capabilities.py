@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 SEGMENT_MODES = ("shared", "disjoint", "none")
@@ -165,6 +166,9 @@ class Capabilities:
     CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (
         "alloc", "free", "alloc_extend", "alloc_decode", "free_segments", "free_group_begin"
     )
+    # a call that bad input also goes through -> the checkable call whose declaration covers
+    # it: a page id named twice is sent to free_page_ids, checked with free()
+    CHECKED_WITH: ClassVar[Mapping[str, str]] = MappingProxyType({"free_page_ids": "free"})
 
     def __new__(cls, *args: object, **kwargs: object) -> Capabilities:
         """Record which fields the constructor call names (``declared_fields``)."""
@@ -200,16 +204,19 @@ class Capabilities:
         return self.checked  # type: ignore[no-any-return]
 
     def checks(self, call: str) -> bool:
-        """Whether bad input is sent to ``call`` (its rejections are then required)."""
+        """Whether bad input is sent to ``call`` (its rejections are then required); a call in
+        ``CHECKED_WITH`` is checked with the call it names."""
+        call = self.CHECKED_WITH.get(call, call)
         return bool(self.checked) and (
             not self.checked_calls or any(name == call for name, _ in self.checked_calls)
         )
 
     def error_types_for(self, call: str) -> ErrorTypes:
-        """The exception classes accepted as ``call``'s rejection of a bad call."""
+        """The exception classes accepted as ``call``'s rejection of a bad call (a call in
+        ``CHECKED_WITH``: those declared for the call it names)."""
         if not self.checked_calls:
             return self.error_types
-        return dict(self.checked_calls).get(call, ())
+        return dict(self.checked_calls).get(self.CHECKED_WITH.get(call, call), ())
 
     @property
     def complete(self) -> bool:

@@ -74,6 +74,22 @@ class LowestFirstAllocator:
         self.free_set |= {s // self.page_size for s in slots}
 
 
+class PageIdsAllocator(LowestFirstAllocator):
+    """The same allocator with SGLang's ``free_page_ids``, checked as ``free`` is: a page id
+    outside the pool, not handed out or named twice raises AllocatorError, nothing freed."""
+
+    def free_page_ids(self, page_ids: torch.Tensor) -> None:
+        pages = [int(p) for p in page_ids.tolist()]
+        if len(set(pages)) != len(pages):
+            raise AllocatorError(f"free_page_ids: a page is named twice in {pages}")
+        self.free(torch.tensor([p * self.page_size for p in pages], dtype=torch.int64))
+
+
+def make_page_ids(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
+    """Declares ``checked`` for ``alloc`` and ``free`` (which covers ``free_page_ids``)."""
+    return PageIdsAllocator(size, page_size, device)
+
+
 def make_partial(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
     """Declares ``checked`` for ``alloc`` and ``free`` only; the rest is inferred."""
     return LowestFirstAllocator(size, page_size, device)
@@ -85,6 +101,9 @@ def make_all_checked(*, size: int, page_size: int, need_sort: bool, device: str 
 
 
 make_partial.kvpool_capabilities = Capabilities(  # type: ignore[attr-defined]
+    checked={("alloc", "free"): AllocatorError}
+)
+make_page_ids.kvpool_capabilities = Capabilities(  # type: ignore[attr-defined]
     checked={("alloc", "free"): AllocatorError}
 )
 make_all_checked.kvpool_capabilities = Capabilities(  # type: ignore[attr-defined]

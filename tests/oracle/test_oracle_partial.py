@@ -38,6 +38,19 @@ def test_oracle_partially_checked_allocator_passes_with_the_partial_declaration(
     assert "bad.nested_group" not in sent
 
 
+def test_oracle_free_page_ids_is_checked_with_free() -> None:
+    """A page id named twice goes through ``free_page_ids``; a declaration for ``free``
+    covers it: the target's own error is accepted as the rejection (and required)."""
+    caps = load_target("partial_allocator:make_page_ids").caps
+    assert caps.page_ids and caps.checks("free_page_ids")
+    assert caps.error_types_for("free_page_ids") == (AllocatorError,)
+    result = _run("make_page_ids", 4)
+    assert result.failure is None, result.failure.report()  # type: ignore[attr-defined]
+    assert result.coverage["bad.page_ids_twice"], result.coverage  # type: ignore[attr-defined]
+    unchecked = PAGED.replace(checked={("alloc",): AllocatorError})
+    assert not unchecked.checks("free_page_ids") and not unchecked.error_types_for("free_page_ids")
+
+
 def test_oracle_partially_checked_allocator_fails_a_full_declaration_under_group_1() -> None:
     result = _run("make_all_checked", 4)
     failure = result.failure  # type: ignore[attr-defined]
