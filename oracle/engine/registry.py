@@ -10,11 +10,17 @@ family (the command line's ``--family`` check and ``--help``, the pytest plugin'
 constants of the loaded local modules, so a run loads the modules of its own family only.
 The command line, the pytest plugin, the call-table lookup (:mod:`.calltables`) and the
 :class:`~kvpool.oracle.engine.families.Family` record read this; nothing else names a family.
+
+A family from outside the package (its modules anywhere importable) is added by naming its
+record in the environment variable ``KVPOOL_ORACLE_FAMILIES`` (``name=module:RECORD``, comma
+separated), read when this module loads (:func:`register_from_env`), so the processes a run
+starts know it too; or, within one process, by putting the record into :data:`FAMILIES`.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -88,7 +94,38 @@ FAMILIES: dict[str, Registered] = {
     ),
 }
 
+# the built-in families (a family added by ``KVPOOL_ORACLE_FAMILIES`` or a test is not here:
+# the clause accounting against SPEC.md, ``families.all_mapped``, covers these)
 FAMILY_MODULES: dict[str, str] = {name: r.module for name, r in FAMILIES.items()}
+
+ENV = "KVPOOL_ORACLE_FAMILIES"  # more families: ``name=module:RECORD``, comma-separated
+
+
+def register_from_env(value: str | None) -> list[str]:
+    """Add to :data:`FAMILIES` each family that ``value`` names (``KVPOOL_ORACLE_FAMILIES``'s
+    form: ``name=module:RECORD[,name=module:RECORD...]``, ``RECORD`` a :class:`Registered` in
+    an importable module); returns the names added. The registry reads the variable when it is
+    imported, so a child process (``--jobs``' workers, a subprocess) that inherits the
+    environment knows the same families. Empty or None: nothing. Raises ValueError for an
+    entry without ``=``, a built-in family's name or a path that names no record, ImportError
+    / AttributeError (naming the variable) when a path does not import."""
+    added = []
+    for entry in filter(None, (part.strip() for part in (value or "").split(","))):
+        name, sep, path = entry.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"{ENV}: {entry!r} is not name=module:RECORD")
+        if name in FAMILY_MODULES:
+            raise ValueError(f"{ENV}: {name!r} is a built-in family")
+        try:
+            record = load(path.strip())
+        except (ImportError, AttributeError) as err:
+            raise type(err)(f"{ENV}: {entry!r}: {err}") from err
+        if not isinstance(record, Registered):
+            raise ValueError(f"{ENV}: {path.strip()!r} is not a Registered record")
+        FAMILIES[name] = record
+        added.append(name)
+    return added
 
 
 def registered(name: str) -> Registered:
@@ -111,6 +148,9 @@ def load(path: str) -> Any:
     for part in name.split("."):
         found = getattr(found, part)
     return found
+
+
+register_from_env(os.environ.get(ENV))
 
 
 def budget_text(name: str) -> str:
