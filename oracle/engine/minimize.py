@@ -13,7 +13,8 @@ of them helps:
   ``extend_num_tokens`` their sum), smallest first.
 
 A changed trace is replayed with its recorded results mapped to the replayed ones (in exact
-order too), so a later free names the slots the smaller pool or batch handed out.
+order too), so a later free names the slots the smaller pool or batch handed out; slots a
+smaller allocation no longer hands out leave the later plain frees (``free``, ``free_full``).
 
 Candidate sizes are a few pages (of the trace's page size), then fractions of the value, so a
 page-size-16 pool of 3,119 tokens is tried at 16, 32, ... tokens as well as at 389, 779, ...;
@@ -124,9 +125,25 @@ def _try(best: Failure, index: int, args: dict[str, Any], expect: Any,
     more calls."""
     steps = _steps(best)
     changed = replace(steps[index], args=args, expect=expect)
-    found = _attempt(best, [*steps[:index], changed, *steps[index + 1 :]], target)
+    was = steps[index].expect
+    gone = set(was) - set(expect or ()) if isinstance(was, list) else set()
+    later = [_without(step, gone) for step in steps[index + 1 :]]
+    found = _attempt(best, [*steps[:index], changed, *later], target)
     return found if found is not None and found.trace.num_calls() <= best.trace.num_calls() \
         else None
+
+
+FREE_CALLS = ("free", "free_full")  # calls whose ``free_index`` may name any owned slots
+
+
+def _without(step: Any, gone: set[int]) -> Any:
+    """``step`` with the slots ``gone`` (no longer allocated in a changed trace) left out of a
+    plain free's ``free_index``; any other step as it is."""
+    if not gone or step.call not in FREE_CALLS or not isinstance(step.args.get("free_index"),
+                                                                 list):
+        return step
+    kept = [s for s in step.args["free_index"] if s not in gone]
+    return replace(step, args={**step.args, "free_index": kept})
 
 
 def _bisect(best: Failure, index: int, name: str, low: int, unit: int, target: Target,
@@ -141,7 +158,10 @@ def _bisect(best: Failure, index: int, name: str, low: int, unit: int, target: T
         mid = (low + high) // 2 // unit * unit
         if mid <= low or mid >= high or not budget.take():
             return best
-        found = _try(best, index, {**steps[index].args, name: mid}, steps[index].expect, target)
+        expect = steps[index].expect
+        if name in SIZE_ARGS and isinstance(expect, list):
+            expect = expect[:mid]
+        found = _try(best, index, {**steps[index].args, name: mid}, expect, target)
         best, low = (found, low) if found is not None else (best, mid)
     return best
 
@@ -159,8 +179,9 @@ def _variants(
     kind, _, k = name.partition(":")
     if not k:
         value = args.get(name)
+        cut = name in SIZE_ARGS and isinstance(expect, list)  # the slots handed out go too
         for candidate in _smaller(value, unit) if isinstance(value, int) else ():
-            yield {**args, name: candidate}, expect
+            yield {**args, name: candidate}, (expect[:candidate] if cut else expect)
         return
     i, seqs = int(k), args["seq_lens"]
     if i >= len(seqs) or (kind == "drop" and len(seqs) < 2):

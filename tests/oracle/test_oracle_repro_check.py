@@ -105,6 +105,17 @@ def test_minimizer_shrinks_pool_and_extends_at_page_size_16() -> None:
     assert failure.repro_check().status == "confirmed"
 
 
+def test_minimizer_shrinks_an_allocation_with_the_frees_of_its_slots() -> None:
+    """A merge bug at page size 16: before, a 112-token pool and a 96-token allocation freed
+    whole were kept; the allocation shrinks to one page, its later free with it, then the
+    pool."""
+    failure = _failure(BY_NAME["MergeUnsorted"], "exact", page_size=16)
+    steps = failure.trace.steps
+    assert steps[0].args["size"] <= 32, failure.report()
+    assert all(s.args["need_size"] <= 16 for s in steps if s.call == "alloc"), failure.report()
+    assert failure.repro_check().status == "confirmed"
+
+
 def test_variants_cut_the_recorded_result_with_the_request() -> None:
     args = {"prefix_lens": [0, 4], "seq_lens": [3, 6], "last_loc": [-1, 19],
             "extend_num_tokens": 5}
@@ -115,6 +126,9 @@ def test_variants_cut_the_recorded_result_with_the_request() -> None:
     fewer = list(_variants(args, expect, "extend:0", 4))
     assert fewer[0] == ({**args, "seq_lens": [1, 6], "extend_num_tokens": 3}, [4, 20, 21])
     assert list(_variants(args, expect, "drop:2", 4)) == []
+    cuts = {a["need_size"]: e for a, e in
+            _variants({"need_size": 8}, [4, 5, 6, 7, 8, 9, 10, 11], "need_size", 4)}
+    assert cuts[4] == [4, 5, 6, 7] and cuts[1] == [4], cuts  # the result shrinks with it
 
 
 def test_hybrid_repro_is_checked_on_kvpools_swa_allocator() -> None:
