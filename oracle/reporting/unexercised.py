@@ -16,13 +16,6 @@ NOT_EXERCISED: dict[str, str] = {
         "ContractViolation): the oracle never calls them on a token target (extend=False); "
         "tests/spec/test_spec_model.py and tests/impl check the raise"
     ),
-    "SWA-20": (
-        "alloc_extend_swa_tail has its row in the hybrid call table "
-        "(oracle/families/hybrid/calls.py), but the hybrid scheduler model does not admit "
-        "requests by PD-decode pre-allocation yet, so the run never calls it; tests/spec, "
-        "tests/impl and tests/integrations (against SGLang 0.5.23) judge it until the model "
-        "does and an event in oracle/families/hybrid/coverage.py maps it (then this entry goes)"
-    ),
 }
 
 # The data plane (SPEC.md §17): judged only when it is on.

@@ -38,13 +38,43 @@ class MappingNotCleared(SWATokenToKVPoolAllocator):
 
 
 class OnlyNamedSlotsCleared(SWATokenToKVPoolAllocator):
-    """B9: a paged ``free_swa`` clears the pairs of the named slots only, not of their pages."""
+    """B9: a paged ``free_swa`` clears the pairs of the named slots only, not of their pages
+    (inside a free group deferred as the correct one does: that bug alone)."""
 
     def free_swa(self, free_index: torch.Tensor) -> None:
         if free_index.numel() == 0:
             return
         peers = self._pairs.take(free_index)
-        self._release_swa(peers)
+        if self.free_group is not None:
+            self.swa_free_group.append(peers)
+        else:
+            self._release_swa(peers)
+
+
+class SwaTailWholeRow(SWATokenToKVPoolAllocator):
+    """SWA-20: ``alloc_extend_swa_tail`` gives the whole row SWA pages, not its window tail only
+    (its head keeps SWA peers the window never reads)."""
+
+    def alloc_extend_swa_tail(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
+                              seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                              last_loc: torch.Tensor, extend_num_tokens: int,
+                              swa_tail_len: int) -> torch.Tensor | None:
+        return super().alloc_extend_swa_tail(prefix_lens, prefix_lens_cpu, seq_lens,
+                                             seq_lens_cpu, last_loc, extend_num_tokens,
+                                             extend_num_tokens)
+
+
+class SwaTailReturnsTail(SWATokenToKVPoolAllocator):
+    """SWA-20: ``alloc_extend_swa_tail`` returns the full slots of the window tail only, not of
+    the whole extend (the caller's row then misses its head)."""
+
+    def alloc_extend_swa_tail(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
+                              seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                              last_loc: torch.Tensor, extend_num_tokens: int,
+                              swa_tail_len: int) -> torch.Tensor | None:
+        out = super().alloc_extend_swa_tail(prefix_lens, prefix_lens_cpu, seq_lens, seq_lens_cpu,
+                                            last_loc, extend_num_tokens, swa_tail_len)
+        return None if out is None else out[out.numel() - swa_tail_len:]
 
 
 class GroupDoubleRelease(SWATokenToKVPoolAllocator):
@@ -306,6 +336,8 @@ BROKEN_HYBRID = (
     BrokenHybrid(MappingNotCleared, (1, 4), ("SWA-2",)),
     BrokenHybrid(OnlyNamedSlotsCleared, (4,), ("SWA-2",)),
     BrokenHybrid(GroupDoubleRelease, (4,), ("SWA-19",)),
+    BrokenHybrid(SwaTailWholeRow, (4,), ("INV-1",)),  # SWA-20's bug, seen in the SWA census
+    BrokenHybrid(SwaTailReturnsTail, (4,), ("SWA-20",)),
     BrokenHybrid(DecodeLeaksFullSide, (4,), ("INV-1",)),
     BrokenHybrid(FreeFullOfLivePair, (1, 4), ("SWA-12",)),
     BrokenHybrid(TranslateIgnoresRelease, (1, 4), ("SWA-16",)),

@@ -27,12 +27,15 @@ def _checked_and(kind: str, pred: Needs) -> Needs:
 _NEEDS: dict[str, Needs] = {
     "shared": lambda c, ps, ns: ps > 1 and c.segments == "shared",
     "atomic": lambda c, ps, ns: ps > 1 and getattr(c, "atomic_decode", True),
+    "swa_tail": lambda c, ps, ns: ps > 1 and getattr(c, "swa_tail", True),
 }
 _ROWS = event_rows("""
 arrive                  SWA-7    always              new requests were admitted
 short                   SWA-5    always              new requests were refused (one side short)
 fill                    SWA-5    always              a request took every slot the smaller side had
                                                      left
+prealloc                SWA-20   swa_tail            a request arrived pre-allocated, SWA pages for
+                                                     its window tail only
 extend                  SWA-8    paged               rows grew by chunks
 decode                  SWA-9    always              rows decoded one token
 decode-short            SWA-9    always              a decode was refused
@@ -103,6 +106,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "SWA-17": ("capacity.check", "capacity.evict"),
     "SWA-18": ("life.resize",),
     "SWA-19": ("cap.byte_accounting",),
+    "SWA-20": ("prealloc",),
     "INV-1": ("finish-free", "finish-segments"),
     "GROUP-3": ("group.input_reused",),
     "ALIAS-1": ("alias.held",),

@@ -1,6 +1,7 @@
 """The hybrid scheduler model: a Hypothesis state machine that drives a sliding-window target.
 
-Requests arrive (``alloc_extend`` from an empty prefix; page size 1: ``alloc``), grow by chunks,
+Requests arrive (``alloc_extend`` from an empty prefix; page size 1: ``alloc``; above it some
+pre-allocated with SWA pages for their window tail only, ``alloc_extend_swa_tail``), grow by chunks,
 decode in batches, and their window slides: ``free_swa`` or ``free_swa_segment`` of the oldest
 tokens, to a page boundary (``window.slide_end``) or to any position (the rest of that page then
 loses its peer too, ``window.released_frontier``). A request finishes with ``free_full`` of its
@@ -89,6 +90,19 @@ class HybridMachine(FamilyMachine, ActionMachine):
             for n in seqs:
                 self.rows.append(Row(out[start:start + n]))
                 start += n
+
+    @action(lambda self: self.ps > 1 and self.caps.swa_tail)
+    def prealloc(self, data: Draws) -> None:
+        """PD decode: one request arrives pre-allocated, its full row whole and SWA pages for its
+        window tail only (``alloc_extend_swa_tail``, ``SWA-20``); the tail starts on a page
+        boundary (none, part or all of the row); the head has no SWA peer (its ``front``)."""
+        seq = data.integer(1, 3 * self.ps + 2)
+        head = data.integer(0, seq // self.ps) * self.ps
+        out = self.ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[seq],
+                           last_loc=[-1], extend_num_tokens=seq, swa_tail_len=seq - head)
+        self.ex.note("short" if out is None else "prealloc")
+        if out is not None:
+            self.rows.append(Row(out, front=head))
 
     @action(lambda self: self.rows)
     def grow(self, data: Draws) -> None:

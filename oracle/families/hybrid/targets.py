@@ -19,7 +19,7 @@ from ...peers.divergences import divergences_for
 
 @dataclass(frozen=True)
 class HybridCapabilities(Capabilities):
-    """The hybrid rules a target supports: the single-pool fields that apply to it, and two more.
+    """The hybrid rules a target supports: the single-pool fields that apply to it, and three more.
 
     Attributes (beside :class:`~kvpool.oracle.capabilities.Capabilities`'):
         page_sizes / need_sort: the configurations the factory accepts; by default 1, 4 and 16
@@ -37,6 +37,8 @@ class HybridCapabilities(Capabilities):
             (the engine's probes: ``ALIAS-1..3``, and ``GROUP-3`` for a free inside a group).
         atomic_decode: a decode refused by one side changes neither side (``SWA-9``).
         resize_grow: ``resize`` may grow the full pool past the constructor's size.
+        swa_tail: ``alloc_extend_swa_tail``, SGLang's PD-decode pre-allocation (``SWA-20``):
+            page sizes above 1 admit some requests with SWA pages for their window tail only.
         slot_forms: the forms of slot tensors (slots, segments, ``last_loc``, ``kv_indices``)
             the target accepts beside int64 contiguous ones: ``"int32"`` rows and
             ``"strided"`` views, as SGLang's scheduler passes them (by default both).
@@ -46,6 +48,7 @@ class HybridCapabilities(Capabilities):
     page_sizes: tuple[int, ...] = (1, 4, 16)
     atomic_decode: bool = True
     resize_grow: bool = True
+    swa_tail: bool = True
 
     # single-pool fields that say nothing about a hybrid target (not printed)
     UNUSED: ClassVar[tuple[str, ...]] = (
