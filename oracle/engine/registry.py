@@ -22,11 +22,21 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _PKG = "kvpool.oracle.families"
 _SINGLE = "kvpool.oracle.targets"  # the single family's targets, by the path traces record
+
+
+@dataclass(frozen=True)
+class Correct:
+    """kvpool's own allocator of one shape, on which a printed repro must pass
+    (:mod:`.reprocheck`): its factory in checked and in unchecked mode, and what it is."""
+
+    checked: str  # ``module:factory``
+    unchecked: str  # ``module:factory``
+    name: str  # for the report's line: ``kvpool.impl's PagedTokenToKVPoolAllocator``
 
 
 @dataclass(frozen=True)
@@ -42,6 +52,14 @@ class Registered:
     aliases: Mapping[str, tuple[str, ...]]  # target alias -> the ``module:factory`` it runs
     default_target: str  # the alias run when no target is named
     repro_imports: str = ""  # ``module:NAME`` of a repro's extra import lines ("": none)
+    # "token" / "paged" (the shape a target was judged as) -> kvpool's correct allocator of
+    # that shape (none: a repro is checked on the target only)
+    correct: Mapping[str, Correct] = field(default_factory=dict)
+    # the module that writes a contract-order repro (``supported``, ``PRELUDE``, ``HELPERS``,
+    # ``create_lines``, ``spec_lines``; "": repros are in exact order only)
+    contract_repro: str = ""
+    census_tensor: bool = False  # get_all_free_pages() is a tensor the caller may write into
+    repro_reads_available: bool = False  # a repro asserts available_size() after every call
 
     def __post_init__(self) -> None:
         if self.default_target not in self.aliases:
@@ -76,13 +94,24 @@ FAMILIES: dict[str, Registered] = {
             "kvcached-token": (f"{_SINGLE}:kvcached_token",),
             "kvcached-paged": (f"{_SINGLE}:kvcached_paged",),
         },
-        default_target="kvpool",
+        default_target="kvpool", contract_repro=f"{_PKG}.single.repro_spec", census_tensor=True,
+        correct={
+            "token": Correct(f"{_PKG}.single.targets:kvpool_token",
+                             f"{_PKG}.single.targets:kvpool_token_unchecked",
+                             "kvpool.impl's TokenToKVPoolAllocator"),
+            "paged": Correct(f"{_PKG}.single.targets:kvpool_paged",
+                             f"{_PKG}.single.targets:kvpool_paged_unchecked",
+                             "kvpool.impl's PagedTokenToKVPoolAllocator"),
+        },
     ),
     "hybrid": Registered(
         f"{_PKG}.hybrid.machine", 60, 30, "sliding-window allocators (SWATokenToKVPoolAllocator)",
         calls=f"{_PKG}.hybrid.calls:HYBRID_CALLS",
         aliases=_each(f"{_PKG}.hybrid.targets", "kvpool-swa", "kvpool-swa-unchecked", "sglang-swa"),
         default_target="kvpool-swa", repro_imports=f"{_PKG}.hybrid.calls:REPRO_IMPORTS",
+        correct=dict.fromkeys(("token", "paged"), Correct(
+            f"{_PKG}.hybrid.targets:kvpool_swa", f"{_PKG}.hybrid.targets:kvpool_swa_unchecked",
+            "kvpool.impl's SWATokenToKVPoolAllocator")),
     ),
     "unified": Registered(
         f"{_PKG}.unified.machine", 30, 30,
@@ -91,6 +120,7 @@ FAMILIES: dict[str, Registered] = {
         aliases=_each(f"{_PKG}.unified.targets", "sglang-unified-swa", "sglang-unified-swa-eager",
                       "sglang-unified-swa-lazy", "sglang-unified-tri"),
         default_target="sglang-unified-swa", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
+        repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),
 }
 

@@ -4,8 +4,10 @@ must name the spec's clause), a shortage raised in a declared type as the None i
 The failing step ends with the family's own asserts (``Trace.final_asserts``).
 
 Literal slot lists are written compactly (``[*range(4, 260)]`` for a run of consecutive slots).
-A single-pool trace in contract order is written in the contract's terms instead
-(:mod:`kvpool.oracle.families.single.repro_spec`): the spec model runs beside the allocator,
+A trace in contract order of a family whose record names a contract-order writer
+(``Registered.contract_repro``: the single pool's
+:mod:`kvpool.oracle.families.single.repro_spec`) is written in the contract's terms instead: the
+spec model runs beside the allocator,
 later arguments name the slots this allocator chose, and every step asserts the contract's
 property, so the repro fails on the broken allocator and passes on any correct one, whatever
 pages it picks.
@@ -14,11 +16,13 @@ pages it picks.
 from __future__ import annotations
 
 import builtins
+import importlib
 from dataclasses import replace
+from types import ModuleType
 from typing import Any
 
-from ..families.single import repro_spec
 from .calltables import calls_for, repro_imports
+from .registry import DEFAULT_FAMILY, registered
 from .trace import Trace, TraceStep
 
 CONTRACT_VIOLATION = "kvpool.spec.errors.ContractViolation"
@@ -69,13 +73,13 @@ def raises_block(trace: Trace, step: TraceStep, calls: list[str]) -> tuple[list[
     return lines, imports
 
 
-def result_asserts(step: TraceStep, var: str, family: str = "single") -> list[str]:
+def result_asserts(step: TraceStep, var: str, family: str = DEFAULT_FAMILY) -> list[str]:
     """Python asserts that the result bound to ``var`` is ``step.expect`` (none for most calls)."""
     checks = calls_for(family)[step.call].checks
     return [] if checks is None else checks(step.args, step.expect, var)
 
 
-def call_source(step: TraceStep, var: str, family: str = "single") -> list[str]:
+def call_source(step: TraceStep, var: str, family: str = DEFAULT_FAMILY) -> list[str]:
     """The torch-level call(s) of one step as Python source; results are bound to ``var``."""
     call = calls_for(family)[step.call]
     lines = call.source(step.args, var)
@@ -149,6 +153,17 @@ def _compact_step(step: TraceStep) -> TraceStep:
     return replace(step, args=compact(step.args), expect=compact(step.expect))
 
 
+def contract_writer(trace: Trace) -> ModuleType | None:
+    """The module that writes ``trace``'s repro in the contract's terms (its family's
+    ``Registered.contract_repro``), or None: exact order, no writer, or a trace it does not
+    support."""
+    path = registered(trace.family).contract_repro
+    if trace.order != "contract" or not path:
+        return None
+    writer = importlib.import_module(path)
+    return writer if writer.supported(trace) else None
+
+
 def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro") -> str:
     """A self-contained pytest function replaying ``trace`` on ``factory_path`` (module:attr).
 
@@ -160,7 +175,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
     """
     module, _, attr = factory_path.partition(":")
     fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
-    contract = trace.order == "contract" and repro_spec.supported(trace)
+    writer = contract_writer(trace)
     head = f"[{trace.clause}] {trace.detail}" if trace.clause else "replay"
     body = [
         f'"""{head}',
@@ -172,7 +187,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "",
         "from kvpool.oracle.families.single.treecache import TinyTreeCache",
         "from kvpool.spec import ContractViolation, ResizeConfig",
-        *(repro_spec.PRELUDE if contract else []),
+        *(writer.PRELUDE if writer else []),
         f"from {module} import {attr} as factory",
         *repro_imports(trace.family),
         "{imports}",
@@ -182,16 +197,16 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
         "def t(values):",
         "    return torch.tensor(values, dtype=torch.int64, device=DEVICE)",
         "",
-        *(repro_spec.HELPERS if contract else []),
+        *(writer.HELPERS if writer else []),
     ]
     imports: set[str] = set()
     for i in range(min(fail + 1, len(trace.steps))):
         lines, needed = (
-            _contract_step(trace, i) if contract else _exact_step(trace, i, fail)
+            _contract_step(trace, i, writer) if writer else _exact_step(trace, i, fail)
         )
         body += lines
         imports |= needed
-    if not contract:
+    if not writer:
         body += _census_asserts(trace.steps[fail] if trace.steps else None)
     slot = body.index("{imports}")
     body[slot : slot + 1] = sorted(imports)
@@ -238,7 +253,8 @@ def _exact_step(trace: Trace, i: int, fail: int) -> tuple[list[str], set[str]]:
     lines = lines + (
         result_asserts(shown, var, trace.family) if i < fail else trace.final_asserts
     )
-    if i < fail and trace.family == "unified" and step.available_after is not None:
+    if i < fail and registered(trace.family).repro_reads_available and (
+            step.available_after is not None):
         # the oracle reads the capacity views after every call: so does the repro (a view
         # cached across calls shows only where it was read before)
         lines.append(f"assert a.available_size() == {step.available_after}")
@@ -253,8 +269,9 @@ def _aliasing(trace: Trace, i: int, lines: list[str]) -> list[str]:
     caller reuses its input tensor(s) and asserted unchanged after, as the oracle checks it."""
     step = trace.steps[i]
     reuse = calls_for(trace.family)[step.call].reuse
-    if (trace.clause != "ALIAS-2" or i != trace.failing_step or trace.family != "single"
-            or not step.clobber or reuse not in lines):
+    if (trace.clause != "ALIAS-2" or i != trace.failing_step
+            or not registered(trace.family).census_tensor or not step.clobber
+            or reuse not in lines):
         return lines
     at = lines.index(reuse)
     return [*lines[:at], f"seen = {CENSUS_NOW}", reuse,
@@ -266,18 +283,19 @@ def _probes(trace: Trace, i: int, var: str) -> list[str]:
     """``probe_lines`` of step ``i``; at the failing step of a single pool's ``ALIAS-3``
     failure, between a census read before the writes and an assert that it is unchanged."""
     lines = probe_lines(trace.steps[i], var, trace.family)
-    if trace.clause != "ALIAS-3" or i != trace.failing_step or trace.family != "single":
+    if (trace.clause != "ALIAS-3" or i != trace.failing_step
+            or not registered(trace.family).census_tensor):
         return lines
     return [f"seen = {CENSUS_NOW}", *lines,
             f"assert {CENSUS_NOW} == seen  # ALIAS-3: the caller's write reached the allocator"]
 
 
-def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
-    """One step of a contract-order single-pool repro (:mod:`...families.single.repro_spec`)."""
+def _contract_step(trace: Trace, i: int, writer: ModuleType) -> tuple[list[str], set[str]]:
+    """One step of a contract-order repro, written by ``writer`` (:func:`contract_writer`)."""
     step, var = trace.steps[i], f"r{i}"
     fail = trace.failing_step if trace.failing_step is not None else len(trace.steps) - 1
     if step.call == "create":
-        setup = repro_spec.create_lines(step, trace.paged)
+        setup = writer.create_lines(step, trace.paged)
         probes = _probes(trace, i, var) if i == fail else []  # the constructor diverged
         return call_source(step, var) + setup + ["census()", *probes], set()
     args = mapped_args(step, trace.family)
@@ -286,7 +304,7 @@ def _contract_step(trace: Trace, i: int) -> tuple[list[str], set[str]]:
     lines, needed = _call_lines(trace, i, step, var, source, fail)
     if step.raises is not None:
         return lines, needed
-    lines = lines + repro_spec.spec_lines(shown, var, args)
+    lines = lines + writer.spec_lines(shown, var, args)
     if i == fail and trace.clause == "ALIAS-1":
         lines += [f"assert {line}" for line in _alias_lines(trace)]
     if i == fail and trace.clause == "CAP-3":
@@ -306,7 +324,7 @@ def _alias_lines(trace: Trace) -> list[str]:
     ]
 
 
-def probe_lines(step: TraceStep, var: str, family: str = "single") -> list[str]:
+def probe_lines(step: TraceStep, var: str, family: str = DEFAULT_FAMILY) -> list[str]:
     """The caller's writes after a probed call: garbage into the tensor it got back and into
     ``get_all_free_pages()``'s result (``ALIAS-3``: the allocator must not see them)."""
     if not step.probe:
@@ -316,6 +334,6 @@ def probe_lines(step: TraceStep, var: str, family: str = "single") -> list[str]:
     kind = calls_for(family)[step.call].kind
     got_slots = kind == "alloc" and isinstance(step.expect, list) and step.expect
     lines = [f"{var}.fill_(-1)  # ALIAS-3: the caller owns this result"] if got_slots else []
-    if family != "single":  # only a single pool's census is a tensor the caller gets
+    if not registered(family).census_tensor:  # a census the caller gets as a tensor only
         return lines
     return [*lines, "a.get_all_free_pages().fill_(-1)  # ALIAS-3: and this census"]

@@ -5,16 +5,13 @@ allocator of the same shape.
 a call of it) twice: on the failing target, as printed, where it must fail with an assert (a
 ``Divergence`` is one), a ``pytest.raises`` that did not raise, the reported clause's
 ``ContractViolation`` or what the target raised on the failing valid call; and with the factory
-import swapped for kvpool's own allocator of the same shape, where it must pass:
-
-| family | judged as | correct allocator |
-|---|---|---|
-| single | token (page size 1) | ``kvpool.impl.TokenToKVPoolAllocator`` |
-| single | paged (any page size) | ``kvpool.impl.PagedTokenToKVPoolAllocator`` at that page size |
-| hybrid | | ``kvpool.impl.SWATokenToKVPoolAllocator`` |
-
-each with the trace's ``need_sort`` and checked setting (checked when the trace records error
-types). The unified family has no such allocator (its repro is run on the target only) and
+import swapped for kvpool's own allocator of the same shape, where it must pass: the one its
+family's record names for the shape the target was judged as (token or paged;
+:attr:`~kvpool.oracle.engine.registry.Registered.correct`: for the single family
+``kvpool.impl.TokenToKVPoolAllocator`` and ``PagedTokenToKVPoolAllocator`` at the trace's page
+size, for the hybrid family ``SWATokenToKVPoolAllocator``), with the trace's ``need_sort`` and
+checked setting (checked when the trace records error types). A family whose record names none
+(the unified family) has its repro run on the target only, and
 a target whose factory module does not import here no check at all; :attr:`ReproCheck.line` says
 so in one line. Nothing here raises: an error of the check itself is its outcome.
 """
@@ -25,15 +22,9 @@ import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .registry import registered
 from .trace import Trace
 
-# (family, paged) -> the factory in ``kvpool.oracle.families.<family>.targets`` (checked; its
-# ``_unchecked`` twin otherwise) and the kvpool.impl class it builds
-CORRECT = {
-    ("single", False): ("kvpool_token", "TokenToKVPoolAllocator"),
-    ("single", True): ("kvpool_paged", "PagedTokenToKVPoolAllocator"),
-    ("hybrid", True): ("kvpool_swa", "SWATokenToKVPoolAllocator"),
-}
 NAME = "test_kvpool_repro"
 
 
@@ -48,17 +39,20 @@ class ReproCheck:
 
 
 def correct_factory(trace: Trace) -> tuple[str, str] | None:
-    """``(factory path, description)`` of kvpool's correct allocator of ``trace``'s shape, or
-    None when there is none here (the unified family)."""
+    """``(factory path, description)`` of kvpool's correct allocator of ``trace``'s shape (its
+    family's record, :attr:`~.registry.Registered.correct`: token or paged as the target was
+    judged), checked when the trace records error types; None when the family has none."""
+    try:
+        record = registered(trace.family)
+    except ValueError:
+        return None
     paged = trace.paged if trace.paged is not None else trace.page_size > 1
-    found = CORRECT.get((trace.family, paged or trace.family == "hybrid"))
+    found = record.correct.get("paged" if paged else "token")
     if found is None:
         return None
-    name, cls = found
     mode = "checked" if trace.error_types else "unchecked"
-    path = f"kvpool.oracle.families.{trace.family}.targets:{name}"
-    return path + ("" if trace.error_types else "_unchecked"), (
-        f"kvpool.impl's {cls} (page_size={trace.page_size}, need_sort={trace.need_sort}, {mode})")
+    return (found.checked if trace.error_types else found.unchecked), (
+        f"{found.name} (page_size={trace.page_size}, need_sort={trace.need_sort}, {mode})")
 
 
 def run_source(source: str) -> BaseException | None:

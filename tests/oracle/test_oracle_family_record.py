@@ -19,12 +19,9 @@ from test_oracle_cli import _run
 from test_oracle_unified_hint import _load_sglang_in_a_child
 
 ORACLE = Path(__file__).resolve().parents[2] / "oracle"
-# modules changed in parallel that still branch on a family (the repro part of the same issue):
-# each must still do so, so that an entry leaves this list once its branches move out
-EXEMPT = {
-    "engine/repro.py": "the repro's family branches (census probe, unified availability)",
-    "engine/reprocheck.py": "the correct allocator of each family's shape, keyed by family",
-}
+# modules that still branch on a family, each with the reason: an entry must still do so,
+# so that it leaves this list once its branches move out (none left)
+EXEMPT: dict[str, str] = {}
 TINY = ["--examples", "2", "--steps", "5"]
 
 

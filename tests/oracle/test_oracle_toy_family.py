@@ -93,14 +93,14 @@ def test_the_printed_repro_fails_on_the_broken_target_and_passes_on_the_correct(
 ) -> None:
     """The report's pytest function fails on the target it was found on (an assert, or a
     ``pytest.raises`` of the declared SlotFreeError that did not raise) and passes with the
-    correct factory imported instead. The report's own check runs it on the target only: the
-    correct allocators it knows are kvpool's."""
+    correct factory imported instead; the report's own check says so (the record names the
+    correct allocator)."""
     r = _run(alias)
     assert r.failure is not None
     report = r.failure.report()
     printed = report.split("reproduce with pytest:\n", 1)[1].split("\n# repro", 1)[0]
     assert printed == to_pytest(r.failure.trace, path) and f"import {path.split(':')[1]}" in printed
-    assert f"# repro checked on {path} only (it fails)" in report
+    assert f"# repro checked: fails on {path}, passes on the toy SlotAllocator" in report
     assert isinstance(run_source(printed), AssertionError | pytest.fail.Exception)
     assert run_source(to_pytest(r.failure.trace, CORRECT)) is None
 

@@ -4,7 +4,7 @@ reading the variable while the registry loads pulls in nothing else."""
 
 from __future__ import annotations
 
-from kvpool.oracle.engine.registry import Registered
+from kvpool.oracle.engine.registry import Correct, Registered
 
 _T = "toyfamily.targets"
 TOY = Registered(
@@ -13,4 +13,7 @@ TOY = Registered(
     aliases={"toy": (f"{_T}:toy",), "toy-lifo": (f"{_T}:toy_lifo",),
              "toy-unchecked-free": (f"{_T}:toy_unchecked_free",)},
     default_target="toy",
+    # a printed repro must pass on the correct allocator (the toy has one shape, always checked)
+    correct=dict.fromkeys(("token", "paged"),
+                          Correct(f"{_T}:toy", f"{_T}:toy", "the toy SlotAllocator")),
 )
