@@ -118,7 +118,9 @@ FAMILIES: dict[str, Registered] = {
         "unified memory pools: full + SWA in one byte buffer (UnifiedSWATokenToKVPoolAllocator)",
         calls=f"{_PKG}.unified.calls:UNIFIED_CALLS",
         aliases=_each(f"{_PKG}.unified.targets", "sglang-unified-swa", "sglang-unified-swa-eager",
-                      "sglang-unified-swa-lazy", "sglang-unified-tri"),
+                      "sglang-unified-swa-lazy", "sglang-unified-tri") | _each(
+            f"{_PKG}.unified.kvpool_target", "kvpool-unified", "kvpool-unified-eager",
+            "kvpool-unified-lazy"),
         default_target="sglang-unified-swa", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),
