@@ -1,15 +1,15 @@
 """The unified family's hole bookkeeping check (``oracle/families/unified/holes.py``, UNI-5) on
-a stand-in sub-pool with SGLang 0.5.23's ``MultiEndedAllocator`` fields, without SGLang: a
-healthy lazy span passes, and each planted bookkeeping fault (a hole named twice, a hole outside
-the span or on a live page, a span that is not live + holes) is named; ``span_and_holes`` reads
-what the executor compares with the spec model's ``EndPool``."""
+introspection snapshots (``kvpool.spec.unified_state.SubPoolState``) built from the spec model's
+own pools, without SGLang: a healthy lazy span passes, and each planted bookkeeping fault (a
+hole named twice, a hole outside the span or on a live page, a span that is not live + holes)
+is named; ``span_and_holes`` reads what the executor compares with the spec model's
+``EndPool``."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import dataclasses
 from typing import Any
 
-import torch
 from kvpool.oracle.families.unified.holes import (
     hole_problems,
     model_breach,
@@ -18,63 +18,65 @@ from kvpool.oracle.families.unified.holes import (
     span_pages,
 )
 from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.unified_state import SubPoolState, UnifiedState
 
 
-def _sub(model_pool: Any, direction: str) -> SimpleNamespace:
-    """A sub-pool stand-in holding ``model_pool``'s (``EndPool``) tables, frontier and holes."""
-    v2p = torch.full((model_pool.pages + 1,), -1, dtype=torch.int64)
-    p2v = torch.full((model_pool.pages + 1,), -1, dtype=torch.int64)
-    v2p[0] = p2v[0] = 0
-    for v, p in model_pool.v2p.items():
-        v2p[v], p2v[p] = p, v
-    return SimpleNamespace(
-        sub_pool_name=model_pool.name, grow_direction=direction, min_page_index=model_pool.min_page,
-        num_pages=model_pool.pages, watermark_physical=model_pool.watermark,
-        virtual_to_physical=v2p, physical_to_virtual=p2v,
-        _free_phys_pages=torch.tensor(model_pool.holes, dtype=torch.int64),
-        _pending_reuse_pages_cpu=set())
+def _sub(pool: Any) -> SubPoolState:
+    """The snapshot of one model ``EndPool``: its span from its watermark, holes, bindings."""
+    low, high = ((pool.min_page, pool.watermark) if pool.grows_up
+                 else (pool.watermark + 1, pool.pages))
+    return SubPoolState(pool.name, "up" if pool.grows_up else "down", pool.page_bytes,
+                        pool.pages, pool.min_page, low, high, tuple(sorted(pool.holes)),
+                        dict(pool.v2p), lazy=pool.lazy)
 
 
-def _lazy_state() -> tuple[UnifiedSWAModel, SimpleNamespace]:
+def _state(m: UnifiedSWAModel, **full: Any) -> UnifiedState:
+    """``m``'s snapshot, its full side's fields replaced by ``full``."""
+    sides = {"full": dataclasses.replace(_sub(m.full), **full), "swa": _sub(m.swa)}
+    return UnifiedState(m.page_size, m.total_bytes, sides, tuple(m.free_virtual), 0, 0)
+
+
+def _lazy_model() -> UnifiedSWAModel:
     m = UnifiedSWAModel(32 * 4 * 20, 4, 32, 32, lazy=True)
     rows = [m.alloc(8), m.alloc(4), m.alloc(4)]
     assert all(r is not None for r in rows)
     m.free(rows[1])
-    target = SimpleNamespace(full_attn_allocator=_sub(m.full, "down"),
-                             swa_attn_allocator=_sub(m.swa, "up"))
-    return m, target
+    return m
 
 
 def test_a_healthy_lazy_span_passes_and_matches_the_model_UNI_5() -> None:
-    m, target = _lazy_state()
-    full = target.full_attn_allocator
+    m = _lazy_model()
+    state = _state(m)
+    full = state.sides["full"]
     assert list(span_pages(full)) == list(range(m.full.watermark + 1, m.full.pages))
     assert span_and_holes(full) == (m.full.span_pages(), len(m.full.holes)) == (4, 1)
-    assert hole_problems(full) == [] and hole_problems(target.swa_attn_allocator) == []
-    assert own_breach(target) is None and model_breach(target, m) is None
+    assert hole_problems(full) == [] and hole_problems(state.sides["swa"]) == []
+    assert own_breach(state) is None and model_breach(state, m) is None
 
 
 def test_planted_hole_bookkeeping_faults_are_named_UNI_5() -> None:
-    m, target = _lazy_state()
-    full = target.full_attn_allocator
-    hole = int(full._free_phys_pages[0])
-    full._free_phys_pages = torch.tensor([hole, hole])  # a hole counted twice
-    assert any("counted twice" in p for p in hole_problems(full))
-    full._free_phys_pages = torch.tensor([], dtype=torch.int64)  # a release that left no hole
-    assert hole_problems(full) == ["[full] span 4 pages != live 3 + holes 0"]
-    found = own_breach(target)
-    assert found is not None and "hole_problems(a.full_attn_allocator)" in found[1][-1]
-    full._free_phys_pages = torch.tensor([m.full.watermark])  # a hole past the frontier
-    assert any("outside the span" in p for p in hole_problems(full))
+    m = _lazy_model()
+    hole = m.full.holes[0]
+    assert any("counted twice" in p for p in hole_problems(_state(m, holes=(hole, hole)).sides[
+        "full"]))
+    left = _state(m, holes=())  # a release that left no hole
+    assert hole_problems(left.sides["full"]) == ["[full] span 4 pages != live 3 + holes 0"]
+    found = own_breach(left)
+    assert found is not None
+    assert found[1][-1] == "assert not hole_problems(state_of(a).sides['full'])  # UNI-5"
+    assert any("state_of" in line for line in found[1][:-1])  # the repro imports it
+    past = _state(m, holes=(m.full.watermark,))  # a hole past the frontier
+    assert any("outside the span" in p for p in hole_problems(past.sides["full"]))
     live = next(iter(m.full.p2v))
-    full._free_phys_pages = torch.tensor([live])  # a live page also listed as a hole
-    assert any("on live pages" in p for p in hole_problems(full))
+    on_live = _state(m, holes=(live,))  # a live page also listed as a hole
+    assert any("on live pages" in p for p in hole_problems(on_live.sides["full"]))
 
 
 def test_a_span_the_model_does_not_hold_is_named_UNI_5() -> None:
-    m, target = _lazy_state()
+    m = _lazy_model()
+    state = _state(m)
     m.full.flush()  # the model compacts, the target keeps its hole
-    found = model_breach(target, m)
+    found = model_breach(state, m)
     assert found is not None
     assert found[0] == "full sub-pool: span 4 pages with 1 hole, the spec says 3 with 0"
-    assert found[1][-1] == "assert span_and_holes(a.full_attn_allocator) == (3, 0)  # UNI-5"
+    assert found[1][-1] == "assert span_and_holes(state_of(a).sides['full']) == (3, 0)  # UNI-5"

@@ -6,7 +6,8 @@ sink, SWA floats in the middle, full grows down) shares its buffer with a mamba 
 with the model's tables and a *bound* on capacity (``capacity_exact=False``):
 
 - the geometry is the target's (buffer size, entry bytes, first allocatable pages: the
-  reserved floor includes the mamba state row, ``UNI-2``), read once at ``create``;
+  reserved floor includes the mamba state row, ``UNI-2``), read once at ``create`` from its
+  introspection snapshot (:class:`~kvpool.spec.unified_state.UnifiedState`);
 - an allocation the target refuses is taken as refused (the model is rolled back: the mamba
   side may hold the bytes); one it grants must fit the model too (``UNI-7``: the full and SWA
   pages alone fit the bytes) and hand out the model's virtual ids (``UNI-8``);
@@ -22,16 +23,19 @@ from typing import Any
 
 from kvpool.spec.contract import Divergence
 from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.unified_state import UnifiedState
 from kvpool.spec.wording import counted
 
 
-def model_of(target: Any, page_size: int, lazy: bool, cap_tokens: int) -> UnifiedSWAModel:
-    """A model with ``target``'s geometry (its full and SWA sub-pools' bytes and first pages)."""
-    full, swa = target.full_attn_allocator, target.swa_attn_allocator
-    model = UnifiedSWAModel(full.unified_buffer.total_bytes, page_size, full.entry_bytes,
-                            swa.entry_bytes, lazy=lazy, full_max_tokens=cap_tokens,
+def model_of(state: UnifiedState, page_size: int, lazy: bool,
+             cap_tokens: int) -> UnifiedSWAModel:
+    """A model with the geometry of the snapshot ``state`` (the buffer's bytes, its full and SWA
+    sub-pools' bytes a token and first pages)."""
+    full, swa = state.sides["full"], state.sides["swa"]
+    model = UnifiedSWAModel(state.total_bytes, page_size, full.page_bytes // page_size,
+                            swa.page_bytes // page_size, lazy=lazy, full_max_tokens=cap_tokens,
                             swa_max_tokens=cap_tokens)
-    model.full.min_page, model.swa.min_page = full.min_page_index, swa.min_page_index
+    model.full.min_page, model.swa.min_page = full.min_page, swa.min_page
     model.clear()
     return model
 

@@ -32,6 +32,11 @@ def _data(c: Any, ps: int, ns: bool) -> bool:
     return bool(c.data_plane)
 
 
+def _recorded(c: Any, ps: int, ns: bool) -> bool:
+    """An event that records what a run could not do: never required of a configuration."""
+    return False
+
+
 _ROWS = event_rows("""
 arrive               UNI-8   always              new requests were admitted
 short                UNI-8   always              new requests were refused (the pages do not fit)
@@ -56,18 +61,20 @@ capacity.fit         UNI-8   cap:capacity_hooks  evict_to_free_tokens: the pages
 capacity.short       UNI-8   cap:capacity_hooks  evict_to_free_tokens: they do not
 capacity.evict       UNI-8   cap:capacity_hooks  evict_to_free_tokens asked the cache to evict
 life.clear           UNI-12  cap:clear           clear() mid-run
-placement            UNI-4   always              live pages' translations judged
+placement            UNI-4   always              live pages' translations judged sound
 compaction.move      UNI-6   always              a compaction moved live pages
 lazy.holes           UNI-5   lazy                a lazy sub-pool kept holes after a call
 cap.byte_accounting  UNI-13  always              verify_byte_accounting() read
 probe.census         UNI-13  always              the census probes ran on a fresh instance
+probe.unplanted      UNI-13  recorded            a census probe was skipped: the target cannot
+                                                 plant its fault (no unified_plant hook)
 cap.float_chain      UNI-14  cap:float_chain     the capacity views judged on the float chain
 state-slots          UNI-14  cap:float_chain     the mamba end's state slots were taken or released
 data.check           DATA-1  data_plane          every live token's K/V bytes read back
 data.hand_out        DATA-2  data_plane          signatures written into handed-out tokens' K/V
 input.int32          UNI-10  form:int32          a call passed int32 slot tensors
 input.strided        UNI-10  form:strided        a call passed strided slot tensor views
-""", {"decodes": _decodes, "lazy": _lazy, "data_plane": _data})
+""", {"decodes": _decodes, "lazy": _lazy, "data_plane": _data, "recorded": _recorded})
 BAD_CLAUSES: dict[str, str] = {"translate_freed": "UNI-11", "double_free": "UNI-11"}
 EVENTS = event_table(_ROWS, dict.fromkeys(BAD_CLAUSES, _checked))
 

@@ -12,16 +12,19 @@ calls and ``ERR-1``, failures). After every valid call:
   row for row under eager compaction, where placement is fixed: a row off the spec's page breaks
   ``UNI-6`` when a page copy of that call (the model's or the target's) touched its page, else
   ``UNI-4`` (the binding itself);
-- each sub-pool's holes and span: its own bookkeeping (holes distinct, inside the span, not
-  live; span = live + holes) before the capacity views (and before a differing result is
-  reported: a broken bookkeeping is its cause), and after them its span and number of holes
-  against the model's (``UNI-5``, :mod:`.holes`);
+- each sub-pool's holes and span, read from the target's introspection snapshot
+  (:class:`~kvpool.spec.unified_state.UnifiedState`, :func:`~.peer_state.state_of`): its own
+  bookkeeping (holes distinct, inside the span, not live; span = live + holes) before the
+  capacity views (and before a differing result is reported: a broken bookkeeping is its
+  cause), and after them its span and number of holes against the model's (``UNI-5``,
+  :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
 - on a tri-pool (``float_chain``) its five capacity views, exactly, from its float chain's
   frontiers, and its live pages against the model's; an ``alloc`` within the
   ``available_size()`` it reported must succeed (``UNI-14``, :mod:`.float_views`);
 - the spec's own census and the target's ``verify_byte_accounting()`` (``UNI-13``), and at
-  every ``create`` the census probes (:mod:`.probes`);
+  every ``create`` the census probes (:mod:`.probes`; one the target cannot plant is counted
+  as ``probe.unplanted``);
 - with the data plane (on by default): every live token's K/V bytes, written through
   ``translate_write_loc`` (full) and the SWA translation when handed out, read back through
   the read translations (``DATA-1``; :mod:`.store`).
@@ -48,7 +51,9 @@ from .coverage import events_of
 from .fits import fitting, hint
 from .float_views import float_available, promised_alloc, view_problems
 from .holes import model_breach, own_breach
+from .peer_state import state_of
 from .placement import MoveLog, pages_of, placement_assert, placement_problems
+from .probes import IMPORT as PLANT_IMPORT
 from .probes import census_probe
 from .targets import UnifiedCapabilities
 
@@ -110,10 +115,11 @@ class UnifiedExecutor(Engine):
         full_bytes, swa_bytes = self.caps.entry_bytes
         cap = self.caps.static_cap_pages * ps
         self.target = self._build(total_bytes, lazy)
+        state = state_of(self.target)  # OracleError: the target offers no snapshot
         try:
             self.model = (UnifiedSWAModel(total_bytes, ps, full_bytes, swa_bytes, lazy=lazy,
                                           full_max_tokens=cap, swa_max_tokens=cap)
-                          if self.caps.capacity_exact else model_of(self.target, ps, lazy, cap))
+                          if self.caps.capacity_exact else model_of(state, ps, lazy, cap))
         except ContractViolation as err:
             raise OracleError(f"create({total_bytes}) is invalid under the spec: {err}") from err
         kv = self.target.get_kvcache()
@@ -134,9 +140,11 @@ class UnifiedExecutor(Engine):
 
     def _created(self, step: TraceStep, total_bytes: int) -> None:
         modes = tuple(m == "lazy" for m in self.caps.compaction)
+        unplanted: list[str] = []
         missed = census_probe(lambda lazy: self._build(total_bytes, lazy), self.caps,
-                              self.page_size, modes)
+                              self.page_size, modes, unplanted)
         self.events["probe.census"] += 1
+        self.events["probe.unplanted"] += len(unplanted)
         if missed is not None:
             name, self._probe_lines, seen = missed
             raise Divergence("UNI-13", f"verify_byte_accounting() returned {seen} after the "
@@ -177,7 +185,7 @@ class UnifiedExecutor(Engine):
         if step.call.startswith("translate") and (model.lazy or not self.caps.capacity_exact):
             return want  # placement is free here (judged in _post)
         if got != want:
-            self._check_holes(step, own_breach(self.target))  # the cause, when it is that
+            self._check_holes(step, own_breach(state_of(self.target)))  # the cause, if so
             raise Divergence(call.result_clause or "UNI-8",
                              f"{step.call} returned {got!r}, the spec says {want!r}")
         return want
@@ -185,9 +193,10 @@ class UnifiedExecutor(Engine):
     def _post(self, step: TraceStep) -> None:
         model = self.model
         assert model is not None
-        step.available_after = (float_available(self.target) if self.caps.float_chain
+        state = state_of(self.target)
+        step.available_after = (float_available(self.target, state) if self.caps.float_chain
                                 else model.available_size())
-        self._check_holes(step, own_breach(self.target))
+        self._check_holes(step, own_breach(state))
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
         exact = 3 if self.caps.capacity_exact else 0  # the capacity views; rows below
@@ -197,15 +206,15 @@ class UnifiedExecutor(Engine):
                 raise Divergence(clause, f"after {step.call}: {name} is {_short(g)}, the spec "
                                          f"says {_short(w)}")
         if self.caps.capacity_exact:
-            self._check_holes(step, model_breach(self.target, model))
+            self._check_holes(step, model_breach(state, model))
         if self.caps.float_chain:
             self.events["cap.float_chain"] += 1
-            for detail in view_problems(self.target, model)[:1]:
+            for detail in view_problems(self.target, model, state)[:1]:
                 raise Divergence("UNI-14", f"after {step.call}: {detail}")
-        self.events["placement"] += bool(ids)
         for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
             self._placement_line = placement_assert(model, ids, clause)
             raise Divergence(clause, f"after {step.call}: {detail}")
+        self.events["placement"] += bool(ids)  # judged, and sound
         if self.caps.capacity_exact and not model.lazy:
             self._check_rows(step, ids, got, want)
         self._check_moves(step, ids, got[3], got[4])
@@ -304,7 +313,8 @@ class UnifiedExecutor(Engine):
         step, clause = self.trace.steps[index], self.trace.clause
         call = self.calls[step.call]
         if step.call == "create" and self._probe_lines:
-            return [*self._probe_lines[1:], "assert a.verify_byte_accounting()  # UNI-13"]
+            return [PLANT_IMPORT, *self._probe_lines[1:],
+                    "assert a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-13":
             return ["assert not a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-5" and self._hole_lines:

@@ -1,13 +1,16 @@
 """The tri-pool's capacity views, judged exactly on the float chain (``UNI-14``).
 
-SGLang's tri-pool (``UnifiedMambaSWATokenToKVPoolAllocator``) places its SWA float's span where
-its policy chooses (placement the contract leaves free, judged by what must hold); given the
-chain's frontiers, every capacity view is fixed (:mod:`kvpool.spec.unified_float`). This module
-reads the frontiers off the target (:func:`chain_of`), requires them to agree with the model's
-live pages (the float's live pages are the model's SWA-bound ones, the full end's live pages
-the model's live ones), and compares the views (:func:`view_problems`). The request pool's
-state slots on the mamba end (one per request, not on the token surface) are taken and
-released by the ``state_slots`` call (:func:`set_state_slots`, :data:`STATE_CALL`).
+A tri-pool (SGLang's ``UnifiedMambaSWATokenToKVPoolAllocator``, or any target whose
+introspection snapshot has a ``"state"`` end below an SWA float below full) places its SWA
+float's span where its policy chooses (placement the contract leaves free, judged by what must
+hold); given the chain's frontiers, every capacity view is fixed
+(:mod:`kvpool.spec.unified_float`). This module reads the frontiers off the target's
+:class:`~kvpool.spec.unified_state.UnifiedState` (:func:`chain_from`, :func:`chain_of`),
+requires them to agree with the model's live pages (the float's live pages are the model's
+SWA-bound ones, the full end's live pages the model's live ones), and compares the views
+(:func:`view_problems`). The request pool's state slots on the state end (one per request, not
+on the token surface) are taken and released by the ``state_slots`` call
+(:func:`~.peer_state.set_state_slots`, :data:`STATE_CALL`).
 """
 
 from __future__ import annotations
@@ -17,41 +20,57 @@ from typing import Any
 import torch
 from kvpool.spec.unified import UnifiedSWAModel
 from kvpool.spec.unified_float import FloatChain, Grid, capacity_views
+from kvpool.spec.unified_state import SubPoolState, UnifiedState
 
 from ...engine.call import Call
+from ...engine.report import OracleError
+from .peer_state import set_state_slots, state_of
+
+__all__ = ["STATE_CALL", "VIEWS", "chain_from", "chain_of", "float_available",
+           "observed_views", "promised_alloc", "set_state_slots", "view_problems"]
 
 VIEWS = ("available_size", "full_available_size", "swa_available_size",
          "schedulable_full_available_size", "schedulable_swa_available_size")
+CHAIN = (("state", "up"), ("swa", "float"), ("full", "down"))  # the members, bottom to top
 
 
-def _grid(member: Any) -> Grid:
-    return Grid(int(member.entry_bytes_per_page), int(member.num_pages),
-                int(member.min_page_index))
+def _grid(sub: SubPoolState) -> Grid:
+    return Grid(sub.page_bytes, sub.num_pages, sub.min_page)
 
 
-def _holes(member: Any) -> int:
-    return int(member._free_phys_pages.numel()) if member.lazy_compaction else 0
+def _end_holes(sub: SubPoolState) -> int:
+    """An end's drainable holes (lazy compaction; none under eager)."""
+    return sub.drainable_holes if sub.lazy else 0
 
 
-def _drains(member: Any) -> bool:
-    return bool(member.lazy_compaction) and not member.moves_blocked()
+def chain_from(state: UnifiedState) -> FloatChain:
+    """The float chain's frontiers as the snapshot ``state`` of a tri-pool holds them.
+
+    Raises:
+        OracleError: ``state`` is not a tri-pool's (a ``"state"`` end growing up, an ``"swa"``
+            float, a ``"full"`` end growing down).
+    """
+    found = tuple((name, state.sides[name].grow) for name, _ in CHAIN if name in state.sides)
+    if found != CHAIN:
+        raise OracleError(f"float_chain needs sub-pools {CHAIN} (name, grow); the target's "
+                          f"unified_state() has {found}")
+    ma, sa, fa = (state.sides[name] for name, _ in CHAIN)
+    ps = state.page_size
+    return FloatChain(
+        page_size=ps, state=_grid(ma), swa=_grid(sa), full=_grid(fa),
+        state_high_byte=ma.span_high * ma.page_bytes, state_holes=_end_holes(ma),
+        state_drains=ma.lazy and ma.drains,
+        swa_low_page=sa.span_low, swa_high_page=sa.span_high, swa_holes=sa.drainable_holes,
+        full_low_byte=fa.span_low * fa.page_bytes,
+        full_span_pages=max(0, fa.span_high - fa.span_low),
+        full_holes=_end_holes(fa), full_drains=fa.lazy and fa.drains,
+        full_static_tokens=state.full_static_tokens, swa_static_tokens=state.swa_static_tokens,
+        full_live_tokens=fa.live_pages * ps, swa_live_tokens=sa.live_pages * ps)
 
 
 def chain_of(target: Any) -> FloatChain:
     """The float chain's frontiers as ``target`` (a tri-pool) holds them."""
-    fa, sa, ma = target.full_attn_allocator, target.swa_attn_allocator, target.mamba_allocator
-    return FloatChain(
-        page_size=int(target.page_size), state=_grid(ma), swa=_grid(sa), full=_grid(fa),
-        state_high_byte=int(ma.watermark_physical) * int(ma.entry_bytes_per_page),
-        state_holes=_holes(ma), state_drains=_drains(ma),
-        swa_low_page=int(sa.low_wm_page), swa_high_page=int(sa.high_wm_page),
-        swa_holes=int(sa._free_phys_pages.numel()),
-        full_low_byte=(int(fa.watermark_physical) + 1) * int(fa.entry_bytes_per_page),
-        full_span_pages=max(0, int(fa.num_pages) - 1 - int(fa.watermark_physical)),
-        full_holes=_holes(fa), full_drains=_drains(fa),
-        full_static_tokens=int(target._full_max_total_num_tokens),
-        swa_static_tokens=int(target._swa_max_total_num_tokens),
-        full_live_tokens=int(fa.allocated_count()), swa_live_tokens=int(sa.allocated_count()))
+    return chain_from(state_of(target))
 
 
 def observed_views(target: Any) -> dict[str, int]:
@@ -59,15 +78,18 @@ def observed_views(target: Any) -> dict[str, int]:
     return {name: int(getattr(target, name)()) for name in VIEWS}
 
 
-def float_available(target: Any) -> int:
-    """The ``available_size()`` the float chain's frontiers give ``target`` (``UNI-14``)."""
-    return int(capacity_views(chain_of(target))["available_size"])
+def float_available(target: Any, state: UnifiedState | None = None) -> int:
+    """The ``available_size()`` the float chain's frontiers give ``target`` (``UNI-14``), read
+    from ``state`` when given (its snapshot now)."""
+    return int(capacity_views(chain_from(state or state_of(target)))["available_size"])
 
 
-def view_problems(target: Any, model: UnifiedSWAModel | None = None) -> list[str]:
+def view_problems(target: Any, model: UnifiedSWAModel | None = None,
+                  state: UnifiedState | None = None) -> list[str]:
     """Why ``target``'s capacity views break ``UNI-14`` (empty when they hold): a live-page
-    count that is not the model's (when given), then each view unlike the spec's."""
-    chain = chain_of(target)
+    count that is not the model's (when given), then each view unlike the spec's. ``state``:
+    the target's snapshot now (read when not given)."""
+    chain = chain_from(state or state_of(target))
     out: list[str] = []
     if model is not None:
         ps = model.page_size
@@ -92,29 +114,6 @@ def promised_alloc(target: Any, model: UnifiedSWAModel, call: str,
     need, available = int(args["need_size"]), int(target.available_size())
     pages = -(-need // model.page_size)
     return available if need <= available and pages <= len(model.free_virtual) else None
-
-
-def live_state_slots(target: Any) -> list[int]:
-    """The mamba end's live state slots (virtual ids bound to a physical slot), ascending."""
-    ma = target.mamba_allocator
-    bound = (ma.virtual_to_physical != -1).nonzero().flatten().tolist()
-    return [int(v) for v in bound if v >= ma.min_page_index]
-
-
-def set_state_slots(target: Any, count: int) -> None:
-    """Take state slots on ``target``'s mamba end (``prepare_mamba_allocation`` for the
-    missing ones, which may move the SWA float away, then ``mamba_allocator.alloc(1)`` each, as
-    SGLang's request pool does per request) or release its lowest live ones until ``count``
-    are live; a take the end refuses stops there."""
-    ma = target.mamba_allocator
-    live = live_state_slots(target)
-    for v in live[:max(0, len(live) - count)]:
-        ma.free(torch.tensor([v], dtype=torch.int64))
-    if count > len(live):  # as SGLang's radix cache does before taking state slots
-        target.prepare_mamba_allocation(count - len(live))
-    for _ in range(count - len(live)):
-        if ma.alloc(1) is None:
-            return
 
 
 def _state_target(target: Any, args: Any, device: str) -> tuple[None, list[torch.Tensor]]:

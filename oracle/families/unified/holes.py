@@ -1,95 +1,82 @@
-"""A unified target's holes and spans, read from each sub-pool's own state (``UNI-5``).
+"""A unified target's holes and spans, read from its introspection snapshot (``UNI-5``).
 
 A sub-pool's span is the run of physical pages between its end and its frontier (a float
 pool's: between its two frontiers); each page of the span is live or a hole (a freed page kept
-for reuse: SGLang's ``_free_phys_pages``, plus the pages ``_pending_reuse`` still holds back).
-``UNI-5`` states span = live + holes; live is counted as the virtual pages bound (``v2p``), so
-that a table breach stays ``UNI-4``'s or ``UNI-6``'s. :func:`hole_problems` reads that
-bookkeeping from the target alone (holes distinct, inside the span, not live; the span equal to
-live + holes); :func:`span_and_holes` is what the executor compares with the spec model's
-``EndPool.span_pages()`` and its number of holes after every call (the holes' positions are
-placement, which lazy compaction leaves free). Both take a sub-pool object with SGLang 0.5.23's
-``MultiEndedAllocator`` fields and are importable by a repro.
+for reuse, including pages held back from reuse for a while). ``UNI-5`` states span = live +
+holes; live is counted as the virtual pages bound (the snapshot's ``bindings``), so that a
+table breach stays ``UNI-4``'s or ``UNI-6``'s. :func:`hole_problems` reads that bookkeeping from
+one :class:`~kvpool.spec.unified_state.SubPoolState` alone (holes distinct, inside the span, not
+live; the span equal to live + holes); :func:`span_and_holes` is what the executor compares with
+the spec model's ``EndPool.span_pages()`` and its number of holes after every call (the holes'
+positions are placement, which lazy compaction leaves free). A repro reads the snapshot with
+``state_of(a)`` (:mod:`.peer_state`) and imports these.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
+from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.unified_state import SubPoolState, UnifiedState
 from kvpool.spec.wording import counted
 
-__all__ = ["hole_problems", "span_and_holes", "span_pages"]
+__all__ = ["hole_problems", "model_breach", "own_breach", "span_and_holes", "span_pages"]
 
 
-def span_pages(sub: Any) -> range:
-    """The physical pages of ``sub``'s span: ``[min_page, watermark)`` growing up,
-    ``(watermark, num_pages)`` growing down, ``[low, high)`` for a float pool."""
-    if sub.grow_direction == "float":
-        return range(int(sub.low_wm_page), int(sub.high_wm_page))
-    if sub.grow_direction == "up":
-        return range(int(sub.min_page_index), int(sub.watermark_physical))
-    return range(int(sub.watermark_physical) + 1, int(sub.num_pages))
+def span_pages(sub: SubPoolState) -> range:
+    """The physical pages of ``sub``'s span."""
+    return range(sub.span_low, sub.span_high)
 
 
-def _holes(sub: Any) -> list[int]:
-    held_back = sorted(int(p) for p in getattr(sub, "_pending_reuse_pages_cpu", ()))
-    return [int(p) for p in sub._free_phys_pages.tolist()] + held_back
-
-
-def _live(sub: Any) -> list[int]:
-    """The physical page of each live virtual page (``v2p``, the sink and the trailing
-    sentinel aside; a page two virtual ids share is ``UNI-4``'s, counted twice here)."""
-    v2p = sub.virtual_to_physical.tolist()
-    return [p for p in v2p[1:-1] if p >= 0]
-
-
-def span_and_holes(sub: Any) -> tuple[int, int]:
+def span_and_holes(sub: SubPoolState) -> tuple[int, int]:
     """``(pages in the span, holes)`` of one sub-pool."""
-    return len(span_pages(sub)), len(_holes(sub))
+    return len(sub.span_pages), len(sub.holes)
 
 
-def hole_problems(sub: Any) -> list[str]:
+def hole_problems(sub: SubPoolState) -> list[str]:
     """``UNI-5`` breaches in ``sub``'s own bookkeeping: a hole named twice, a hole outside the
-    span or on a live page, a span that is not live + holes. Empty when healthy."""
-    name = getattr(sub, "sub_pool_name", "?")
-    span, holes, live = span_pages(sub), _holes(sub), _live(sub)
+    span or on a live page, a span that is not live + holes (a physical page two virtual pages
+    share is ``UNI-4``'s, counted twice here). Empty when healthy."""
+    span, holes = sub.span_pages, list(sub.holes)
+    live = list(sub.bindings.values())
     out: list[str] = []
     twice = sorted({p for p in holes if holes.count(p) > 1})
     if twice:
-        out.append(f"[{name}] holes counted twice: {twice}")
+        out.append(f"[{sub.name}] holes counted twice: {twice}")
     outside = sorted({p for p in holes if p not in span})
     if outside:
-        out.append(f"[{name}] holes outside the span {span.start}..{span.stop - 1}: {outside}")
+        out.append(f"[{sub.name}] holes outside the span {span.start}..{span.stop - 1}: "
+                   f"{outside}")
     on_live = sorted(set(holes) & set(live))
     if on_live:
-        out.append(f"[{name}] holes on live pages: {on_live}")
+        out.append(f"[{sub.name}] holes on live pages: {on_live}")
     if len(span) != len(live) + len(holes):
-        out.append(f"[{name}] span {counted(len(span), 'page')} != live {len(live)} + holes "
+        out.append(f"[{sub.name}] span {counted(len(span), 'page')} != live {len(live)} + holes "
                    f"{len(holes)}")
     return out
 
 
-SIDES = (("full", "full_attn_allocator"), ("swa", "swa_attn_allocator"))
-_IMPORT = "from kvpool.oracle.families.unified.holes import hole_problems, span_and_holes"
+IMPORTS = ("from kvpool.oracle.families.unified.holes import hole_problems, span_and_holes",
+           "from kvpool.oracle.families.unified.peer_state import state_of")
 
 
-def own_breach(target: Any) -> tuple[str, list[str]] | None:
-    """The first ``UNI-5`` breach in the target's own bookkeeping, as ``(detail, repro
-    lines)``; None when both sub-pools are healthy."""
-    for _, attr in SIDES:
-        problems = hole_problems(getattr(target, attr))
+def own_breach(state: UnifiedState) -> tuple[str, list[str]] | None:
+    """The first ``UNI-5`` breach in the bookkeeping of a sub-pool of ``state`` (every one it
+    names), as ``(detail, repro lines)``; None when all are healthy."""
+    for name, sub in state.sides.items():
+        problems = hole_problems(sub)
         if problems:
-            return problems[0], [_IMPORT, f"assert not hole_problems(a.{attr})  # UNI-5"]
+            return problems[0], [*IMPORTS,
+                                 f"assert not hole_problems(state_of(a).sides[{name!r}])  # UNI-5"]
     return None
 
 
-def model_breach(target: Any, model: Any) -> tuple[str, list[str]] | None:
-    """The first sub-pool whose ``(span, holes)`` differ from the spec model's ``EndPool``
-    (``UNI-5``), as ``(detail, repro lines)``; None when both agree."""
-    for (name, attr), pool in zip(SIDES, (model.full, model.swa)):
-        got, want = span_and_holes(getattr(target, attr)), (pool.span_pages(), len(pool.holes))
+def model_breach(state: UnifiedState, model: UnifiedSWAModel) -> tuple[str, list[str]] | None:
+    """The first of the full and SWA sub-pools whose ``(span, holes)`` differ from the spec
+    model's ``EndPool`` (``UNI-5``), as ``(detail, repro lines)``; None when both agree."""
+    for name, pool in (("full", model.full), ("swa", model.swa)):
+        got, want = span_and_holes(state.sides[name]), (pool.span_pages(), len(pool.holes))
         if got != want:
             return (f"{name} sub-pool: span {counted(got[0], 'page')} with "
                     f"{counted(got[1], 'hole')}, the spec says {want[0]} with {want[1]}",
-                    [_IMPORT, f"assert span_and_holes(a.{attr}) == {want!r}  # UNI-5"])
+                    [*IMPORTS,
+                     f"assert span_and_holes(state_of(a).sides[{name!r}]) == {want!r}  # UNI-5"])
     return None
