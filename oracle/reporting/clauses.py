@@ -18,16 +18,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kvpool.spec.clause_index import clause_prefixes
 from kvpool.spec.wording import counted
 
 from ..engine.clausemap import ClauseMap
 from .unexercised import NOT_EXERCISED
 
-__all__ = ["NOT_EXERCISED", "TargetClauses", "per_target", "report"]
+__all__ = ["CLAUSE_GROUPS", "NOT_EXERCISED", "TargetClauses", "clause_key", "per_target", "report"]
 
 
 def summary(found: Counter[str], wanted: set[str]) -> str:
-    """``CLAUSE n`` for every clause exercised, in SPEC.md's order of families; ``CLAUSE 0!``
+    """``CLAUSE n`` for every clause exercised, in SPEC.md's order of clause groups; ``CLAUSE 0!``
     for an expected one that was not."""
     names = sorted({*found, *wanted}, key=clause_key)
     cells = [f"{c} {found[c]}" if found[c] else f"{c} 0!" for c in names]
@@ -41,14 +42,15 @@ def summary(found: Counter[str], wanted: set[str]) -> str:
     return "\n".join(lines)
 
 
-FAMILIES = ("MODEL", "INV", "ERR", "ALLOC", "EXTEND", "DECODE", "FREE", "SEG", "GROUP", "SORT",
-            "CAP", "LIFE", "ALIAS", "SWA", "UNI", "DATA")
+# the clause groups (ID prefixes: ``MODEL``, ``INV``, ...) in SPEC.md's clause index order
+CLAUSE_GROUPS: tuple[str, ...] = clause_prefixes()
 
 
 def clause_key(clause: str) -> tuple[int, int]:
-    """SPEC.md's order: family as in the clause index, then number."""
-    family, _, number = clause.partition("-")
-    rank = FAMILIES.index(family) if family in FAMILIES else len(FAMILIES)
+    """SPEC.md's order: the clause's group (ID prefix) as in the clause index, then its number;
+    a prefix the index lacks sorts after every listed one, a non-numeric suffix as 0."""
+    group, _, number = clause.partition("-")
+    rank = CLAUSE_GROUPS.index(group) if group in CLAUSE_GROUPS else len(CLAUSE_GROUPS)
     return rank, int(number) if number.isdigit() else 0
 
 
@@ -91,19 +93,20 @@ def report(per: Sequence[TargetClauses], gate: bool) -> str:
         if gate and tc.missing():
             lines.append(f"  clause gate: {tc.target}: never exercised {', '.join(tc.missing())}")
     listed = ", ".join(ranges(sorted(NOT_EXERCISED, key=clause_key)))
-    lines.append(f"  not exercised by this run (kvpool.oracle.unexercised, with reasons): {listed}")
+    lines.append("  not exercised by this run (kvpool.oracle.reporting.unexercised, with reasons): "
+                 + listed)
     return "\n".join(lines)
 
 
 def ranges(ids: Sequence[str]) -> list[str]:
-    """Sorted clause IDs with runs of one family written ``SWA-1..19``."""
+    """Sorted clause IDs with runs of one clause group written ``SWA-1..19``."""
     out: list[str] = []
     run: list[tuple[str, int]] = []
     for clause in [*ids, "END-0"]:
-        family, _, number = clause.partition("-")
-        if run and (family != run[-1][0] or int(number) != run[-1][1] + 1):
+        group, _, number = clause.partition("-")
+        if run and (group != run[-1][0] or int(number) != run[-1][1] + 1):
             first, last = run[0], run[-1]
             out.append(f"{first[0]}-{first[1]}" + (f"..{last[1]}" if last != first else ""))
             run = []
-        run.append((family, int(number)))
+        run.append((group, int(number)))
     return out

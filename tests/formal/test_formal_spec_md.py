@@ -22,9 +22,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from kvpool.spec.clause_index import clause_prefixes, spec_md_path
+
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_MD = ROOT / "SPEC.md"
-PREFIXES = "MODEL|INV|ERR|ALLOC|EXTEND|DECODE|FREE|SEG|GROUP|SORT|CAP|LIFE|ALIAS|SWA|UNI|DATA"
+PREFIXES = "|".join(clause_prefixes())  # SPEC.md's clause index, as the package reads it
 TOKEN = re.compile(rf"(?<![A-Za-z0-9])({PREFIXES})[-_](\d+)(?:\.\.(\d+))?(?![\d])")
 ANCHOR = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\*')
 RULE = re.compile(r'<a id="([A-Z]+-\d+)"></a>\*\*\1\*\* \(`([A-Za-z_][\w.]*)`\)')
@@ -55,6 +58,36 @@ def test_spec_md_defines_clauses() -> None:
     assert len(anchors) == len(set(anchors)), "a clause is defined twice"
     index = text.split("## Clause index", 1)[1]
     assert ids_in(index) == set(anchors)
+
+
+def test_clause_prefixes_are_the_sections_in_order() -> None:
+    """The package reads this SPEC.md; the clause groups its index lists (``clause_prefixes``)
+    are the prefixes of the defined clauses, in the order of the sections that define them."""
+    assert spec_md_path().read_text() == SPEC_MD.read_text()
+    by_section = tuple(dict.fromkeys(clause.split("-")[0] for clause in ANCHOR.findall(
+        SPEC_MD.read_text())))
+    assert clause_prefixes() == by_section
+    assert {"MODEL", "SWA", "UNI", "DATA"} <= set(by_section)
+
+
+def test_clause_groups_of_the_reports_and_the_site_are_the_index(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The run report orders clauses by the index's groups; the docs site's page names name only
+    groups the index lists (its ``load`` refuses a stale one)."""
+    from kvpool.oracle.reporting import clauses
+
+    assert clause_prefixes() == clauses.CLAUSE_GROUPS
+    ordered = sorted(["DATA-1", "UNI-2", "MODEL-3", "INV-1", "MODEL-1"], key=clauses.clause_key)
+    assert ordered == ["MODEL-1", "MODEL-3", "INV-1", "UNI-2", "DATA-1"]
+    sys.path.insert(0, str(ROOT))
+    from tools.docs_site import spec_md
+
+    assert set(spec_md.PAGE_NAMES) <= set(clause_prefixes())
+    spec_md.load()
+    monkeypatch.setattr(spec_md, "PAGE_NAMES", {**spec_md.PAGE_NAMES, "GONE": "gone"})
+    with pytest.raises(ValueError, match="GONE"):
+        spec_md.load()
 
 
 def test_every_clause_is_named_in_spec_code() -> None:

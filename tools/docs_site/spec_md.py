@@ -16,14 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvpool.spec.clause_index import clause_prefixes
+
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_MD = ROOT / "SPEC.md"
 
 CLAUSE = re.compile(r'^- <a id="([A-Z]+-\d+)"></a>\*\*\1\*\* \(`([A-Za-z_][\w.]*)`\)\s*(.*)$')
 SECTION = re.compile(r"^## (.+)$")
 ID_TOKEN = re.compile(r"(?<![A-Za-z0-9])([A-Z]+)[-_](\d+)(?:\.\.(\d+))?(?!\d)")
-# Readable page names for the sections whose clauses carry these prefixes; any other prefix
-# (a new section) gets its own name in lower case, so a new section needs no edit here.
+# Readable page names (the site's URLs) for the sections whose clauses carry these prefixes;
+# any other prefix (a new section) gets its own name in lower case, so a new section needs no
+# edit here. The prefixes themselves are SPEC.md's clause index
+# (:func:`kvpool.spec.clause_index.clause_prefixes`): :func:`load` refuses a name for a prefix
+# the index does not list.
 PAGE_NAMES = {
     "MODEL": "model", "INV": "invariants", "ERR": "caller-errors", "ALLOC": "alloc",
     "EXTEND": "alloc-extend", "DECODE": "alloc-decode", "FREE": "free", "SEG": "segments",
@@ -130,7 +135,12 @@ def _clauses(lines: list[str]) -> list[Clause]:
 
 
 def load() -> Spec:
-    """SPEC.md of this repository, parsed."""
+    """SPEC.md of this repository, parsed. Raises ValueError when :data:`PAGE_NAMES` names a
+    prefix that SPEC.md's clause index does not list (a renamed or removed clause group)."""
+    stale = sorted(set(PAGE_NAMES) - set(clause_prefixes()))
+    if stale:
+        raise ValueError(f"PAGE_NAMES names clause prefixes SPEC.md's clause index does not list: "
+                         f"{stale}")
     return parse(SPEC_MD.read_text(encoding="utf-8"))
 
 
