@@ -49,6 +49,7 @@ class Driver:
     rows: list[tuple[Row, int]] = field(default_factory=list)
     in_group: bool = False
     sorted_frees: bool = False  # pass freed ids ascending (SGLang's lazy page size 1 wants it)
+    strict_segments: bool = False  # free_segment / free_swa_segment only of rows bound on SWA
 
     # -- sending --
 
@@ -60,7 +61,7 @@ class Driver:
 
     def step(self) -> tuple[str, list[Any]]:
         """One random call; returns its name and the results."""
-        ps, rng = self.page_size, self.rng
+        rng = self.rng
         choices = ["alloc", "extend", "decode", "tail", "evict", "translate"]
         if self.rows:
             choices += ["free", "free", "free_swa", "free_full", "segment", "group"]
@@ -176,6 +177,9 @@ class Driver:
         """One of the segment frees of a whole row (page-aligned, start 0)."""
         row, _ = self._take_row()
         name = self.rng.choice(["free_segment", "free_full_segment", "free_swa_segment"])
+        pages = {t // self.page_size for t in row}
+        if self.strict_segments and not pages <= self.swa_bound():
+            name = "free_full_segment"  # SGLang's other two want every SWA page bound
         if name == "free_full_segment" and row:
             self._free("free_swa", self._ids(row))
         if name == "free_swa_segment":
@@ -223,6 +227,12 @@ class Driver:
         return self.each(None, lambda t: None)
 
     # -- views --
+
+    def swa_bound(self) -> set[int]:
+        """The virtual pages bound on the SWA side now (the model's, else the last target's)."""
+        if self.model is not None:
+            return set(self.model.swa.v2p)
+        return set(self.targets[-1].unified_state().sides["swa"].bindings)
 
     def live_ids(self) -> list[int]:
         return sorted(t for row, _ in self.rows for t in row)
