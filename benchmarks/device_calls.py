@@ -56,7 +56,8 @@ from benchmarks.workloads import DECODE_BATCH, extend_batch, extend_inputs
 
 PAGE_SIZES = (1, 16, 64)
 NUM_PAGES = 400_000
-# Cells where a peer differs from the spec by a registered divergence (kvpool.oracle.divergences).
+# Cells where a peer differs from the spec by a registered divergence
+# (kvpool.oracle.peers.divergences).
 KNOWN = {("sglang", "alloc_decode", 1): "SGL-DECODE-PS1"}
 
 
@@ -115,7 +116,7 @@ def implementations(device: str) -> dict[str, Any]:
     if device.startswith("cuda"):
         impls["kvpool-torch"] = (kvpool_impl, {"KVPOOL_TRITON": "0"})
     try:
-        from kvpool.oracle.peer_import import load_sglang_allocators
+        from kvpool.oracle.peers.peer_import import load_sglang_allocators
 
         impls["sglang"] = (load_sglang_allocators(), {})
     except Exception as exc:  # a missing peer is reported, not fatal

@@ -2,7 +2,7 @@
 
 Both implementations side by side in one run (interleaved windows): kvpool's
 :class:`kvpool.impl.SWATokenToKVPoolAllocator` and SGLang 0.5.23's own class, loaded through
-:mod:`kvpool.oracle.peer_swa` (a KV pool object of its ``BaseSWAKVPool`` type, naive CPU
+:mod:`kvpool.oracle.peers.peer_swa` (a KV pool object of its ``BaseSWAKVPool`` type, naive CPU
 kernels). Pools: ``P`` full pages and ``P // 2`` SWA pages, half of each held, so that the free
 lists are pool-sized.
 
@@ -40,7 +40,7 @@ def make_hybrid(impl: str, num_pages: int, page_size: int, need_sort: bool, devi
 
         return SWATokenToKVPoolAllocator(size, size_swa, page_size, KV_DTYPE, device, None,
                                          need_sort)
-    from kvpool.oracle.peer_swa import load_sglang_swa, make_swa_kv_pool
+    from kvpool.oracle.peers.peer_swa import load_sglang_swa, make_swa_kv_pool
 
     return load_sglang_swa().SWATokenToKVPoolAllocator(
         size, size_swa, page_size, KV_DTYPE, device, make_swa_kv_pool(), need_sort)

@@ -13,7 +13,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   sglang==0.5.23 vllm==0.33.0 \
   numpy msgspec packaging psutil pyzmq urllib3 regex cbor2
 PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}" "$PY" - <<'PYEOF'
-from kvpool.oracle.peer_import import load_sglang_allocators
+from kvpool.oracle.peers.peer_import import load_sglang_allocators
 from benchmarks.peers import load_vllm_block_pool
 load_vllm_block_pool()
 load_sglang_allocators()

@@ -2,7 +2,8 @@
 
 Each loader returns ``None`` (and a one-line reason) when the library is missing, so that the
 benchmark skips it instead of failing. The peers are imported by the oracle's shims
-(``kvpool.oracle.peer_import``), so the benchmarks and the conformance runs load the same code.
+(``kvpool.oracle.peers.peer_import``), so the benchmarks and the conformance runs load the same
+code.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kvpool.oracle.peer_import import (
+from kvpool.oracle.peers.peer_import import (
     PeerUnavailable,
     load_sglang_allocators,
     load_vllm_block_pool,

@@ -44,7 +44,7 @@ def w6_sglang_serving(cfg: Config) -> Iterator[Case]:
     off, CPU only)."""
     if cfg.device != "cpu":
         return
-    from kvpool.oracle.peer_import import load_sglang_runtime
+    from kvpool.oracle.peers.peer_import import load_sglang_runtime
 
     load_sglang_runtime()
     import kvpool.integrations.sglang as ks

@@ -62,7 +62,7 @@ def make_target(name: str, ps: int) -> Any:
         try:
             from kvpool.oracle.peers.peer_swa import load_sglang_swa, make_swa_kv_pool
         except ModuleNotFoundError:  # the oracle's layout before its subpackages
-            from kvpool.oracle.peer_swa import load_sglang_swa, make_swa_kv_pool
+            from kvpool.oracle.peers.peer_swa import load_sglang_swa, make_swa_kv_pool
         size = POOL_PAGES * ps
         return load_sglang_swa().SWATokenToKVPoolAllocator(
             size, size, ps, torch.float16, "cpu", make_swa_kv_pool(), False)

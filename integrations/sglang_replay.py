@@ -9,7 +9,7 @@ under a chunked-prefill token budget, one decode step for every running request,
 the least-advanced request when ``check_decode_mem`` says the next step does not fit, aborts at
 fixed steps. Everything the allocator hands out or takes back is recorded as :class:`Event` s.
 
-Needs :func:`kvpool.oracle.peer_import.load_sglang_runtime` (or a full SGLang install) first.
+Needs :func:`kvpool.oracle.peers.peer_import.load_sglang_runtime` (or a full SGLang install) first.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ finished or retracted request frees its row through the cache. The allocator is 
 ``SWATokenToKVPoolAllocator`` (SGLang's or kvpool's) over SGLang's own ``SWAKVPool``, whose SWA
 side is smaller than the full side, so the SWA side runs short first.
 
-Needs :func:`kvpool.oracle.peer_import.load_sglang_runtime` (or a full SGLang install) first.
+Needs :func:`kvpool.oracle.peers.peer_import.load_sglang_runtime` (or a full SGLang install) first.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ SWA slot the window released are not read there), and :meth:`KVForward.check_tre
 the radix cache holds for later requests; both raise :class:`KVMismatch` naming the position,
 slot and layer whose bytes are not its signature.
 
-Needs :func:`kvpool.oracle.peer_import.load_sglang_runtime` first, and ``einops`` (the ``sglang``
-extra): SGLang's ``set_kv_buffer`` imports a module that needs it.
+Needs :func:`kvpool.oracle.peers.peer_import.load_sglang_runtime` first, and ``einops`` (the
+``sglang`` extra): SGLang's ``set_kv_buffer`` imports a module that needs it.
 """
 
 from __future__ import annotations

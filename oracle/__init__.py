@@ -4,9 +4,9 @@ Hypothesis stateful testing drives any allocator with SGLang's API and the spec
 (``kvpool.spec``) side by side, and reports the first divergence as a short, replayable trace
 naming the broken clause. Entry points:
 
-- ``python -m kvpool.oracle [TARGET]`` (:mod:`kvpool.oracle.cli`), ``... replay TRACE.json``;
+- ``python -m kvpool.oracle [TARGET]`` (:mod:`kvpool.oracle.entry.cli`), ``... replay TRACE.json``;
 - ``pytest --kvpool-target module:factory`` (:mod:`kvpool.oracle.pytest_plugin`);
-- ``test_conformance = kvpool.oracle.conformance_test("module:factory")`` (:mod:`.api`);
+- ``test_conformance = kvpool.oracle.conformance_test("module:factory")`` (:mod:`.entry.api`);
 - :func:`run_config` / :func:`load_target` / :func:`replay` for programs.
 
 Importing this package is cheap: torch and Hypothesis load only when a run starts.
@@ -17,10 +17,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import moved
 from .engine.capabilities import PAGED, TOKEN, Capabilities
-
-moved.install()  # the flat module paths from before the subpackages (kvpool.oracle.moved)
 
 _LAZY = {
     "conformance_test": ".entry.api",

@@ -1,4 +1,4 @@
-"""``python -m kvpool.oracle``: see :mod:`kvpool.oracle.cli`."""
+"""``python -m kvpool.oracle``: see :mod:`kvpool.oracle.entry.cli`."""
 
 import sys
 

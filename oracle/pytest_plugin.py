@@ -2,7 +2,7 @@
 
 Without the option it does nothing and imports nothing beyond pytest and the family registry
 (its options' help lists the families and their default budgets). With it, the target is
-resolved like the command line does (:func:`kvpool.oracle.plan.plan`, the same options and the
+resolved like the command line does (:func:`kvpool.oracle.entry.plan.plan`, the same options and the
 same usage errors), importing from the rootdir as ``python -m pytest`` would; the header names
 the capabilities in force; each target becomes a collector ``kvpool_conformance[<target>]``
 with one test per configuration (``ps4-unsorted-contract``), counted in "collected N items" and

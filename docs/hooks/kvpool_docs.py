@@ -3,7 +3,7 @@
 - ``spec/``: SPEC.md, one page per section (``tools.docs_site.spec_pages``); the nav entry
   ``Specification`` is expanded into the index and every section, so a new section of SPEC.md
   appears without an edit here or in ``mkdocs.yml``;
-- ``reference/divergences.md``: the registry ``kvpool.oracle.divergences.REGISTRY``;
+- ``reference/divergences.md``: the registry ``kvpool.oracle.peers.divergences.REGISTRY``;
 - ``reference/oracle.md``: the oracle's public API, each name from the module defining it;
 - ``benchmarks/``: ``benchmarks/README.md`` with the plots of ``benchmarks/results/``;
 - ``source/``: the spec modules and test files the clauses link to.

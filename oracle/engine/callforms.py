@@ -1,4 +1,5 @@
-"""The pieces the call table (:mod:`kvpool.oracle.calls`) is built from, one per call form.
+"""The pieces the call table (:mod:`kvpool.oracle.families.single.calls`) is built from, one
+per call form.
 
 Target invocations (tensors on the device, ``*_cpu`` host copies, SGLang's keywords), the Python
 source of the same calls for pytest repros and the asserts on their results, and the conversions

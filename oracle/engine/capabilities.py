@@ -8,9 +8,10 @@ recorded per field in ``Capabilities.sources``:
   fields its constructor call names (``Capabilities(checked=X)`` declares ``checked`` only;
   ``PAGED.replace(...)`` / ``TOKEN.replace(...)`` declare every field);
 - *inferred*: every field the factory does not declare comes from the methods of one instance
-  (:mod:`kvpool.oracle.inference`, merged by :func:`merge_declared`); what no method tells is
-  *default*: unchecked (no bad input is sent), contract order, page sizes 1, 4 and 16 (every
-  page size class: token-like, small, and >= 16; a size the factory rejects is left out);
+  (:mod:`kvpool.oracle.families.single.inference`, merged by :func:`merge_declared`); what no
+  method tells is *default*: unchecked (no bad input is sent), contract order, page sizes 1, 4
+  and 16 (every page size class: token-like, small, and >= 16; a size the factory rejects is
+  left out);
 - *option*: ``--declare KEY=VALUE,...`` / ``--page-sizes`` / ``--need-sort`` (CLI) or the pytest
   plugin's ``--kvpool-declare`` / ``--kvpool-page-sizes`` / ``--kvpool-need-sort``.
 
@@ -125,8 +126,8 @@ class Capabilities:
             and ``"strided"`` views (``SLOT_FORMS``; both together too). ``()`` = int64
             contiguous only (an undeclared target's default). ``--declare`` takes
             ``int32+strided`` (``-`` for none).
-        divergences: ids of ``kvpool.oracle.divergences.REGISTRY`` entries that explain what is
-            switched off.
+        divergences: ids of ``kvpool.oracle.peers.divergences.REGISTRY`` entries that explain
+            what is switched off.
         sources: where a field's value came from (``inferred``, ``default``, ``option``);
             a field not named here was declared. Not compared.
         declared_fields: the fields the constructor call named (a :func:`merge_declared`

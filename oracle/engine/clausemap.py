@@ -1,11 +1,12 @@
 """A family's clause accounting: which coverage events and bad-input kinds exercise which clause.
 
 Every family (single pool, hybrid, ...) gives one :class:`ClauseMap`: its coverage events
-(:class:`~kvpool.oracle.coverage.Event` rows: name, clause, when reachable), the clause -> events
-table (a valid call of such a situation could violate the clause), the bad-input kinds and the
-clause the spec rejects each with (sent as the event ``bad.<kind>``; the executor counts the
-clause raised as ``rejected:<clause>``), and the clauses judged only in SGLang's exact order.
-:mod:`kvpool.oracle.clauses` prints and gates on what these maps compute.
+(:class:`~kvpool.oracle.families.single.coverage.Event` rows: name, clause, when reachable),
+the clause -> events table (a valid call of such a situation could violate the clause), the
+bad-input kinds and the clause the spec rejects each with (sent as the event ``bad.<kind>``;
+the executor counts the clause raised as ``rejected:<clause>``), and the clauses judged only in
+SGLang's exact order.
+:mod:`kvpool.oracle.reporting.clauses` prints and gates on what these maps compute.
 """
 
 from __future__ import annotations

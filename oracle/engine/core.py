@@ -1,15 +1,15 @@
 """The part of call execution that every allocator family shares.
 
 An :class:`Engine` owns a target allocator, its family's spec model and the trace. A family's
-executor (:class:`~kvpool.oracle.executor.Executor` for single pools,
-:class:`~kvpool.oracle.hybrid_executor.HybridExecutor` for the sliding-window allocator)
+executor (:class:`~kvpool.oracle.families.single.executor.Executor` for single pools,
+:class:`~kvpool.oracle.families.hybrid.executor.HybridExecutor` for the sliding-window allocator)
 subclasses it and supplies the comparison: ``_valid`` (perform a valid call on both sides and
 compare results), ``_post`` (the census after it), ``_census`` (what the target shows, compared
 around a rejected call), ``_maps`` (the failure's before/after pictures) and
 ``_snapshot`` / ``_events_of`` (coverage). Written once here:
 
-- the trace (one :class:`~kvpool.oracle.trace.TraceStep` per call) and the failure
-  (:class:`~kvpool.oracle.report.Failure`: clause, trace, repro asserts, hint);
+- the trace (one :class:`~kvpool.oracle.engine.trace.TraceStep` per call) and the failure
+  (:class:`~kvpool.oracle.engine.report.Failure`: clause, trace, repro asserts, hint);
 - a bad call: the spec must reject it (its clause), the target must raise a declared error type
   (a ``ContractViolation`` naming the same clause) and leave its census unchanged (``ERR-1``);
 - a valid call that raises: the call's ``raise_clause`` (or the declared shortage form);
@@ -164,7 +164,8 @@ class Engine:
         else:
             raise OracleError(f"generated bad call {name}({args}) is valid under the spec")
         self._checked(len(self.trace.steps) - 1, before, lambda: self._bad(step, message))
-        self.events[f"rejected:{step.raises}"] += 1  # the clause checked (kvpool.oracle.clauses)
+        # the clause checked (kvpool.oracle.reporting.clauses)
+        self.events[f"rejected:{step.raises}"] += 1
         return str(step.raises)
 
     def _checked(self, index: int, before: Callable[[], str], run: Callable[[], Any]) -> Any:

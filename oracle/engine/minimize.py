@@ -1,7 +1,7 @@
 """Trace-level minimization after Hypothesis's shrinking: fewer calls, a smaller pool.
 
 Hypothesis shrinks the choice sequence, which can stop early on long stateful runs. The trace is
-concrete, so changing it and replaying it (``kvpool.oracle.replay``) is cheap: a candidate is
+concrete, so changing it and replaying it (``kvpool.oracle.engine.replay``) is cheap: a candidate is
 kept when the replay still diverges with the same clause; candidates that became invalid under
 the spec (e.g. a free of slots no longer allocated) are discarded. Passes, repeated while one
 of them helps:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _PKG = "kvpool.oracle.families"
-_SINGLE = "kvpool.oracle.targets"  # the single family's targets, by the path traces record
+_SINGLE = f"{_PKG}.single.targets"  # the single family's targets
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,7 @@ def to_pytest(trace: Trace, factory_path: str, *, name: str = "test_kvpool_repro
     """A self-contained pytest function replaying ``trace`` on ``factory_path`` (module:attr).
 
     Exact order: steps before the failing one assert their spec results (so the path is the
-    same); the failing step ends with ``final_asserts`` (:mod:`kvpool.oracle.repro`). Contract
+    same); the failing step ends with ``final_asserts`` (this module). Contract
     order (single pool): every step asserts the contract's property against the spec model run
     beside it (see the module docstring). A rejected step runs under ``pytest.raises`` of the
     target's declared error types.

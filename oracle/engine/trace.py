@@ -4,7 +4,9 @@ A :class:`TraceStep` is one call in the spec's signature (plain ints and lists),
 result under the spec (``expect``) or the clause of the ContractViolation it must raise
 (``raises``), and the expected ``available_size()`` / free census after it. Any implementation
 can replay the JSON form (:mod:`kvpool.oracle.engine.replay`);
-:func:`kvpool.oracle.engine.repro.to_pytest` prints the steps as plain torch calls.
+:func:`kvpool.oracle.engine.repro.to_pytest` prints the steps as plain torch calls. A trace
+recorded before the oracle's subpackages names its modules by their flat paths; reading it
+maps them to the current ones (:mod:`.trace_paths`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+from .trace_paths import current_path
 
 TRACE_FORMAT = 1
 
@@ -63,10 +67,21 @@ class Trace:
 
     @classmethod
     def from_json(cls, text: str) -> Trace:
+        """The trace ``to_json`` wrote, any version of format 1: fields written by earlier
+        versions and never read are dropped, and the module paths it records (``target``,
+        ``error_types``, ``shortage_types``) are mapped from the oracle's flat paths to the
+        current ones (:func:`.trace_paths.current_path`). Raises ValueError for text that is
+        not a kvpool trace or a path under ``kvpool.oracle`` that names no module of it, now
+        or before; TypeError for unknown or missing fields."""
         data = json.loads(text)
         if data.pop("kvpool_trace", None) != TRACE_FORMAT:
             raise ValueError("not a kvpool trace (missing or unknown 'kvpool_trace' format)")
         data.pop("got", None)  # written by earlier versions, never read
+        if isinstance(data.get("target"), str):
+            data["target"] = current_path(data["target"])
+        for key in ("error_types", "shortage_types"):
+            if isinstance(data.get(key), list):
+                data[key] = [current_path(n) if isinstance(n, str) else n for n in data[key]]
         steps = [TraceStep(**s) for s in data.pop("steps")]
         return cls(steps=steps, **data)
 

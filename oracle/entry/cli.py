@@ -7,7 +7,7 @@ Every run starts with the capabilities in force per target (``Capabilities.in_fo
 inferences made for an undeclared factory. Exit status (also in ``--help``): 0 every
 configuration conformant and at least one call ran; 1 a divergence, a target that crashed, a
 run that executed no call, or a coverage gap under ``--require-coverage``; 2 a usage error
-(``kvpool.oracle.plan.UsageError``, argparse).
+(``kvpool.oracle.entry.plan.UsageError``, argparse).
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ null block, never handed out: exactly the contract's padding page. The adapter m
 
 What ``BlockPool`` does not have stays undeclared (free groups, segment frees, ``need_sort``,
 ``clear`` / ``resize``, capacity hooks, checked mode); its order is its own (contract order).
-Known differences: ``kvpool.oracle.divergences`` (entries for target ``vllm``).
+Known differences: ``kvpool.oracle.peers.divergences`` (entries for target ``vllm``).
 """
 
 from __future__ import annotations

@@ -304,7 +304,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "which the adapter turns into None after asking get_num_free_blocks, as vLLM's "
         "scheduler does. No ContractViolation exists in vLLM.",
         "vllm/v1/core/block_pool.py@0.33.0 BlockPool.free_blocks, get_new_blocks; "
-        "oracle/adapters.py",
+        "oracle/peers/adapters.py",
         sequence=(
             'alloc = make("vllm", size=16, page_size=4)\n'
             'slots = alloc.alloc(4)\n'

@@ -8,8 +8,8 @@ as kvcached's own CPU test suite does. :func:`load_kvcached_allocators`:
 
 1. finds the source: ``$KVPOOL_KVCACHED_SRC`` (the unpacked ``kvcached-0.1.6`` folder, the one
    holding ``kvcached/``), else ``~/.cache/kvpool/kvcached-0.1.6``; raises
-   :class:`~kvpool.oracle.peer_import.PeerUnavailable` when neither exists;
-2. loads SGLang 0.5.23's allocator module through :mod:`kvpool.oracle.peer_import`;
+   :class:`~kvpool.oracle.peers.peer_import.PeerUnavailable` when neither exists;
+2. loads SGLang 0.5.23's allocator module through :mod:`kvpool.oracle.peers.peer_import`;
 3. puts the placeholder ``kvcached.vmm_ops`` into ``sys.modules``
    (:class:`PlaceholderPageAllocator`, :class:`PlaceholderInternalPage`). What it does: the
    page bookkeeping of ``csrc/page_allocator.cpp`` is kept (a FIFO list of free physical page
@@ -257,8 +257,8 @@ def load_kvcached_allocators() -> types.SimpleNamespace:
 def new_manager(size: int, page_size: int) -> Any:
     """A ``KVCacheManager`` for ``size`` tokens in pages of ``page_size`` (null block 0).
 
-    Raises :class:`~kvpool.oracle.peer_import.PeerNotInstalled` (SGLang or kvcached's source
-    absent) or :class:`~kvpool.oracle.peer_import.PeerUnavailable` before importing kvcached.
+    Raises :class:`~kvpool.oracle.peers.peer_import.PeerNotInstalled` (SGLang or kvcached's source
+    absent) or :class:`~kvpool.oracle.peers.peer_import.PeerUnavailable` before importing kvcached.
     """
     manager_class = load_kvcached_allocators().manager  # raises PeerNotInstalled first
     from kvcached.utils import PAGE_SIZE

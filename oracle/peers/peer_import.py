@@ -341,7 +341,7 @@ def load_vllm_block_pool() -> Any:
     A meta-path finder inserted first answers with placeholder modules for the vLLM-internal
     modules that drag in transformers / fastapi / openai (``VLLM_PLACEHOLDERS`` and everything
     below them); ``BlockPool``'s allocation paths never call them. Shared by the benchmarks and
-    the oracle's vLLM adapter (``kvpool.oracle.adapters``).
+    the oracle's vLLM adapter (``kvpool.oracle.peers.adapters``).
 
     Raises:
         PeerUnavailable: vllm is not installed or ``block_pool`` fails to import.

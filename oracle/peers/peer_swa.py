@@ -10,7 +10,7 @@ of the KV pool object it receives (``full_kv_pool``, ``swa_kv_pool``, ``swa_req_
 :func:`load_sglang_swa` first tries the real module; when that import fails it registers a
 stand-in ``sglang.srt.mem_cache.base_swa_memory_pool`` holding an abstract ``BaseSWAKVPool`` with
 the same class attributes and abstract methods, then imports SGLang's unmodified ``swa.py``
-(after :func:`~kvpool.oracle.peer_import.load_sglang_allocators`, whose placeholders cover the
+(after :func:`~kvpool.oracle.peers.peer_import.load_sglang_allocators`, whose placeholders cover the
 rest). :class:`SwaKVPool` is the KV pool object handed to the allocator: it records the mapping
 and translates through it exactly as SGLang's ``SWAKVPool`` does.
 """

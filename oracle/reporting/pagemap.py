@@ -28,7 +28,7 @@ _STATUS_CHAR = {"free": ".", "staged": "s", "deferred": "d", "deferred-seg": "d"
 def owners_from_steps(steps: Sequence[Any], page_size: int) -> dict[int, str]:
     """Page -> the letter of the allocating step that handed it out last (``A`` = step 1).
 
-    ``steps`` are :class:`~kvpool.oracle.trace.TraceStep` objects; an allocation's ``expect``
+    ``steps`` are :class:`~kvpool.oracle.engine.trace.TraceStep` objects; an allocation's ``expect``
     holds the slots it handed out (the spec's in exact order, the target's adopted choice in
     contract order); a rejected call hands out nothing."""
     out: dict[int, str] = {}

@@ -132,7 +132,8 @@ def segments_arg(arg: Any) -> Any:
 # -- the allocators ----------------------------------------------------------------------------
 def build(alloc: dict[str, Any], target: str) -> Any:
     """The allocator of the case on ``target`` (unchecked: the default fast path)."""
-    from kvpool.oracle import hybrid_targets, targets
+    from kvpool.oracle.families.hybrid import targets as hybrid_targets
+    from kvpool.oracle.families.single import targets
 
     kind, ps, ns = alloc["kind"], alloc["page_size"], alloc["need_sort"]
     if kind == "swa":

@@ -74,10 +74,10 @@ def serve() -> None:
     import fuzz_exec  # noqa: F401  -- imported once here, inherited by every child
     import torch  # noqa: F401
     from kvpool.impl import PagedTokenToKVPoolAllocator  # noqa: F401
-    from kvpool.oracle.peer_import import PeerUnavailable
+    from kvpool.oracle.peers.peer_import import PeerUnavailable
 
     try:
-        from kvpool.oracle.peer_swa import load_sglang_swa
+        from kvpool.oracle.peers.peer_swa import load_sglang_swa
         load_sglang_swa()
     except PeerUnavailable:  # SGLang not installed: its requests report the error
         pass

@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from kvpool.oracle.calls import CALLS, bind
+from kvpool.oracle.families.single.calls import CALLS, bind
 
 Allocator = TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator
 
@@ -39,7 +39,7 @@ def call_impl(alloc: Allocator, name: str, args: Sequence[Any] = (),
               kwargs: dict[str, Any] | None = None, device: str = "cpu") -> Any:
     """Perform the spec-signature call ``name(*args, **kwargs)`` on ``alloc``; plain result.
 
-    The conversion is the oracle's call table (``kvpool.oracle.calls.CALLS``).
+    The conversion is the oracle's call table (``kvpool.oracle.families.single.calls.CALLS``).
     """
     result, _ = CALLS[name].target(alloc, bind(name, args, kwargs), device)
     return to_plain(result)

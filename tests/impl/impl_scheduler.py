@@ -9,12 +9,12 @@ returns, ``get_all_free_pages()`` order and ``available_size()`` must be equal a
 ``check_invariants()`` must hold. Choices come from a :class:`Chooser`: Hypothesis data
 (shrinkable) or a seeded RNG (soak).
 
-Caller errors are the oracle's (``kvpool.oracle.badcalls``, run on kvpool.impl at these page sizes
-by ``test_impl_oracle.py``). This driver stays beside the oracle for what the oracle's machine
-does not generate: ``free_full``, ``free_segment`` from an unaligned start, pools of 0-48 pages,
-``resize`` to 0 pages, the impl's own ``check_invariants()`` after every call, and a seeded soak
-that ``test_impl_backend.py`` also runs on the torch backend. Adding those to the oracle's machine
-would change the examples of its default run.
+Caller errors are the oracle's (``kvpool.oracle.families.single.badcalls``, run on kvpool.impl
+at these page sizes by ``test_impl_oracle.py``). This driver stays beside the oracle for what
+the oracle's machine does not generate: ``free_full``, ``free_segment`` from an unaligned start,
+pools of 0-48 pages, ``resize`` to 0 pages, the impl's own ``check_invariants()`` after every
+call, and a seeded soak that ``test_impl_backend.py`` also runs on the torch backend. Adding
+those to the oracle's machine would change the examples of its default run.
 """
 
 from __future__ import annotations

@@ -2,18 +2,19 @@
 
 ``python -m kvpool.oracle`` runs kvpool.impl at page sizes 1, 4 and 16; the impl's step-by-step
 property (``test_impl_differential.py``) also uses 2, 3 and 64. Here the oracle's state machine,
-comparison and bad calls (``kvpool.oracle.badcalls``) cover those page sizes for the paged
-allocator, checked (bad input sent, ``ERR-1``) and unchecked, ``need_sort`` on and off.
+comparison and bad calls (``kvpool.oracle.families.single.badcalls``) cover those page sizes for
+the paged allocator, checked (bad input sent, ``ERR-1``) and unchecked, ``need_sort`` on and off.
 """
 
 from __future__ import annotations
 
 import pytest
-from kvpool.oracle.runner import run_config
-from kvpool.oracle.targets import Config, load_target
+from kvpool.oracle.engine.runner import run_config
+from kvpool.oracle.families.single.targets import Config, load_target
 
 EXAMPLES = 40
-TARGETS = ("kvpool.oracle.targets:kvpool_paged", "kvpool.oracle.targets:kvpool_paged_unchecked")
+TARGETS = ("kvpool.oracle.families.single.targets:kvpool_paged",
+           "kvpool.oracle.families.single.targets:kvpool_paged_unchecked")
 
 
 @pytest.mark.parametrize("path", TARGETS, ids=["checked", "unchecked"])

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import torch
-from kvpool.oracle.peer_import import PeerUnavailable, load_sglang_runtime, may_skip
+from kvpool.oracle.peers.peer_import import PeerUnavailable, load_sglang_runtime, may_skip
 
 
 @pytest.fixture(scope="session")

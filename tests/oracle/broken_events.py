@@ -1,4 +1,5 @@
-"""Broken allocators whose bug shows only in one coverage event class (``kvpool.oracle.coverage``).
+"""Broken allocators whose bug shows only in one coverage event class
+(``kvpool.oracle.families.single.coverage``).
 
 Each is correct (the spec-backed adapter of ``spec_torch.py``) except in the situation one event
 names: large batches, a shortage with pages still free, a page freed in pieces inside a group,

@@ -156,7 +156,7 @@ def impl_factory(cls: type[PagedTokenToKVPoolAllocator]) -> Callable[..., Any]:
     return factory
 
 
-CORRECT = "from kvpool.oracle.targets import kvpool_paged as factory"
+CORRECT = "from kvpool.oracle.families.single.targets import kvpool_paged as factory"
 BROKEN_IMPL = (
     Broken(ImplDoubleFreeAccepted, ("FREE-3",), module="broken_impl", correct=CORRECT),
     Broken(

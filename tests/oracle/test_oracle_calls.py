@@ -1,4 +1,4 @@
-"""The call table (``kvpool.oracle.calls.CALLS``): its three forms of a call agree.
+"""The call table (``kvpool.oracle.families.single.calls.CALLS``): its three forms of a call agree.
 
 For every call: the spec invocation on the model, the target invocation on ``kvpool.impl`` and
 the Python source printed into pytest repros (executed) give the same result and leave the same

@@ -1,7 +1,7 @@
-"""Per-clause coverage (``kvpool.oracle.clauses``): every SPEC.md clause is either mapped to
-the checks of the default run or listed, with a reason, in ``kvpool.oracle.unexercised``;
-kvpool's default matrix expects every mapped clause; the gate names an expected clause that
-stayed at zero; the run report carries the clauses.
+"""Per-clause coverage (``kvpool.oracle.reporting.clauses``): every SPEC.md clause is either
+mapped to the checks of the default run or listed, with a reason, in
+``kvpool.oracle.reporting.unexercised``; kvpool's default matrix expects every mapped clause;
+the gate names an expected clause that stayed at zero; the run report carries the clauses.
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ def test_the_default_matrix_expects_every_mapped_clause() -> None:
     """The default run against kvpool.impl (token and paged, its declared matrix) can exercise
     every clause that is not listed as unexercisable."""
     wanted: set[str] = set()
-    for path in ("kvpool.oracle.targets:kvpool_token", "kvpool.oracle.targets:kvpool_paged"):
+    for path in ("kvpool.oracle.families.single.targets:kvpool_token",
+                 "kvpool.oracle.families.single.targets:kvpool_paged"):
         target = load_target(path)
         for c in configs_for(target.caps):
             wanted |= SINGLE.expected(target.caps, c.page_size, c.need_sort, c.order)
@@ -91,7 +92,7 @@ def test_a_rejection_counts_for_its_clause_and_err_1_and_order_clauses_need_exac
 def test_the_gate_names_an_expected_clause_left_at_zero() -> None:
     """A bad-input kind that was sent but rejected with another clause leaves its own clause
     expected and unexercised."""
-    target = load_target("kvpool.oracle.targets:kvpool_paged")
+    target = load_target("kvpool.oracle.families.single.targets:kvpool_paged")
     counts = {"bad.unaligned_alloc": 5, "rejected:ALLOC-2": 5}
     (tc,) = clauses.per_target([_result(counts)], [target], SINGLE)
     assert "ALLOC-1" in tc.missing() and "ALLOC-2" not in tc.missing()
@@ -100,7 +101,8 @@ def test_the_gate_names_an_expected_clause_left_at_zero() -> None:
 
 def test_the_run_prints_and_reports_the_clauses(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
     report = tmp_path / "run.json"
-    argv = ["kvpool.oracle.targets:kvpool_paged", "--page-sizes", "4", "--need-sort", "true"]
+    argv = ["kvpool.oracle.families.single.targets:kvpool_paged",
+            "--page-sizes", "4", "--need-sort", "true"]
     assert run_main([*argv, "--examples", "60", "--json", str(report)]) == 0
     out = capsys.readouterr().out
     assert "clauses exercised" in out and "not exercised by this run" in out
@@ -109,4 +111,4 @@ def test_the_run_prints_and_reports_the_clauses(tmp_path: Path, capsys) -> None:
     assert row["clauses"] == dict(sorted(SINGLE.exercised(row["coverage"], "exact").items()))
     assert row["clauses"]["ALLOC-3"] and row["clauses"]["ERR-1"]
     assert set(data["clauses_not_exercised"]) == set(clauses.NOT_EXERCISED)
-    assert data["clauses"]["kvpool.oracle.targets:kvpool_paged"] == row["clauses"]
+    assert data["clauses"]["kvpool.oracle.families.single.targets:kvpool_paged"] == row["clauses"]

@@ -31,7 +31,7 @@ def test_oracle_cli_conformant_run_exits_0(tmp_path: Path) -> None:
         [
             "-m",
             "kvpool.oracle",
-            "kvpool.oracle.targets:kvpool_paged",
+            "kvpool.oracle.families.single.targets:kvpool_paged",
             "--page-sizes",
             "4",
             "--need-sort",
@@ -69,7 +69,8 @@ def test_oracle_cli_undeclared_factory_takes_the_options(tmp_path: Path) -> None
 
 
 def test_oracle_cli_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
-    for target in ("no_such_module:factory", "missing-colon", "kvpool.oracle.targets:nothing"):
+    for target in ("no_such_module:factory", "missing-colon",
+                   "kvpool.oracle.families.single.targets:nothing"):
         r = _run(["-m", "kvpool.oracle", target, "--examples", "1"], tmp_path)
         assert r.returncode == 2, r.stdout + r.stderr
         assert "Traceback" not in r.stderr and "kvpool.oracle: error:" in r.stderr

@@ -92,14 +92,15 @@ def test_cli_require_coverage_fails_a_run_too_short_to_reach_everything(
     """A run of 2 examples is conformant but cannot reach every event: the gate fails it (rc 1)
     and names what was missing, in the printed table and in the JSON report."""
     report = tmp_path / "run.json"
-    run = "kvpool.oracle.targets:kvpool_paged --page-sizes 4 --need-sort false --examples 2"
-    args = [*run.split(), "--json", str(report), "--trace-dir", str(tmp_path)]
+    target = "kvpool.oracle.families.single.targets:kvpool_paged"
+    args = [target, "--page-sizes", "4", "--need-sort", "false", "--examples", "2",
+            "--json", str(report), "--trace-dir", str(tmp_path)]
     assert main(args) == 0
     assert main([*args, "--require-coverage"]) == 1
     data = json.loads(report.read_text())
-    missing = data["coverage_missing"]["kvpool.oracle.targets:kvpool_paged"]
+    missing = data["coverage_missing"][target]
     assert missing and set(missing) <= set(coverage.EVENTS)
     row = data["configurations"][0]
     assert row["status"] == "ok" and sum(row["coverage"].values()) > 0
     out = capsys.readouterr().out  # type: ignore[attr-defined]
-    assert "coverage gate: kvpool.oracle.targets:kvpool_paged: never reached" in out
+    assert f"coverage gate: {target}: never reached" in out

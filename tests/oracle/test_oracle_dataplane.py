@@ -119,9 +119,9 @@ def test_the_plane_is_off_unless_asked_for(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 # -- conformant targets with the plane on ----------------------------------------------------------
-@pytest.mark.parametrize("path", ["kvpool.oracle.targets:kvpool_token",
-                                  "kvpool.oracle.targets:kvpool_paged",
-                                  "kvpool.oracle.targets:sglang_paged"])
+@pytest.mark.parametrize("path", ["kvpool.oracle.families.single.targets:kvpool_token",
+                                  "kvpool.oracle.families.single.targets:kvpool_paged",
+                                  "kvpool.oracle.families.single.targets:sglang_paged"])
 def test_single_pool_targets_keep_their_bytes(plane_on: None, path: str) -> None:
     from kvpool.oracle.families.single.targets import load_target
 
@@ -154,7 +154,7 @@ from kvpool.oracle.engine import dataplane
 from kvpool.oracle.peers.availability import exit_if_missing
 os.environ[dataplane.ENV] = "1"
 try:
-    from kvpool.oracle.peer_import import load_sglang_runtime
+    from kvpool.oracle.peers.peer_import import load_sglang_runtime
     load_sglang_runtime()
 except ImportError as err:
     exit_if_missing(err)

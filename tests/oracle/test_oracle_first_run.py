@@ -149,7 +149,7 @@ def test_oracle_planted_bug_fails_with_a_repro_that_the_fix_passes(
         (["--device", "cuda:99"], "device 'cuda:99' is not available"),
         (
             ["--page-sizes", "16"],
-            "page size 16 is not declared by kvpool.oracle.targets:kvpool_token",
+            "page size 16 is not declared by kvpool.oracle.families.single.targets:kvpool_token",
         ),
         (["--page-sizes", "0"], "page size 0 is invalid"),
         (["--declare", "checked=Nope"], "'Nope' is not an exception class"),
@@ -160,7 +160,7 @@ def test_oracle_cli_usage_errors(
 ) -> None:
     """Nothing that is the user's mistake is reported as a divergence (exit 2, no run)."""
     try:
-        rc = cli.main(["kvpool.oracle.targets:kvpool_token", *argv])
+        rc = cli.main(["kvpool.oracle.families.single.targets:kvpool_token", *argv])
     except SystemExit as exit_:  # argparse
         rc = int(exit_.code or 0)
     out = capsys.readouterr()

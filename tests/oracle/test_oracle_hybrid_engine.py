@@ -29,7 +29,7 @@ def test_hybrid_failure_trace_replays_and_is_minimized(
     assert f"[{trace.clause}]" in out and str(path) in out
     assert main(["replay", str(path)]) == 1
     assert f"[{trace.clause}]" in capsys.readouterr().out
-    fixed = "kvpool.oracle.hybrid_targets:kvpool_swa"
+    fixed = "kvpool.oracle.families.hybrid.targets:kvpool_swa"
     assert main(["replay", str(path), "--target", fixed]) == 0
 
 

@@ -15,8 +15,8 @@ import pytest
 from kvpool.oracle.entry.cli import main
 
 pytest.importorskip("xdist")
-SMALL = ["kvpool.oracle.targets:kvpool_paged", "--page-sizes", "1,4", "--need-sort", "false",
-         "--examples", "12"]
+SMALL = ["kvpool.oracle.families.single.targets:kvpool_paged", "--page-sizes", "1,4",
+         "--need-sort", "false", "--examples", "12"]
 
 
 def _report(path: Path) -> dict:  # type: ignore[type-arg]

@@ -1,12 +1,12 @@
 """Real peers through the oracle (``peers``): SGLang 0.5.23's allocators, vLLM 0.33.0's
 BlockPool and kvcached 0.1.6's Elastic allocators.
 
-vLLM's ``BlockPool`` runs through its adapter (``kvpool.oracle.adapters``); kvcached through
-``kvpool.oracle.kvcached_import`` (its source from ``KVPOOL_KVCACHED_SRC``: the tests skip
+vLLM's ``BlockPool`` runs through its adapter (``kvpool.oracle.peers.adapters``); kvcached through
+``kvpool.oracle.peers.kvcached_import`` (its source from ``KVPOOL_KVCACHED_SRC``: the tests skip
 without it; CI downloads the sdist). A peer that is installed but fails to import (or a shim
 bug) fails its tests; under CI (``CI`` set) a missing peer fails them too. Each peer must
 conform to every rule its capability declaration keeps; the declaration is derived from the
-divergence registry (``kvpool.oracle.divergences``). Each registry entry is checked the
+divergence registry (``kvpool.oracle.peers.divergences``). Each registry entry is checked the
 other way too: switching its rule back on makes the oracle report a divergence with the
 registered clause, so the registry records exactly what differs.
 """
@@ -28,11 +28,11 @@ from kvpool.oracle.peers.sequences import shows_here
 pytestmark = pytest.mark.peers
 
 TARGETS = {
-    "sglang-token": "kvpool.oracle.targets:sglang_token",
-    "sglang-paged": "kvpool.oracle.targets:sglang_paged",
-    "vllm": "kvpool.oracle.targets:vllm_block_pool",
-    "kvcached-token": "kvpool.oracle.targets:kvcached_token",
-    "kvcached-paged": "kvpool.oracle.targets:kvcached_paged",
+    "sglang-token": "kvpool.oracle.families.single.targets:sglang_token",
+    "sglang-paged": "kvpool.oracle.families.single.targets:sglang_paged",
+    "vllm": "kvpool.oracle.families.single.targets:vllm_block_pool",
+    "kvcached-token": "kvpool.oracle.families.single.targets:kvcached_token",
+    "kvcached-paged": "kvpool.oracle.families.single.targets:kvcached_paged",
 }
 FULL = {
     "sglang-token": TOKEN,

@@ -140,8 +140,8 @@ def test_default_budget_catches_a_bug_only_a_reach_shape_exposes(
 @pytest.mark.parametrize(
     ("target", "page_size", "events"),
     [
-        ("kvpool.oracle.targets:kvpool_token", 1, TOKEN_REACH_EVENTS),
-        ("kvpool.oracle.targets:kvpool_paged", 4, REACH_EVENTS),
+        ("kvpool.oracle.families.single.targets:kvpool_token", 1, TOKEN_REACH_EVENTS),
+        ("kvpool.oracle.families.single.targets:kvpool_paged", 4, REACH_EVENTS),
     ],
     ids=["token-ps1", "paged-ps4"],
 )

@@ -14,7 +14,7 @@ from kvpool.oracle.engine.target import Config
 from kvpool.oracle.entry.cli import main
 from kvpool.oracle.families.single.targets import load_target
 
-PATH = "kvpool.oracle.targets:kvpool_paged"
+PATH = "kvpool.oracle.families.single.targets:kvpool_paged"
 
 
 def test_the_gate_names_the_budget_that_reaches_each_missing_event(

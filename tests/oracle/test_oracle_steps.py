@@ -111,7 +111,7 @@ def test_run_machine_starts_each_example_and_runs_eligible_actions() -> None:
 
 
 def test_a_derandomized_run_repeats_its_calls() -> None:
-    target = plan("kvpool.oracle.targets:kvpool_paged")[0].target
+    target = plan("kvpool.oracle.families.single.targets:kvpool_paged")[0].target
     config = Config(page_size=4, need_sort=False)
     first = run_config(target, config, max_examples=8)
     again = run_config(target, config, max_examples=8)

@@ -25,9 +25,9 @@ NOWRAP = "{ .nowrap }"
 
 
 def divergence_page() -> str:
-    """The registry ``kvpool.oracle.divergences.REGISTRY``: a table, one row per entry, then
+    """The registry ``kvpool.oracle.peers.divergences.REGISTRY``: a table, one row per entry, then
     under each entry's own heading where it comes from and its minimal sequence."""
-    from kvpool.oracle.divergences import REGISTRY
+    from kvpool.oracle.peers.divergences import REGISTRY
 
     rows = ["| entry | target | clause | rule switched off | what differs |",
             "|---|---|---|---|---|"]
@@ -53,7 +53,7 @@ def divergence_page() -> str:
         "Real allocators that differ from the specification on purpose or by a known bug. "
         "Each entry names the target, the clause it breaks and the capability value that "
         "switches that rule off for the target; the oracle checks everything else. "
-        "The table is generated from `kvpool.oracle.divergences.REGISTRY` when the site is "
+        "The table is generated from `kvpool.oracle.peers.divergences.REGISTRY` when the site is "
         "built; `tests/oracle/test_oracle_peers.py` re-enables each entry and requires the "
         "oracle to report the registered clause. An entry's name leads to where it comes "
         "from and its minimal sequence.\n\n"

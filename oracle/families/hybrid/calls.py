@@ -1,6 +1,7 @@
 """The hybrid call table: every call the oracle makes on a sliding-window allocator.
 
-``HYBRID_CALLS[name]`` is a :class:`~kvpool.oracle.calls.Call` like the single-pool table's:
+``HYBRID_CALLS[name]`` is a :class:`~kvpool.oracle.families.single.calls.Call` like the
+single-pool table's:
 the invocation on :class:`kvpool.spec.HybridModel` (``spec``: plain lists), the invocation on a
 target with SGLang 0.5.23's signatures (``target``: tensors on the device, ``*_cpu`` host copies,
 a resize config; returns the result and the input tensors the caller may overwrite), the same

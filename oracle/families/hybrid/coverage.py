@@ -3,7 +3,7 @@
 
 Events come from two places: the scheduler model names the situations it built (``arrive``,
 ``slide-unaligned``, ``finish-segments-shared``, ``bad.<kind>``, ...;
-:mod:`kvpool.oracle.hybrid_machine`) and the engine counts per call what it checked
+:mod:`kvpool.oracle.families.hybrid.machine`) and the engine counts per call what it checked
 (:func:`events_of`: each call kind, shortages, ``alias.*``, ``cap.byte_accounting``). Every
 SWA clause of SPEC.md section 15 is mapped here to the events whose checks can break it, so the
 hybrid run's ``--require-coverage`` and clause table work like the single pool's.

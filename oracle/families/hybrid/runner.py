@@ -1,9 +1,10 @@
 """Run the hybrid family over a target's page sizes and ``need_sort`` values.
 
 ``run_hybrid("sglang-swa")`` or ``run_hybrid(factory)``: every configuration the target's
-:class:`~kvpool.oracle.hybrid_targets.HybridCapabilities` allow, each through the engine's
-:func:`~kvpool.oracle.runner.run_config` (derandomized, shrunk and minimized like any family),
-stopping at the first divergence (a :class:`~kvpool.oracle.report.Failure` with its trace).
+:class:`~kvpool.oracle.families.hybrid.targets.HybridCapabilities` allow, each through the engine's
+:func:`~kvpool.oracle.engine.runner.run_config` (derandomized, shrunk and minimized like any
+family),
+stopping at the first divergence (a :class:`~kvpool.oracle.engine.report.Failure` with its trace).
 """
 
 from __future__ import annotations

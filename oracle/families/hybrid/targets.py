@@ -4,7 +4,7 @@ A hybrid factory is called as ``factory(size=, size_swa=, page_size=, need_sort=
 returns an allocator with SGLang 0.5.23's ``SWATokenToKVPoolAllocator`` methods;
 ``factory.kvpool_hybrid_capabilities`` declares what it supports (:class:`HybridCapabilities`).
 Targets: kvpool's own allocator (checked and unchecked) and SGLang 0.5.23's, whose capabilities
-come from the divergence registry (``kvpool.oracle.divergences``, target ``sglang-swa``).
+come from the divergence registry (``kvpool.oracle.peers.divergences``, target ``sglang-swa``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from ...peers.divergences import divergences_for
 class HybridCapabilities(Capabilities):
     """The hybrid rules a target supports: the single-pool fields that apply to it, and three more.
 
-    Attributes (beside :class:`~kvpool.oracle.capabilities.Capabilities`'):
+    Attributes (beside :class:`~kvpool.oracle.engine.capabilities.Capabilities`'):
         page_sizes / need_sort: the configurations the factory accepts; by default 1, 4 and 16
             (every page size class: token-like, small, and >= 16).
         checked: exception types raised on caller errors (``True``: ContractViolation, whose
@@ -94,7 +94,7 @@ def kvpool_swa_unchecked(*, size: int, size_swa: int, page_size: int, need_sort:
 def sglang_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
                device: str = "cpu") -> Any:
     """SGLang 0.5.23 ``SWATokenToKVPoolAllocator`` with a KV pool object of its own
-    ``BaseSWAKVPool`` type (:mod:`kvpool.oracle.peer_swa`; naive CPU kernels)."""
+    ``BaseSWAKVPool`` type (:mod:`kvpool.oracle.peers.peer_swa`; naive CPU kernels)."""
     from ...peers.peer_swa import load_sglang_swa, make_swa_kv_pool
 
     return load_sglang_swa().SWATokenToKVPoolAllocator(

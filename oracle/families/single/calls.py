@@ -1,7 +1,7 @@
 """The call table: every allocator call the oracle makes, described once.
 
 A call's arguments are plain values in the spec's terms (``Args``: ints and lists of ints, as
-stored in a :class:`~kvpool.oracle.trace.TraceStep`). ``CALLS[name]`` holds, per call:
+stored in a :class:`~kvpool.oracle.engine.trace.TraceStep`). ``CALLS[name]`` holds, per call:
 
 - ``spec``: the invocation on the reference model (``AllocatorModel``);
 - ``target``: the invocation on a torch allocator with SGLang's signatures (tensors on the

@@ -76,7 +76,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "ALIAS-2": ("alias.inputs",),
     "ALIAS-3": ("alias.results",),
 }
-# bad-input kind (kvpool.oracle.badcalls) -> the clause the spec rejects it with
+# bad-input kind (kvpool.oracle.families.single.badcalls) -> the clause the spec rejects it with
 BAD_CLAUSES: dict[str, str] = {
     "double_free": "FREE-3",
     "double_free_in_call": "FREE-3",

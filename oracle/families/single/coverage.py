@@ -143,7 +143,7 @@ alias.results         ALIAS-3   cap:ownership        the caller wrote into a cen
     return event_table(rows, {kind: _both(_sent(kind), needs) for kind, needs in BAD_NEEDS.items()})
 
 
-# Bad-input kinds (``kvpool.oracle.badcalls``) and when a target can be sent them.
+# Bad-input kinds (``kvpool.oracle.families.single.badcalls``) and when a target can be sent them.
 BAD_NEEDS: dict[str, Needs] = {
     "double_free": always,
     "double_free_in_call": lambda c, ps, ns: not c.paged,

@@ -6,7 +6,7 @@ failures). Each valid call is performed on both sides; results are compared (``e
 for slot; ``contract``: the spec accepts the target's choice and adopts it), then
 ``available_size()``, the free census, the spec's invariants and every tensor handed out earlier
 (``ALIAS-1``). The first divergence raises :class:`OracleFailure` carrying a
-:class:`~kvpool.oracle.report.Failure`.
+:class:`~kvpool.oracle.engine.report.Failure`.
 """
 
 from __future__ import annotations

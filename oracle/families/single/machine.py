@@ -4,9 +4,9 @@ It generates only valid call sequences: requests arrive (``alloc_extend`` from a
 token targets: ``alloc``), grow by chunks, decode in batches, finish or are retracted (``free``,
 ``free_segments``, into the tree cache), drop out-of-window pages, roll back whole trailing
 pages, take raw page-aligned blocks, open and close free groups, merge, clear and resize. Sizes
-are biased toward page boundaries and an almost-full pool. Bad calls (``kvpool.oracle.badcalls``)
-run only against checked targets. Every call goes through an :class:`Executor`, which compares;
-the caller-side bookkeeping is :class:`~kvpool.oracle.scheduler.Scheduler`.
+are biased toward page boundaries and an almost-full pool. Bad calls (:mod:`.badcalls`) run
+only against checked targets. Every call goes through an :class:`Executor`, which compares;
+the caller-side bookkeeping is :class:`~kvpool.oracle.families.single.scheduler.Scheduler`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class OracleMachine(Scheduler, ActionMachine):
     target: ClassVar[Target]
     config: ClassVar[Config]
     stats: ClassVar[dict[str, int]]
-    coverage: ClassVar[Counter[str]]  # coverage events of every example (kvpool.oracle.coverage)
+    coverage: ClassVar[Counter[str]]  # coverage events of every example (.coverage)
 
     def __init__(self) -> None:
         super().__init__()

@@ -2,7 +2,7 @@
 
 It remembers what the caller owns (each request's kv row, raw ``alloc`` blocks, cache entries),
 draws sizes biased toward page boundaries and the free capacity, cuts rows into segments, and
-releases everything at the end. The rules that drive it live in :mod:`kvpool.oracle.machine`.
+releases everything at the end. The rules that drive it live in :mod:`.machine`.
 """
 
 from __future__ import annotations

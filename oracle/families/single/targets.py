@@ -7,9 +7,9 @@ supports. Aliases (the family's record in ``kvpool.oracle.engine.registry``): ``
 (the same in production mode, no bad input sent), ``sglang`` (the real SGLang 0.5.23
 allocators, capabilities from the divergence registry; ``sglang-token`` / ``sglang-paged``
 one of them) and ``vllm`` (vLLM 0.33.0's
-``BlockPool`` through ``kvpool.oracle.adapters``), ``kvcached-token`` / ``kvcached-paged``
-(kvcached 0.1.6's Elastic allocators over its ``KVCacheManager``, placeholder page mapping:
-``kvpool.oracle.kvcached_import``).
+``BlockPool`` through ``kvpool.oracle.peers.adapters``), ``kvcached-token`` /
+``kvcached-paged`` (kvcached 0.1.6's Elastic allocators over its ``KVCacheManager``,
+placeholder page mapping: ``kvpool.oracle.peers.kvcached_import``).
 A :class:`Target` is a resolved factory; a :class:`Config` is one cell of its configuration matrix
 (``configs_for``). Resolving a target loads neither torch nor Hypothesis.
 """
@@ -130,9 +130,10 @@ sglang_paged.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-de
 sglang_token.kvpool_probe = sglang_paged.kvpool_probe = _sglang  # type: ignore[attr-defined]
 
 
-# -- vLLM 0.33.0 (through kvpool.oracle.adapters) ---------------------------------------------
+# -- vLLM 0.33.0 (through kvpool.oracle.peers.adapters) ---------------------------------------
 def vllm_block_pool(*, size: int, page_size: int, need_sort: bool, device: str = "cpu") -> Any:
-    """vLLM 0.33.0's ``BlockPool`` through ``kvpool.oracle.adapters.VllmBlockPoolAllocator``."""
+    """vLLM 0.33.0's ``BlockPool`` through
+    ``kvpool.oracle.peers.adapters.VllmBlockPoolAllocator``."""
     from ...peers.adapters import VllmBlockPoolAllocator
 
     return VllmBlockPoolAllocator(size, page_size, device)
@@ -154,7 +155,7 @@ vllm_block_pool.kvpool_capabilities = declared_by_registry(_vllm_base(), "vllm")
 vllm_block_pool.kvpool_probe = _vllm  # type: ignore[attr-defined]
 
 
-# -- kvcached 0.1.6 (through kvpool.oracle.kvcached_import) ----------------------------------
+# -- kvcached 0.1.6 (through kvpool.oracle.peers.kvcached_import) ----------------------------
 def _kvcached() -> Any:
     from ...peers.kvcached_import import load_kvcached_allocators
 
@@ -223,10 +224,10 @@ def load_target(
 
     Its capabilities: ``caps`` if given, else the factory's declaration, where a declaration
     that names some fields only (``Capabilities(checked=X)``) or none takes the others as
-    inferred from one instance built on ``device`` (:mod:`kvpool.oracle.inference`; the
-    inferences become the target's ``notes``). Raises :class:`TargetError` with a one-line
-    reason when it cannot be imported, :class:`~kvpool.oracle.inference.FactoryError` when a
-    factory not declaring every field cannot be built or lacks a required method.
+    inferred from one instance built on ``device`` (:mod:`.inference`; the inferences become
+    the target's ``notes``). Raises :class:`TargetError` with a one-line reason when it cannot
+    be imported, :class:`~.inference.FactoryError` when a factory not declaring every field
+    cannot be built or lacks a required method.
     """
     if callable(spec):
         factory = spec

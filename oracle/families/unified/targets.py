@@ -7,7 +7,7 @@ SWA layer of :data:`~kvpool.oracle.families.unified.peer.ENTRY_BYTES` a token ea
 in one byte buffer); ``factory.kvpool_unified_capabilities`` declares what it supports
 (:class:`UnifiedCapabilities`). Targets: SGLang 0.5.23's composite, eager and lazy compaction
 (``sglang-unified-swa``; ``-eager`` / ``-lazy`` for one mode), whose capabilities come from the
-divergence registry (``kvpool.oracle.divergences``, target ``sglang-unified``).
+divergence registry (``kvpool.oracle.peers.divergences``, target ``sglang-unified``).
 """
 
 from __future__ import annotations
