@@ -1,4 +1,5 @@
-"""SGLang 0.5.23's unified SWA composite beside its static SWA allocator: per-call cost.
+"""SGLang 0.5.23's unified SWA composite beside its static SWA allocator and kvpool's own: per-call
+cost.
 
 The baseline a kvpool implementation of the unified pools (SPEC.md §16) has to beat. Targets,
 built on the CPU in one process:
@@ -9,7 +10,10 @@ built on the CPU in one process:
   ids, compaction), built by SGLang's own ``build_swa_pool`` with room for ``P`` pages a side,
   eager or lazy compaction. Its sub-pools' ``alloc_extend`` / ``alloc_decode`` launch Triton
   kernels unconditionally; here they run SGLang's own torch fallbacks
-  (``alloc_extend_naive`` / ``alloc_decode_naive``), which the static allocator uses on a CPU too.
+  (``alloc_extend_naive`` / ``alloc_decode_naive``), which the static allocator uses on a CPU too;
+- ``kvpool-eager`` / ``kvpool-lazy``: kvpool's own ``kvpool.impl.unified_swa.UnifiedSWAAllocator``
+  over the same byte buffer (checked mode on, its own byte store: pages zeroed at hand-out and
+  copied on compaction as SGLang's are).
 
 Every target first holds a quarter of its pages. Calls (the same trace on every target; each
 step times only its call and restores the state untimed):
@@ -48,7 +52,7 @@ POOL_PAGES = 4096
 BATCH = 64
 ROWS, ROW_TOKENS = 8, 256
 LONG_ROW_TOKENS = 1024
-TARGETS = ("static", "eager", "lazy")
+TARGETS = ("static", "eager", "lazy", "kvpool-eager", "kvpool-lazy")
 ENTRY_BYTES = 32  # build_swa_pool: fp16, 1 head of dim 8, K and V, one layer a side
 
 
@@ -66,11 +70,15 @@ def make_target(name: str, ps: int) -> Any:
         size = POOL_PAGES * ps
         return load_sglang_swa().SWATokenToKVPoolAllocator(
             size, size, ps, torch.float16, "cpu", make_swa_kv_pool(), False)
+    total_bytes = 2 * (POOL_PAGES + 1) * ps * ENTRY_BYTES
+    if name.startswith("kvpool-"):
+        from kvpool.impl.unified_swa import UnifiedSWAAllocator
+
+        return UnifiedSWAAllocator(total_bytes, ps, lazy=name == "kvpool-lazy")
     from kvpool.oracle.families.unified.peer import load_unified as load
 
     fixtures = load()
     fixtures.setup_allocator_context()
-    total_bytes = 2 * (POOL_PAGES + 1) * ps * ENTRY_BYTES
     return fixtures.build_swa_pool(page_size=ps, lazy=name == "lazy", total_bytes=total_bytes)
 
 
@@ -99,7 +107,7 @@ def timed(call: Callable[[], Any], restore: Callable[[Any], Any]) -> Step:
 
 def steps_for(op: str, a: Any, ps: int) -> Step:
     """The timed step of ``op`` on allocator ``a`` (see the module docstring)."""
-    lazy = getattr(getattr(a, "full_attn_allocator", None), "lazy_compaction", False)
+    lazy = bool(getattr(a, "lazy_compaction", False))
     if op == "alloc":
         return timed(lambda: a.alloc(BATCH), a.free)
     if op == "extend":
@@ -161,13 +169,17 @@ def cell(op: str, ps: int, settings: Settings) -> dict[str, Any]:
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
-    """One table line per cell: µs per call, and each unified pool over the static one."""
-    lines = ["| op | ps | static | unified eager | unified lazy | eager / static | "
-             "lazy / static |", "|---|---|---|---|---|---|---|"]
+    """One table line per cell: µs per call, SGLang's unified pools over its static one, and
+    SGLang's unified pools over kvpool's (the speed-up)."""
+    lines = ["| op | ps | static | SGLang eager | SGLang lazy | kvpool eager | kvpool lazy | "
+             "eager / static | lazy / static | SGLang / kvpool eager | SGLang / kvpool lazy |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['op']} | {r['page_size']} | {r['static']:.1f} | {r['eager']:.1f} "
-                     f"| {r['lazy']:.1f} | {r['eager'] / r['static']:.2f} | "
-                     f"{r['lazy'] / r['static']:.2f} |")
+                     f"| {r['lazy']:.1f} | {r['kvpool-eager']:.1f} | {r['kvpool-lazy']:.1f} | "
+                     f"{r['eager'] / r['static']:.2f} | {r['lazy'] / r['static']:.2f} | "
+                     f"{r['eager'] / r['kvpool-eager']:.0f}x | "
+                     f"{r['lazy'] / r['kvpool-lazy']:.0f}x |")
     return "\n".join(lines) + "\n"
 
 
@@ -190,12 +202,14 @@ def main(argv: list[str] | None = None) -> int:
             row = cell(op, ps, settings)
             rows.append(row)
             print(f"{op} ps={ps}: static {row['static']:.1f} µs, eager {row['eager']:.1f} µs, "
-                  f"lazy {row['lazy']:.1f} µs", flush=True)
+                  f"lazy {row['lazy']:.1f} µs, kvpool eager {row['kvpool-eager']:.1f} µs, "
+                  f"kvpool lazy {row['kvpool-lazy']:.1f} µs", flush=True)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "unified.json").write_text(json.dumps(rows, indent=1) + "\n")
     (ns.out / "unified.md").write_text(
-        f"SGLang 0.5.23 on the CPU, {POOL_PAGES:,} pages a side, a quarter held: µs per call, "
-        "medians of interleaved windows; unified extend/decode on SGLang's torch fallbacks "
+        f"SGLang 0.5.23 and kvpool on the CPU, {POOL_PAGES:,} pages a side, a quarter held: µs "
+        "per call, medians of interleaved windows; SGLang's unified extend/decode on its torch "
+        "fallbacks "
         "(see benchmarks/unified.py)\n\n" + markdown(rows))
     print(f"wrote {ns.out / 'unified.md'}")
     return 0

@@ -52,6 +52,7 @@ class UnifiedFrees:
     page_size: int
     checked: bool
     _group: dict[str, list[np.ndarray]] | None
+    _mark: np.ndarray  # all False between calls: scratch for _distinct
 
     # -- validation --
 
@@ -59,11 +60,21 @@ class UnifiedFrees:
         """The distinct virtual pages of ``ids``, ascending; checked: each one live
         (``UNI-11``)."""
         pages = ids // self.page_size if self.page_size > 1 else ids
-        if len(pages) > 1:
-            pages = np.unique(pages)
         if self.checked:
             self._check_live(pages)
+        if len(pages) > 1:
+            pages = self._distinct(pages)
         return pages
+
+    def _distinct(self, pages: np.ndarray) -> np.ndarray:
+        """The distinct values of ``pages`` (ids in range), ascending: a mark table, O(ids)."""
+        if len(pages) < 64:
+            return np.unique(pages)
+        mark = self._mark
+        mark[pages] = True
+        out = np.flatnonzero(mark)
+        mark[out] = False
+        return out
 
     def _check_live(self, pages: np.ndarray) -> None:
         if len(pages) == 0:

@@ -71,6 +71,8 @@ class KVSidePool:
                          for layer in range(layout.layer_num)]
         self.pages_view = raw[: self.num_pages * self.page_bytes].view(self.num_pages,
                                                                      self.page_bytes)
+        # on the host, copies and zeroing go through numpy (no intra-op thread pool to wake)
+        self.host_pages = self.pages_view.numpy() if raw.device.type == "cpu" else None
 
     def move_physical_pages(self, dst_pages: torch.Tensor, src_pages: torch.Tensor,
                             page_size: int | None = None) -> None:
@@ -82,7 +84,11 @@ class KVSidePool:
         """
         if page_size is not None and page_size != self.page_size:
             raise ValueError(f"pages of {page_size} rows passed to a pool of {self.page_size}")
-        if dst_pages.numel():
+        if not dst_pages.numel():
+            return
+        if self.host_pages is not None:
+            self.host_pages[dst_pages.numpy()] = self.host_pages[src_pages.numpy()]
+        else:
             self.pages_view[dst_pages] = self.pages_view[src_pages]
 
     def zero_physical_pages(self, pages: np.ndarray) -> None:
@@ -92,10 +98,16 @@ class KVSidePool:
         if n == 0:
             return
         lo, hi = int(pages.min()), int(pages.max())
-        if hi - lo + 1 == n:
+        if self.host_pages is not None:
+            if hi - lo + 1 == n:
+                self.host_pages[lo:hi + 1] = 0
+            else:
+                self.host_pages[pages] = 0
+        elif hi - lo + 1 == n:
             self.pages_view[lo:hi + 1].zero_()
         else:
-            self.pages_view[torch.from_numpy(np.ascontiguousarray(pages))] = 0
+            self.pages_view[torch.from_numpy(np.ascontiguousarray(pages)).to(
+                self.pages_view.device)] = 0
 
     def get_cpu_copy(self, rows: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Every layer's ``(K, V)`` rows ``rows``, copied to the host."""

@@ -85,6 +85,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         self._gate: Callable[[], bool] | None = None
         self._group: dict[str, list[np.ndarray]] | None = None
         self._offsets = np.arange(page_size, dtype=np.int64)
+        self._mark = np.zeros(f_pages, dtype=bool)
         self.free_virtual = np.empty(0, dtype=np.int64)
         self.clear()
 
@@ -196,6 +197,10 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         lens = seq - prefix
         if ps == 1:
             return pages.copy()
+        if (prefix % ps == 0).all() and (seq % ps == 0).all():
+            # whole new pages only (no continuation, no partial last page): in request order
+            out_whole: np.ndarray = (pages[:, None] * ps + self._offsets).reshape(-1)
+            return out_whole
         req = np.repeat(np.arange(len(lens)), lens)
         pos = prefix[req] + np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
         fresh = pos >= first_new[req] * ps
