@@ -32,7 +32,7 @@ ERROR_FIELDS = ("checked", "shortage_raises")  # fields holding exception types
 ErrorTypes = tuple[type[BaseException], ...]
 CheckedCalls = tuple[tuple[str, ErrorTypes], ...]  # per call name, its exception types
 # Fields that say how the others were given, not what the target supports (never printed).
-META_FIELDS = ("sources", "declared_fields", "checked_calls", "lacking")
+META_FIELDS = ("sources", "declared_fields", "checked_calls", "lacking", "page_overrides")
 
 
 def _contract_violation() -> type[BaseException]:
@@ -135,6 +135,9 @@ class Capabilities:
         checked_calls: ``checked``'s per-call form (empty: every call is checked).
         lacking: declared capabilities whose methods the factory's instance lacks (set when a
             target is resolved; the failure hint lists them all). Not compared.
+        page_overrides: per page size, the fields that differ there (:meth:`at`): a factory
+            built like SGLang's construction site returns a token allocator at page size 1 and
+            a paged one above, and is judged as each where it returns it (inferred).
     """
 
     paged: bool = True
@@ -161,6 +164,7 @@ class Capabilities:
     declared_fields: frozenset[str] | None = field(default=None, compare=False, repr=False)
     checked_calls: CheckedCalls = ()
     lacking: tuple[str, ...] = field(default=(), compare=False)
+    page_overrides: tuple[tuple[int, tuple[tuple[str, Any], ...]], ...] = ()
     # fields a family's targets do not use: not printed (HybridCapabilities names some)
     UNUSED: ClassVar[tuple[str, ...]] = ()
     # the calls bad input is sent to (``checked``'s per-call keys)
@@ -198,6 +202,14 @@ class Capabilities:
             raise ValueError(f"page_sizes must be positive, got {self.page_sizes!r}")
         if not self.paged and self.page_sizes != (1,):
             raise ValueError("a token allocator supports page size 1 only")
+
+    def at(self, page_size: int) -> Capabilities:
+        """The capabilities a configuration of ``page_size`` runs under: these with that page
+        size's ``page_overrides`` applied (source ``inferred``), or these where it has none."""
+        changes = dict(self.page_overrides).get(page_size)
+        if not changes:
+            return self
+        return dataclasses.replace(self, page_overrides=()).with_source("inferred", **dict(changes))
 
     @property
     def error_types(self) -> ErrorTypes:
@@ -269,6 +281,10 @@ class Capabilities:
         items = [f"{n}={self.value_text(n)} ({self.source_of(n)})" for n in fields]
         if self.divergences:
             items.append(f"divergences={'+'.join(self.divergences)} (declared)")
+        for ps, changes in self.page_overrides:
+            at = self.at(ps)
+            told = "+".join(f"{n}={at.value_text(n)}" for n, _ in changes)
+            items.append(f"at page size {ps}: {told} (inferred)")
         return f"capabilities in force for {path}: order={mode} ({src}), " + ", ".join(items)
 
     def describe(self) -> str:
@@ -282,7 +298,8 @@ class Capabilities:
         ]
         kind = "paged" if self.paged else "token"
         seg = "" if self.segments == "shared" else f" segments={self.segments}"
-        return f"{kind} ps={list(self.page_sizes)}{seg}" + (f" off={off}" if off else "")
+        at = "".join(f"; at ps={ps}: {self.at(ps).describe()}" for ps, _ in self.page_overrides)
+        return f"{kind} ps={list(self.page_sizes)}{seg}" + (f" off={off}" if off else "") + at
 
 
 def field_names(caps: Capabilities | type[Capabilities]) -> list[str]:

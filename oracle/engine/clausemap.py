@@ -35,7 +35,8 @@ class ClauseMap:
         return {*self.clause_events, *self.bad_clauses.values(), "ERR-1"}
 
     def required(self, caps: Any, page_size: int, need_sort: bool) -> list[str]:
-        """The events one configuration can reach."""
+        """The events one configuration can reach (under ``caps.at(page_size)``)."""
+        caps = caps.at(page_size)
         return [e.name for e in self.events.values() if e.needs(caps, page_size, need_sort)]
 
     def exercised(self, counts: Mapping[str, int], order: str) -> Counter[str]:

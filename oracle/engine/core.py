@@ -49,7 +49,7 @@ class Engine:
     calls: Mapping[str, Call] = {}  # the family's call table
 
     def __init__(self, target: Target, config: Config) -> None:
-        self.factory, self.caps = target.factory, target.caps
+        self.factory, self.caps = target.factory, target.caps.at(config.page_size)
         self.device, self.order = config.device, config.order
         self.page_size, self.need_sort = config.page_size, config.need_sort
         self.trace = Trace(

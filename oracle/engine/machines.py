@@ -36,7 +36,7 @@ class FamilyMachine:
         cls = type(self)
         self.ps = cls.config.page_size
         self.ex = cls.executor_class(cls.target, cls.config)
-        self.caps = cls.target.caps
+        self.caps = cls.target.caps.at(self.ps)
         self.rows: list[Any] = []
 
 

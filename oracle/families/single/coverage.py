@@ -348,5 +348,7 @@ def events_of(step: TraceStep, before: Before, model: AllocatorModel, result: An
 def required(
     caps: Capabilities, page_size: int, need_sort: bool, events: Mapping[str, Event] = EVENTS
 ) -> list[str]:
-    """The events one configuration can reach (of the family's table ``events``)."""
+    """The events one configuration can reach (of the family's table ``events``), under
+    ``caps.at(page_size)``."""
+    caps = caps.at(page_size)
     return [e.name for e in events.values() if e.needs(caps, page_size, need_sort)]

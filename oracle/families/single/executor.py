@@ -60,7 +60,7 @@ class Executor(Engine):
         if config.order not in ("exact", "contract"):
             raise ValueError(f"order must be 'exact' or 'contract', got {config.order!r}")
         super().__init__(target, config)
-        self.trace.paged = target.caps.paged  # a repro's spec side is built the same way
+        self.trace.paged = self.caps.paged  # a repro's spec side is built the same way
 
     # the spec model's state its invariants last held in (``_post`` checks again on a change)
     _model_checked: tuple[Any, ...] | None = None

@@ -9,6 +9,12 @@ declaration (``Capabilities(checked=X)``) keeps its declared fields and takes th
 (``merge_declared``). A factory whose instance lacks one of the ``REQUIRED`` methods, or that
 cannot be built at all, is a usage error (:class:`FactoryError`, with the constructor's
 traceback). :func:`lacking` lists declared capabilities whose methods are missing.
+
+Inference is per page size where the instances differ in kind: a paged factory whose page-size-1
+instance is a token allocator (no ``alloc_extend``, or one raising ``NotImplementedError`` as
+``EXTEND-9`` says; SGLang's construction site: ``TokenToKVPoolAllocator`` at page size 1, a
+paged allocator above) is judged as a token allocator at page size 1, with that instance's
+methods, and as paged above (``Capabilities.page_overrides``, one note).
 """
 
 from __future__ import annotations
@@ -95,10 +101,49 @@ def infer(
             notes.append(f"{name}={caps.value_text(name)}: no {', '.join(absent)}")
         elif not absent:
             caps = caps.with_source("inferred", **{name: getattr(caps, name)})
+    overrides = _token_at_page_size_1(factory, caps, instance, named, device, notes)
     if declared is not None:
         caps = merge_declared(declared, caps)
         caps = caps.replace(lacking=lacking(caps, instance))
+    if overrides:
+        caps = caps.replace(page_overrides=((1, overrides),))
     return caps, notes
+
+
+def _token_at_page_size_1(
+    factory: Callable[..., Any],
+    caps: Capabilities,
+    paged_instance: object,
+    named: frozenset[str],
+    device: str,
+    notes: list[str],
+) -> tuple[tuple[str, Any], ...]:
+    """The fields that differ at page size 1 when the factory returns a token allocator there
+    (:func:`is_token_allocator`) and a paged one at the probed page size: those a token-only factory
+    gets, then what its page-size-1 instance's methods switch off (one note); empty when the
+    kinds agree, page size 1 is not run, the kind is declared, or it does not build there (the
+    plan reports that)."""
+    if not caps.paged or 1 not in caps.page_sizes or named & {"paged", "extend"}:
+        return ()
+    if missing_methods(paged_instance, ("alloc_extend",)):
+        return ()
+    try:
+        token = build(factory, page_size=1, device=device)
+    except FactoryError:
+        return ()
+    if not is_token_allocator(token, device):
+        return ()
+    changes: dict[str, Any] = {"paged": False, "page_sizes": (1,), "extend": False}
+    for name, off_value, methods in METHOD_RULES:
+        absent = name not in named and name not in changes and missing_methods(token, methods)
+        if absent and getattr(caps, name) != off_value:
+            changes[name] = off_value
+    paged_at = [ps for ps in caps.page_sizes if ps > 1]
+    notes.append(
+        f"page size 1: a token allocator ({type(token).__name__}: no alloc_extend but EXTEND-9's), "
+        f"judged as one there; paged at page size {', '.join(map(str, paged_at))}"
+    )
+    return tuple(changes.items())
 
 
 def _accepted_page_sizes(
@@ -130,3 +175,22 @@ def lacking(caps: Capabilities, instance: object) -> tuple[str, ...]:
                 continue  # implied
             out.append(f"{name}={caps.replace(**{name: off_value}).value_text(name)}")
     return tuple(out)
+
+
+def is_token_allocator(instance: object, device: str = "cpu") -> bool:
+    """Whether ``instance`` is a token allocator: it has no ``alloc_extend``, or its
+    ``alloc_extend`` raises ``NotImplementedError`` (``EXTEND-9``) on one request of one new
+    token (an instance that takes it is paged; the call may use up one of its slots)."""
+    if missing_methods(instance, ("alloc_extend",)):
+        return True
+    import torch
+
+    one, zero = torch.ones(1, dtype=torch.int64), torch.zeros(1, dtype=torch.int64)
+    try:
+        extend = instance.alloc_extend  # type: ignore[attr-defined]
+        extend(zero.to(device), zero, one.to(device), one, (-one).to(device), 1)
+    except NotImplementedError:
+        return True
+    except Exception:  # anything else: not a token allocator's refusal
+        return False
+    return False

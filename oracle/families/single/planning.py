@@ -49,7 +49,7 @@ def plan_targets(spec: str | None, options: Options) -> list[Planned]:
                 instance = build(target.factory, page_size=ps, device=device)
             except FactoryError as err:
                 raise UsageError(f"{path}: {err}", err.trace) from None
-            missing = lacking(target.caps, instance)
+            missing = lacking(target.caps.at(ps), instance)
             if missing and not target.caps.lacking:
                 target.caps = target.caps.replace(lacking=missing)
                 target.notes.append(
