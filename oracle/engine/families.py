@@ -42,9 +42,10 @@ class Family:
     clauses: ClauseMap
     caps_class: type[Capabilities]
     caps_attr: str  # the factory attribute that declares its capabilities
-    # how a target string becomes what runs: ``planner(spec, entry.plan.Options)``, a list of
-    # ``Planned``; None: ``entry.plan.plan_family`` (aliases, declarations, no inference)
-    planner: Callable[[str | None, Any], list[Any]] | None = None
+    # how a target string (or a factory object) becomes what runs: ``planner(spec,
+    # entry.plan.Options)``, a list of ``Planned``; None: ``entry.plan.plan_family`` (aliases,
+    # declarations, no inference)
+    planner: Callable[[str | Callable[..., Any] | None, Any], list[Any]] | None = None
 
     @property
     def record(self) -> Registered:

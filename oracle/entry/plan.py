@@ -18,6 +18,7 @@ from ..engine.registry import DEFAULT_FAMILY
 from ..engine.target import Config, Target
 
 if TYPE_CHECKING:  # the family's module loads with its record, when a plan is made
+    from ..engine.capabilities import Capabilities
     from ..engine.families import Family
 
 
@@ -113,20 +114,27 @@ class Options:
     need_sort: Sequence[bool] | None = None  # None: the declared ones
     declare: str | None = None  # ``--declare KEY=VALUE,...``
     device: str = "cpu"
+    # the capabilities in force for every target, in place of its declaration (the options
+    # then only select among them); None: each target's declaration
+    caps: Capabilities | None = None
 
 
-def plan_family(family: str, spec: str | None, options: Options) -> list[Planned]:
-    """``plan`` for a family without a planner of its own: ``spec`` is a comma list of the
-    family's aliases (each expanded to its factories) or ``module:factory`` paths (default:
-    the registry's default target), capabilities from the family's declaration attribute
-    (undeclared: the family's defaults), every configuration compared in the exact order
-    (``options.order`` is not read).
+def plan_family(
+    family: str, spec: str | Callable[..., Any] | None, options: Options
+) -> list[Planned]:
+    """``plan`` for a family without a planner of its own: ``spec`` is a factory object or a
+    comma list of the family's aliases (each expanded to its factories) or ``module:factory``
+    paths (default: the registry's default target), capabilities ``options.caps`` else the
+    family's declaration attribute (undeclared: the family's defaults), every configuration
+    compared in the exact order (``options.order`` is not read).
 
     Raises :class:`UsageError` for an unknown target or option value.
     """
     from ..engine.families import family as family_of
 
     fam = family_of(family)
+    if callable(spec):
+        return [_planned(fam, spec, options)]
     out = []
     for name in (spec or fam.default_target).split(","):
         if ":" not in name and name not in fam.aliases:
@@ -143,9 +151,9 @@ def plan_family(family: str, spec: str | None, options: Options) -> list[Planned
 def _planned(fam: Family, factory: Callable[..., Any], options: Options) -> Planned:
     """``factory`` as a target of ``fam`` with the options applied and its configurations."""
     page_sizes, need_sort = options.page_sizes, options.need_sort
-    target = fam.target(factory)
+    target = fam.target(factory, options.caps)
     apply_options(target, declare=options.declare, page_sizes=page_sizes, need_sort=need_sort,
-                  declared=hasattr(factory, fam.caps_attr))
+                  declared=options.caps is not None or hasattr(factory, fam.caps_attr))
     configs = [
         Config(ps, ns, options.device, "exact")
         for ps in target.caps.page_sizes
@@ -156,7 +164,7 @@ def _planned(fam: Family, factory: Callable[..., Any], options: Options) -> Plan
 
 
 def plan(
-    spec: str | None,
+    spec: str | Callable[..., Any] | None,
     *,
     order: str | None = None,
     page_sizes: Sequence[int] | None = None,
@@ -164,10 +172,12 @@ def plan(
     declare: str | None = None,
     device: str = "cpu",
     family: str = DEFAULT_FAMILY,
+    caps: Capabilities | None = None,
 ) -> list[Planned]:
-    """Resolve ``spec`` (``module:factory``, an alias of ``family``, a comma list; none: the
-    family's default target) and the options, by the family's ``planner`` (else
-    :func:`plan_family`).
+    """Resolve ``spec`` (``module:factory``, an alias of ``family``, a comma list, a factory
+    object; none: the family's default target) and the options, by the family's ``planner``
+    (else :func:`plan_family`). ``caps``: the capabilities in force for every target, in place
+    of its declaration (:class:`Options`).
 
     Raises :class:`UsageError` for every mistake listed in the module docstring and for an
     unknown family.
@@ -182,7 +192,7 @@ def plan(
         fam = family_of(family)
     except ValueError as err:
         raise UsageError(str(err)) from None
-    options = Options(order, page_sizes, need_sort, declare, device)
+    options = Options(order, page_sizes, need_sort, declare, device, caps)
     if fam.planner is not None:
         return fam.planner(spec, options)
     return plan_family(family, spec, options)
