@@ -7,7 +7,8 @@ A mixin of :class:`~kvpool.impl.unified_swa.UnifiedSWAAllocator`:
   ``check_invariants()`` raises on a non-empty one;
 - ``unified_state()`` is the introspection protocol
   (:class:`kvpool.spec.unified_state.UnifiedState`): spans, holes and bindings, read without
-  changing anything;
+  changing anything; ``unified_plant(fault)`` its optional hook that plants a fault for the
+  oracle's census probes;
 - ``get_cpu_copy`` / ``load_cpu_copy`` copy the K/V rows of virtual token ids to the host and
   back, as SGLang's ``UnifiedSWAKVPool`` does (the SWA rows of pages still bound only).
 """
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 import torch
 from kvpool.spec import unified_layout as ul
-from kvpool.spec.unified_state import SubPoolState, UnifiedState
+from kvpool.spec.unified_state import PLANTABLE, SubPoolState, UnifiedState
 
 from .unified_end import EndSubPool
 from .unified_store import UnifiedByteStore
@@ -79,6 +80,28 @@ class UnifiedViews:
         """Raise ``AssertionError`` listing the census when the state is unhealthy."""
         problems = self.verify_byte_accounting()
         assert not problems, problems
+
+    def unified_plant(self, fault: str) -> bool:
+        """Put the pool into one unhealthy state (:data:`kvpool.spec.unified_state.PLANTABLE`)
+        for the oracle's census probes (``UNI-13``): ``stale_binding:full`` / ``:swa`` points
+        the lowest live virtual page at the next one's physical page (``UNI-4``);
+        ``frontier_cross`` pushes the SWA frontier two pages past the full side's low frontier
+        (``UNI-3``). False, nothing changed, with fewer than two live pages on that side.
+
+        Raises:
+            ValueError: ``fault`` is not plantable.
+        """
+        if fault not in PLANTABLE:
+            raise ValueError(f"unknown fault {fault!r}; plantable: {PLANTABLE}")
+        if fault == "frontier_cross":
+            self.swa.watermark = self.full.watermark + 3
+            return True
+        pool = self.full if fault.endswith(":full") else self.swa
+        live = np.flatnonzero(pool.v2p >= 0)
+        if len(live) < 2:
+            return False
+        pool.v2p[live[0]] = pool.v2p[live[1]]
+        return True
 
     def _side_state(self, pool: EndSubPool) -> SubPoolState:
         low, high = pool.span()

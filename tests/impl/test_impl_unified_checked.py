@@ -15,6 +15,7 @@ import pytest
 import torch
 from kvpool.impl.unified_swa import UnifiedSWAAllocator
 from kvpool.spec.errors import ContractViolation
+from kvpool.spec.unified_state import PLANTABLE
 
 Call = Callable[[UnifiedSWAAllocator, torch.Tensor], Any]
 CALLS: list[tuple[str, Call]] = [
@@ -95,3 +96,22 @@ class Unchecked(UnifiedSWAAllocator):
 def test_an_unchecked_pool_fails(name: str, call: Call) -> None:
     with pytest.raises((Exception, pytest.fail.Exception)):  # whatever way it breaks
         check_rejects(Unchecked, False, name, call, "freed")
+
+
+@pytest.mark.parametrize("fault", PLANTABLE)
+@pytest.mark.parametrize("lazy", [False, True])
+def test_the_census_reports_each_planted_fault(lazy: bool, fault: str) -> None:
+    """``verify_byte_accounting()`` is empty on a healthy pool and names the planted fault's
+    clause (``UNI-13``)."""
+    a = UnifiedSWAAllocator(64 * 4 * 32, 4, lazy=lazy)
+    assert a.alloc(8) is not None and a.verify_byte_accounting() == []
+    assert a.unified_plant(fault)
+    clause = "UNI-3" if fault == "frontier_cross" else "UNI-4"
+    assert any(clause in line for line in a.verify_byte_accounting())
+
+
+def test_a_fault_needs_two_live_pages() -> None:
+    a = UnifiedSWAAllocator(64 * 4 * 32, 4)
+    assert a.alloc(4) is not None
+    assert not a.unified_plant("stale_binding:full")
+    assert a.verify_byte_accounting() == []

@@ -4,13 +4,13 @@ Both built over the same buffer (SGLang's by its own CPU fixture,
 ``oracle.families.unified.peer.build_unified_swa``; kvpool's with the static caps SGLang derived)
 and driven by the same random call sequences (:mod:`unified_driver`): every result and refusal,
 the three capacity views, both translations of every live token and the census agree after every
-call, and so does the sequence of page copies each issues (both stores' ``move_physical_pages``
-wrapped), in both compaction modes. Where SGLang departs from the contract the sequences avoid
-it: freed ids go ascending (its lazy page-size-1 free appends them in the order given), no free
-group at page size 1 under lazy compaction (its group end joins the frees unsorted there), no
-``alloc_decode`` at page size 1 (its binds no SWA page for the new token: the family's
-``decode_ps1``), segment frees as its callers must make them. Skipped where SGLang is not
-installed.
+call, and so do the page copies each issues (both stores' ``move_physical_pages`` wrapped),
+``flush_opportunistic()`` included, in both compaction modes. Where SGLang departs from the
+contract the sequences avoid it: freed ids go ascending (its lazy page-size-1 free appends them
+in the order given), no free group at page size 1 under lazy compaction (its group end joins
+the frees unsorted there), no ``alloc_decode`` at page size 1 (its binds no SWA page for the new
+token: the family's ``decode_ps1``), segment frees as its callers must make them. Skipped where
+SGLang is not installed.
 """
 
 from __future__ import annotations

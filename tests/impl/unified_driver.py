@@ -67,6 +67,8 @@ class Driver:
             choices += ["free", "free", "free_swa", "free_full", "segment", "group"]
         if rng.random() < 0.02:
             choices.append("clear")
+        if self.model is None:  # the model has no non-urgent flush
+            choices.append("flush")
         name = rng.choice(choices)
         return name, getattr(self, "do_" + name)()
 
@@ -221,6 +223,10 @@ class Driver:
                     if tuple(sorted(row)) in left]
         self.rows += kept  # what the cache did not evict stays held, in position order
         return outs
+
+    def do_flush(self) -> list[Any]:
+        """``flush_opportunistic()``: a non-urgent compaction (lazy), the copies it made."""
+        return self.each(None, lambda t: t.flush_opportunistic())
 
     def do_translate(self) -> list[Any]:
         """No call: the comparison after every call reads the translations."""
