@@ -116,7 +116,7 @@ class Engine:
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         """Complete a valid call's arguments before it is recorded (e.g. keywords it carries)."""
 
-    def _data_sides(self) -> list[dataplane.Side]:
+    def _data_sides(self) -> list[dataplane.CheckedBuffer]:
         """The KV sides the data plane checks for the current target (none by default)."""
         return []
 

@@ -17,14 +17,14 @@ calls :func:`after_call` after every call it judged. The :class:`DataPlane` then
   ``load_cpu_copy``), copies the new slots out, overwrites their bytes, loads the copy back to
   the same slots and requires the signatures again (``DATA-3``, the retract-and-resume path).
 
-A *side* (:class:`Side`) is one KV buffer: its store, the liveness of an allocation's slot on it
-(from the spec model), and the translation from that slot to the store's index. The single-pool
-family has one side; the hybrid family two (full by full index; SWA through the target's
-``translate_loc_from_full_to_swa``). A *store* is any object with ``write(slots, signatures)``
-and ``read(slots) -> (n, 2) tensor``; :class:`TensorStore` is the harness-owned default for
-targets without a KV buffer. A target whose ``_kvcache`` has no ``get_cpu_copy`` (none, or an
-attribute set to None) is given a :class:`HarnessKVCache` over the plane's stores (every other
-attribute is its own cache's).
+A *side* (:class:`CheckedBuffer`) is one KV buffer: its store, the liveness of an allocation's
+slot on it (from the spec model), and the translation from that slot to the store's index. The
+single-pool family has one side; the hybrid family two (full by full index; SWA through the
+target's ``translate_loc_from_full_to_swa``). A *store* is any object with
+``write(slots, signatures)`` and ``read(slots) -> (n, 2) tensor``; :class:`TensorStore` is the
+harness-owned default for targets without a KV buffer. A target whose ``_kvcache`` has no
+``get_cpu_copy`` (none, or an attribute set to None) is given a :class:`HarnessKVCache` over the
+plane's stores (every other attribute is its own cache's).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from kvpool.spec.dataplane import KVSignatures
 from kvpool.spec.rules import FREE, STAGED
 
 __all__ = [
-    "ENV", "DataPlane", "HarnessKVCache", "Side", "SlotStore", "TensorStore", "after_call",
-    "live_slot", "live_slots_mask", "requested",
+    "ENV", "CheckedBuffer", "DataPlane", "HarnessKVCache", "SlotStore", "TensorStore",
+    "after_call", "live_slot", "live_slots_mask", "requested",
 ]
 
 ENV = "KVPOOL_ORACLE_DATA_PLANE"  # "1": every engine runs with the data plane on
@@ -95,7 +95,7 @@ class TensorStore:
 
 
 @dataclass
-class Side:
+class CheckedBuffer:
     """One KV buffer the plane checks (see the module docstring)."""
 
     name: str
@@ -223,7 +223,7 @@ class HarnessKVCache:
     """The KV cache given to a target that has none: ``get_cpu_copy`` / ``load_cpu_copy`` over
     the plane's sides; any other attribute is the target's own cache object's (``inner``)."""
 
-    def __init__(self, sides: Sequence[Side], inner: Any) -> None:
+    def __init__(self, sides: Sequence[CheckedBuffer], inner: Any) -> None:
         self._sides, self._inner = list(sides), inner
 
     def __getattr__(self, name: str) -> Any:
@@ -254,7 +254,7 @@ class DataPlane:
     target's own, where the sides' stores are that cache's bytes (none a :class:`TensorStore`).
     """
 
-    def __init__(self, target: Any, sides: Sequence[Side]) -> None:
+    def __init__(self, target: Any, sides: Sequence[CheckedBuffer]) -> None:
         self.target, self.sides = target, list(sides)
         self.round_trips = False
         inner = getattr(target, "_kvcache", AttributeError)

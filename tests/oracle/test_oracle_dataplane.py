@@ -24,7 +24,7 @@ import pytest
 import torch
 from broken_hybrid import BROKEN_HYBRID_DATA, BrokenHybrid
 from kvpool.oracle.engine import dataplane
-from kvpool.oracle.engine.dataplane import DataPlane, Side, TensorStore
+from kvpool.oracle.engine.dataplane import CheckedBuffer, DataPlane, TensorStore
 from kvpool.oracle.engine.families import family
 from kvpool.oracle.engine.replay import replay
 from kvpool.oracle.engine.report import OracleFailure
@@ -255,8 +255,8 @@ def test_a_slot_placed_where_a_live_slot_keeps_its_bytes_breaks_DATA_2() -> None
     """On a side reached through a translation, a new slot whose place is an earlier live
     slot's is refused at the hand-out, whatever the slot ids."""
     store, places = TensorStore(), {3: 30, 4: 40, 5: 30}
-    side = Side("swa", store, lambda s: True,
-                translate=lambda x: torch.tensor([places[int(s)] for s in x.tolist()]))
+    side = CheckedBuffer("swa", store, lambda s: True,
+                         translate=lambda x: torch.tensor([places[int(s)] for s in x.tolist()]))
     plane = DataPlane(object(), [side])
     plane.after(1, "alloc", [3, 4], Counter())
     want = r"\[DATA-2\] slot 5 .* at 30, where live slot 3 \(request 1, position 0\)"
@@ -294,7 +294,7 @@ def test_the_run_finds_a_restore_to_other_slots(plane_on: None) -> None:
 # -- the plane's own rules ------------------------------------------------------------------------
 def test_a_live_slot_handed_out_again_breaks_DATA_2() -> None:
     store, live = TensorStore(), {3, 4}
-    plane = DataPlane(object(), [Side("kv", store, lambda s: s in live)])
+    plane = DataPlane(object(), [CheckedBuffer("kv", store, lambda s: s in live)])
     events: Counter[str] = Counter()
     plane.after(1, "alloc", [3, 4], events)
     with pytest.raises(Divergence, match=r"\[DATA-2\] slot 4 handed out to request 2 while "
@@ -311,7 +311,7 @@ def test_a_live_slot_handed_out_again_breaks_DATA_2() -> None:
 
 
 def test_a_slot_translated_to_no_index_reads_as_no_bytes() -> None:
-    side = Side("swa", TensorStore(4), lambda s: True, translate=lambda t: t - 2)
+    side = CheckedBuffer("swa", TensorStore(4), lambda s: True, translate=lambda t: t - 2)
     side.write([1, 3], torch.tensor([[5, 0], [5, 1]]))
     assert side.read([1, 3]) == [(-1, -1), (5, 1)]
     kv = KVSignatures()
@@ -408,7 +408,7 @@ def _owning_target(cache: Any) -> Any:
 @pytest.mark.parametrize("flip", [False, True])
 def test_a_targets_own_kv_cache_round_trips_where_the_stores_read_it(flip: bool) -> None:
     cache = _Rows(flip)
-    plane = DataPlane(_owning_target(cache), [Side("kv", cache, lambda s: True)])
+    plane = DataPlane(_owning_target(cache), [CheckedBuffer("kv", cache, lambda s: True)])
     assert plane.round_trips and cache is plane.target._kvcache  # its own cache, kept
     events: Counter[str] = Counter()
     if flip:
@@ -418,13 +418,14 @@ def test_a_targets_own_kv_cache_round_trips_where_the_stores_read_it(flip: bool)
         plane.after(1, "alloc", [3, 4, 5], events)
         assert events["data.round_trip"] == 1
     # harness stores beside a real cache: the cache does not hold their bytes, no round trips
-    assert not DataPlane(_owning_target(_Rows()), [Side("kv", TensorStore(), bool)]).round_trips
+    sides = [CheckedBuffer("kv", TensorStore(), bool)]
+    assert not DataPlane(_owning_target(_Rows()), sides).round_trips
 
 
 def test_a_round_trip_that_raises_is_DATA_3_and_one_not_implemented_stops_them() -> None:
     cache = _Rows()
     target = _owning_target(cache)
-    plane = DataPlane(target, [Side("kv", cache, lambda s: True)])
+    plane = DataPlane(target, [CheckedBuffer("kv", cache, lambda s: True)])
     target.load_cpu_copy = lambda c, i: (_ for _ in ()).throw(RuntimeError("device lost"))
     with pytest.raises(Divergence, match=r"\[DATA-3\] load_cpu_copy of alloc's slots raised "
                                          r"RuntimeError: device lost"):
@@ -434,7 +435,7 @@ def test_a_round_trip_that_raises_is_DATA_3_and_one_not_implemented_stops_them()
         raise NotImplementedError
 
     target.get_cpu_copy = absent
-    plane = DataPlane(target, [Side("kv", cache, lambda s: True)])
+    plane = DataPlane(target, [CheckedBuffer("kv", cache, lambda s: True)])
     plane.after(2, "alloc", [6], Counter())
     assert not plane.round_trips
 

@@ -21,7 +21,7 @@ from kvpool.spec.contract import Divergence
 
 from ...engine.callforms import choose_form
 from ...engine.core import Engine
-from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
+from ...engine.dataplane import CheckedBuffer, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, target_line
@@ -95,16 +95,17 @@ class HybridExecutor(Engine):
         self.events[event] += 1
 
     # -- engine hooks ----------------------------------------------------------------------------
-    def _data_sides(self) -> list[Side]:
+    def _data_sides(self) -> list[CheckedBuffer]:
         """Two KV sides: the full one by full slot, live while the full pool holds its page; the
         SWA one through the target's ``translate_loc_from_full_to_swa``, live while the slot has
         its pair (a window release ends the SWA side's liveness only)."""
-        return [Side("full", TensorStore(), lambda slot: live_slot(self._spec().full, slot),
-                     live_mask=lambda slots: live_slots_mask(self._spec().full, slots)),
-                Side("swa", TensorStore(), lambda slot: slot in self._spec().mapping,
-                     translate=self.target.translate_loc_from_full_to_swa,
-                     live_mask=lambda slots: torch.isin(slots, torch.tensor(
-                         list(self._spec().mapping), dtype=torch.int64)))]
+        return [CheckedBuffer("full", TensorStore(),
+                              lambda slot: live_slot(self._spec().full, slot),
+                              live_mask=lambda slots: live_slots_mask(self._spec().full, slots)),
+                CheckedBuffer("swa", TensorStore(), lambda slot: slot in self._spec().mapping,
+                              translate=self.target.translate_loc_from_full_to_swa,
+                              live_mask=lambda slots: torch.isin(slots, torch.tensor(
+                                  list(self._spec().mapping), dtype=torch.int64)))]
 
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors

@@ -30,7 +30,7 @@ from kvpool.spec.wording import counted
 from ...engine.call import Call
 from ...engine.callforms import DTYPES, choose_form
 from ...engine.core import Engine
-from ...engine.dataplane import Side, TensorStore, live_slot, live_slots_mask
+from ...engine.dataplane import CheckedBuffer, TensorStore, live_slot, live_slots_mask
 from ...engine.report import OracleError
 from ...engine.target import Config, Target
 from ...engine.trace import TraceStep
@@ -108,10 +108,10 @@ class Executor(Engine):
         self.create(args["size"])
 
     # -- engine hooks ----------------------------------------------------------------------------
-    def _data_sides(self) -> list[Side]:
+    def _data_sides(self) -> list[CheckedBuffer]:
         """One KV side: a harness-owned row per slot, live while the spec model holds its page."""
-        return [Side("kv", TensorStore(), lambda slot: live_slot(self.model, slot),
-                     live_mask=lambda slots: live_slots_mask(self.model, slots))]
+        return [CheckedBuffer("kv", TensorStore(), lambda slot: live_slot(self.model, slot),
+                              live_mask=lambda slots: live_slots_mask(self.model, slots))]
 
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         if name == "check_decode_capacity" and self.caps.capacity_context:

@@ -45,8 +45,8 @@ __all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "UNIFIED_DTYPES", "Group", "ZeroCac
 REPRO_IMPORTS = ("from kvpool.oracle.families.unified.calls import ZeroCache",  # calltables
                  "from kvpool.oracle.families.unified.float_views import set_state_slots, "
                  "view_problems",
-                 "from kvpool.oracle.families.unified.placement import Geometry, Side, "
-                 "problems_of")
+                 "from kvpool.oracle.families.unified.placement import Geometry, "
+                 "SubPoolGeometry, problems_of")
 
 
 class ZeroCache:

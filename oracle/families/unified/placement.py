@@ -27,7 +27,7 @@ def pages_of(rows: Sequence[int], ids: Sequence[int], ps: int) -> dict[int, int]
 
 
 @dataclass(frozen=True)
-class Side:
+class SubPoolGeometry:
     """What placement needs of one sub-pool: its name, first allocatable page, number of
     physical pages and bytes per page (a repro writes it out; :func:`placement_of`)."""
 
@@ -39,22 +39,22 @@ class Side:
 
 @dataclass(frozen=True)
 class Geometry:
-    """Both sub-pools' :class:`Side` and the page size."""
+    """Both sub-pools' :class:`SubPoolGeometry` and the page size."""
 
     page_size: int
-    full: Side
-    swa: Side
+    full: SubPoolGeometry
+    swa: SubPoolGeometry
 
 
 def placement_of(model: UnifiedSWAModel) -> Geometry:
     """The model's geometry, as the plain data :func:`problems_of` takes."""
-    def side(pool: EndPool) -> Side:
-        return Side(pool.name, pool.min_page, pool.pages, pool.page_bytes)
+    def side(pool: EndPool) -> SubPoolGeometry:
+        return SubPoolGeometry(pool.name, pool.min_page, pool.pages, pool.page_bytes)
 
     return Geometry(model.page_size, side(model.full), side(model.swa))
 
 
-def side_problems(pool: Side, ids: Sequence[int], rows: Sequence[int],
+def side_problems(pool: SubPoolGeometry, ids: Sequence[int], rows: Sequence[int],
                   ps: int) -> list[tuple[str, str]]:
     """``UNI-11`` / ``UNI-4`` / ``UNI-2`` / ``UNI-1`` problems of one side's rows of ``ids``
     (only ids whose page the model binds on that side)."""

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from kvpool.spec.unified import UnifiedSWAModel
 
-from ...engine.dataplane import Side
+from ...engine.dataplane import CheckedBuffer
 
 BASE = 1024  # fp16 holds every integer below 2048 exactly
 TORN = -3  # what a row whose K and V disagree reads as
@@ -57,7 +57,7 @@ class KVRowStore:
         return out
 
 
-def unified_sides(target: Any, model: UnifiedSWAModel) -> list[Side]:
+def unified_sides(target: Any, model: UnifiedSWAModel) -> list[CheckedBuffer]:
     """The full and SWA sides of ``target``: a token is live on a side while ``model`` binds its
     virtual page there."""
     kv = target.get_kvcache()
@@ -65,8 +65,9 @@ def unified_sides(target: Any, model: UnifiedSWAModel) -> list[Side]:
     read_full = getattr(target, "translate_kv_loc", target.translate_kv_indices_for_transfer)
     to_swa = target.translate_loc_from_full_to_swa
     return [
-        Side("full", KVRowStore(kv.full_kv_pool, 1, target.translate_write_loc, read_full),
-             lambda s: s // ps in model.full.v2p),
-        Side("swa", KVRowStore(kv.swa_kv_pool, 2, to_swa, to_swa),
-             lambda s: s // ps in model.swa.v2p),
+        CheckedBuffer("full",
+                      KVRowStore(kv.full_kv_pool, 1, target.translate_write_loc, read_full),
+                      lambda s: s // ps in model.full.v2p),
+        CheckedBuffer("swa", KVRowStore(kv.swa_kv_pool, 2, to_swa, to_swa),
+                      lambda s: s // ps in model.swa.v2p),
     ]
