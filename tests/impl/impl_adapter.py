@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from kvpool.impl import PagedTokenToKVPoolAllocator, TokenToKVPoolAllocator
-from kvpool.oracle.families.single.calls import CALLS, bind
+from kvpool.oracle.families.single.calls import CALLS, bind_args
 
 Allocator = TokenToKVPoolAllocator | PagedTokenToKVPoolAllocator
 
@@ -41,7 +41,7 @@ def call_impl(alloc: Allocator, name: str, args: Sequence[Any] = (),
 
     The conversion is the oracle's call table (``kvpool.oracle.families.single.calls.CALLS``).
     """
-    result, _ = CALLS[name].target(alloc, bind(name, args, kwargs), device)
+    result, _ = CALLS[name].target(alloc, bind_args(name, args, kwargs), device)
     return to_plain(result)
 
 

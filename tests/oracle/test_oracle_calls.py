@@ -16,7 +16,7 @@ import pytest
 import torch
 from kvpool.impl import PagedTokenToKVPoolAllocator
 from kvpool.oracle.engine.call import map_slots
-from kvpool.oracle.families.single.calls import CALLS, as_list, bind
+from kvpool.oracle.families.single.calls import CALLS, as_list, bind_args
 from kvpool.oracle.families.single.treecache import TinyTreeCache
 from kvpool.spec import AllocatorModel, ResizeConfig
 
@@ -116,19 +116,19 @@ def test_map_slots_renames_exactly_the_slot_arguments(name: str) -> None:
 
 
 def test_bind_reads_the_model_signature() -> None:
-    assert bind("alloc_extend", ([0, 2], [3, 4], [-1, 5])) == {
+    assert bind_args("alloc_extend", ([0, 2], [3, 4], [-1, 5])) == {
         "prefix_lens": [0, 2],
         "seq_lens": [3, 4],
         "last_loc": [-1, 5],
         "extend_num_tokens": 5,
     }
-    assert bind("free_segment", ([4, 5],), {"start_pos": 2}) == {
+    assert bind_args("free_segment", ([4, 5],), {"start_pos": 2}) == {
         "free_index": [4, 5],
         "start_pos": 2,
     }
     assert (
-        bind("resize", (ResizeConfig(24),))
-        == bind("resize", (24,))
+        bind_args("resize", (ResizeConfig(24),))
+        == bind_args("resize", (24,))
         == {
             "max_total_num_tokens": 24,
         }

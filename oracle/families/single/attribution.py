@@ -63,7 +63,7 @@ def _segments(call: str, args: Mapping[str, Any]) -> list[tuple[Sequence[int], i
     return [(args["free_index"], int(args.get("start_pos", 0)))]
 
 
-def touched_pages(call: str, args: Mapping[str, Any], page_size: int) -> set[int]:
+def freed_pages(call: str, args: Mapping[str, Any], page_size: int) -> set[int]:
     """The pages a free call's slots lie on (``free_page_ids``: the pages it names)."""
     if call == "free_page_ids":
         return {int(p) for p in args["page_ids"]}
@@ -147,7 +147,7 @@ def attribute(
         )
     if call not in RELEASE_CLAUSE:
         return None
-    if not _covers(differing, delta, touched_pages(call, args, page_size)):
+    if not _covers(differing, delta, freed_pages(call, args, page_size)):
         return None
     seen = seen_text(extra, lacking, delta)
     if group_open:
@@ -213,7 +213,7 @@ def attribute_group_end(
     seen = seen_text(extra, lacking, delta)
     if frees is None:
         return "GROUP-2", f"free_group_end with no open group changed the free pages: {seen}"
-    per_free = [touched_pages(s.call, s.args, page_size) for s in frees]
+    per_free = [freed_pages(s.call, s.args, page_size) for s in frees]
     touched: set[int] = set().union(*per_free)
     clobbered: set[int] = set().union(*(p for s, p in zip(frees, per_free) if s.clobber))
     boundary: set[int] = set().union(
@@ -290,7 +290,7 @@ def raise_cause(steps: Sequence[Step], clause: str, detail: str) -> tuple[str, s
             f"free_segments with an empty segment raised {raised}; empty segments are skipped "
             f"([{clause}])"
         )
-    if touched_pages(step.call, step.args, 1):
+    if freed_pages(step.call, step.args, 1):
         return clause, detail
     rule = "SEG-6" if step.call.startswith("free_segment") else "FREE-6"
     return rule, f"{step.call} of nothing raised {raised}; an empty free does nothing ([{clause}])"

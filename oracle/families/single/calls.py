@@ -29,7 +29,7 @@ from ...engine.callforms import Args, as_list, capacity_context, tensor
 
 __all__ = [
     "ALLOC_CALLS", "CACHE_CALLS", "CALLS", "FREE_CALLS", "MAX_HELD", "Args", "Call", "as_list",
-    "bind", "capacity_context", "clone_model", "map_slots", "model_state", "tensor",
+    "bind_args", "capacity_context", "clone_model", "map_slots", "model_state", "tensor",
 ]
 def free_call(name: str, raise_clause: str) -> Call:
     """``free`` / ``free_full``: one tensor of slots."""
@@ -239,7 +239,7 @@ CACHE_CALLS = tuple(c.name for c in _TABLE if c.kind == "cache")
 FREE_CALLS = tuple(c.name for c in _TABLE if c.kind == "free")
 
 
-def bind(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Args:
+def bind_args(name: str, args: Sequence[Any] = (), kwargs: Mapping[str, Any] | None = None) -> Args:
     """The table's arguments for ``name(*args, **kwargs)`` written in the spec model's signature.
 
     Positional arguments take the names of ``params``; ``from_model`` then fills the model's

@@ -29,9 +29,9 @@ from .attribution import (
     Step,
     attribute,
     attribute_group_end,
+    freed_pages,
     outside_pool,
     seen_text,
-    touched_pages,
 )
 
 # Calls that merge the staged pages into the free list (SORT-2, SORT-3).
@@ -64,7 +64,7 @@ def attribute_change(
         )
     if call not in RELEASE_CLAUSE:
         return None
-    touched = sorted(touched_pages(call, args, page_size))
+    touched = sorted(freed_pages(call, args, page_size))
     beyond = f"{call} of {noun(len(touched), 'page')} {touched} changed the free list beyond them"
     if group_open:
         return "GROUP-5", f"{beyond} inside an open free group: {seen}"
