@@ -24,7 +24,6 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-from kvpool.spec import unified_layout as ul
 
 __all__ = ["EndSubPool", "Mover"]
 
@@ -75,19 +74,22 @@ class EndSubPool:
         return self.watermark + 1, self.num_pages
 
     def span_pages(self) -> int:
-        """Pages of the span: live plus holes (``UNI-5``)."""
-        return int(ul.allocated_pages(self.grows_up, self.watermark, self.min_page,
-                                      self.num_pages))
+        """Pages of the span: live plus holes (``UNI-5``; ``unified_layout.allocated_pages``)."""
+        if self.grows_up:
+            return self.watermark - self.min_page
+        return self.num_pages - 1 - self.watermark
 
     def band(self) -> tuple[int, int]:
-        """The byte band ``(low, high)`` (``UNI-3``)."""
-        low, high = ul.frontier_bytes(self.grows_up, self.watermark, self.min_page,
-                                      self.num_pages, self.page_bytes)
-        return int(low), int(high)
+        """The byte band ``(low, high)`` (``UNI-3``; ``unified_layout.frontier_bytes``)."""
+        if self.grows_up:
+            return self.min_page * self.page_bytes, self.watermark * self.page_bytes
+        return (self.watermark + 1) * self.page_bytes, self.num_pages * self.page_bytes
 
     def room(self) -> int:
         """Pages the frontier may still advance by, bytes aside (``UNI-7``)."""
-        return self.num_pages - self.min_page - self.span_pages()
+        if self.grows_up:
+            return self.num_pages - self.watermark
+        return self.watermark + 1 - self.min_page
 
     def num_holes(self) -> int:
         return len(self.holes)

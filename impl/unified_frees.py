@@ -36,10 +36,10 @@ def host_ids(values: Any) -> np.ndarray:
     """Token ids (a tensor of any integer dtype and strides, or a sequence) as a flat int64
     numpy array on the host."""
     if isinstance(values, torch.Tensor):
-        t = values.detach().reshape(-1)
-        if t.dtype != torch.int64 or t.device.type != "cpu":
-            t = t.to("cpu", torch.int64)
-        return t.numpy()
+        if values.is_cpu and values.ndim == 1 and not values.requires_grad:
+            arr = values.numpy()  # a view (strided views too)
+            return arr if arr.dtype == np.int64 else arr.astype(np.int64)
+        return values.detach().reshape(-1).to("cpu", torch.int64).numpy()
     return np.asarray(values, dtype=np.int64).reshape(-1)
 
 

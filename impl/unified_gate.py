@@ -34,7 +34,10 @@ class CapacityGate:
         raise NotImplementedError
 
     def _gap_bytes(self) -> int:
-        return int(ul.gap_bytes(self.swa.band()[1], self.full.band()[0]))
+        """Free bytes between the SWA (grow-up) and the full (grow-down) frontier."""
+        gap = (self.full.watermark + 1) * self.full.page_bytes - (
+            self.swa.watermark * self.swa.page_bytes)
+        return gap if gap > 0 else 0
 
     # -- views --
 
@@ -88,9 +91,15 @@ class CapacityGate:
             return full_pages <= virtual_room and ul.fits_pages(
                 full_pages, swa_pages, 0, 0, full_cap - full_live, swa_cap - swa_live, gap,
                 f.page_bytes, s.page_bytes)
-        return full_pages <= len(self.free_virtual) + full_back and ul.fits_pages(
-            full_pages, swa_pages, f.num_holes() + full_back, s.num_holes() + swa_back,
-            f.room(), s.room(), self._gap_bytes(), f.page_bytes, s.page_bytes)
+        if full_pages > len(self.free_virtual) + full_back:
+            return False
+        full_holes, swa_holes = len(f.holes) + full_back, len(s.holes) + swa_back
+        full_room, swa_room = f.room(), s.room()
+        if full_pages > full_holes + full_room or swa_pages > swa_holes + swa_room:
+            return False  # ``unified_layout.fits_pages``, inline
+        extend = (max(0, full_pages - full_holes) * f.page_bytes
+                  + max(0, swa_pages - swa_holes) * s.page_bytes)
+        return extend <= self._gap_bytes()
 
     def ensure_capacity(self, full_tokens: int, swa_tokens: int) -> bool:
         """Gate one allocation (``UNI-8``): True when it fits now; under lazy compaction with no

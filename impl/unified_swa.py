@@ -61,6 +61,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         self.page_size, self.lazy, self.checked = page_size, lazy, checked
         self.lazy_compaction = lazy
         self.device = torch.device(device)
+        self._on_cpu = self.device.type == "cpu"
         self.total_bytes = total_bytes
         full_entry, swa_entry = full_layout.entry_bytes, swa_layout.entry_bytes
         self.floor_bytes = ul.reserved_floor_bytes(max(full_entry, swa_entry), 0, page_size)
@@ -145,7 +146,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
 
     def _out(self, values: np.ndarray) -> torch.Tensor:
         out = torch.from_numpy(values)
-        return out if self.device.type == "cpu" else out.to(self.device)
+        return out if self._on_cpu else out.to(self.device)
 
     def _reserve(self, num_pages: int, swa_pages: int) -> np.ndarray | None:
         """Gate and take ``num_pages`` virtual pages bound on the full side, the last
