@@ -55,6 +55,7 @@ class EndSubPool:
         self.holes = _EMPTY
         self.watermark = 0
         self.live = 0
+        self.last_run: tuple[int, int] | None = None  # the last take's pages, when one run
         self.clear()
 
     # -- state --
@@ -98,20 +99,24 @@ class EndSubPool:
 
     def take(self, num_pages: int) -> np.ndarray:
         """Physical pages for ``num_pages`` new virtual pages; the caller checked the bytes
-        and index room (``UNI-8``). See the module docstring for the order."""
+        and index room (``UNI-8``). See the module docstring for the order. ``last_run`` is
+        set to ``(low, high)`` when they are the ascending run ``[low, high)``, else None."""
         drain = min(num_pages, len(self.holes)) if self.lazy else 0
         extend = num_pages - drain
         wm = self.watermark
         if self.grows_up:
             self.watermark = wm + extend
-            fresh = np.arange(wm, wm + extend, dtype=np.int64)
+            run = (wm, wm + extend)
         else:
             self.watermark = wm - extend
-            fresh = np.arange(wm - extend + 1, wm + 1, dtype=np.int64)
-            if drain:
-                fresh = fresh[::-1]
+            run = (wm - extend + 1, wm + 1)
+        fresh = np.arange(run[0], run[1], dtype=np.int64)
         if drain == 0:
+            self.last_run = run
             return fresh
+        self.last_run = None
+        if not self.grows_up:
+            fresh = fresh[::-1]
         if drain == len(self.holes):
             drained, self.holes = self.holes, _EMPTY
         else:

@@ -91,6 +91,13 @@ class KVSidePool:
         else:
             self.pages_view[dst_pages] = self.pages_view[src_pages]
 
+    def zero_page_run(self, low: int, high: int) -> None:
+        """Zero the whole pages ``[low, high)``."""
+        if self.host_pages is not None:
+            self.host_pages[low:high] = 0
+        else:
+            self.pages_view[low:high].zero_()
+
     def zero_physical_pages(self, pages: np.ndarray) -> None:
         """Zero whole pages (every layer's rows of them); a contiguous run is zeroed as a
         slice."""

@@ -159,13 +159,15 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
             return None
         virtual = self.free_virtual[:num_pages]
         self.free_virtual = self.free_virtual[num_pages:]
-        full_phys = self.full.take(num_pages)
-        self.full.bind(virtual, full_phys)
-        self.store.full_kv_pool.zero_physical_pages(full_phys)
-        if swa_pages:
-            swa_phys = self.swa.take(swa_pages)
-            self.swa.bind(virtual[num_pages - swa_pages:], swa_phys)
-            self.store.swa_kv_pool.zero_physical_pages(swa_phys)
+        for pool, kv, count in ((self.full, self.store.full_kv_pool, num_pages),
+                                (self.swa, self.store.swa_kv_pool, swa_pages)):
+            if count:
+                phys = pool.take(count)
+                pool.bind(virtual[num_pages - count:], phys)
+                if pool.last_run is not None:
+                    kv.zero_page_run(*pool.last_run)
+                else:
+                    kv.zero_physical_pages(phys)
         return virtual
 
     def alloc(self, need_size: int) -> torch.Tensor | None:
@@ -198,7 +200,8 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         lens = seq - prefix
         if ps == 1:
             return pages.copy()
-        if (prefix % ps == 0).all() and (seq % ps == 0).all():
+        if not ((prefix | seq) & (ps - 1)).any() if ps & (ps - 1) == 0 else (
+                (prefix % ps == 0).all() and (seq % ps == 0).all()):
             # whole new pages only (no continuation, no partial last page): in request order
             out_whole: np.ndarray = (pages[:, None] * ps + self._offsets).reshape(-1)
             return out_whole
@@ -221,7 +224,8 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
             ContractViolation: ``UNI-8`` when ``extend_num_tokens`` is not the tokens asked.
         """
         prefix, seq = host_ids(prefix_lens_cpu), host_ids(seq_lens_cpu)
-        if int((seq - prefix).sum()) != extend_num_tokens or (seq < prefix).any():
+        lens = seq - prefix
+        if int(lens.sum()) != extend_num_tokens or (len(lens) and lens.min() < 0):
             raise ContractViolation("UNI-8", f"extend_num_tokens {extend_num_tokens} is not "
                                              "the sum of seq_lens - prefix_lens >= 0")
         out = self._extend(prefix, seq, host_ids(last_loc))
