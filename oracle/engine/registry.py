@@ -124,6 +124,17 @@ FAMILIES: dict[str, Registered] = {
         default_target="sglang-unified-swa", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),
+    "mamba-slot": Registered(
+        f"{_PKG}.mamba_slot.machine", 100, 20,
+        "Mamba state slots of hybrid linear-attention models (MambaSlotAllocator)",
+        calls=f"{_PKG}.mamba_slot.calls:MAMBA_SLOT_CALLS",
+        aliases=_each(f"{_PKG}.mamba_slot.targets", "kvpool-mamba-slot", "sglang-mamba-slot"),
+        default_target="kvpool-mamba-slot", repro_reads_available=True,
+        correct=dict.fromkeys(("token", "paged"), Correct(
+            f"{_PKG}.mamba_slot.targets:kvpool_mamba_slot",
+            f"{_PKG}.mamba_slot.targets:kvpool_mamba_slot",
+            "kvpool.impl's MambaSlotAllocator")),
+    ),
 }
 
 # the built-in families (a family added by ``KVPOOL_ORACLE_FAMILIES`` or a test is not here:

@@ -9,34 +9,8 @@ divergence with the registered clause, so the registry cannot drift from the beh
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
-
-@dataclass(frozen=True)
-class KnownDivergence:
-    """One recorded difference between a real allocator and the contract (SPEC.md)."""
-
-    id: str
-    # "sglang-token", "sglang-paged", "sglang-swa", "sglang" (all three), "vllm",
-    # "kvcached-token", "kvcached-paged" or "kvcached" (both)
-    target: str
-    clause: str
-    excludes: tuple[str, Any]  # (Capabilities field, value that switches the rule off)
-    reason: str
-    pointer: str
-    reported: tuple[str, ...] = ()  # clauses an oracle report names when the rule is re-enabled
-    # the shortest call sequence that shows it, one call per line in the target's own API
-    # (``a = alloc.alloc(4)``); a test replays it where the target can be built here
-    sequence: str = ""
-
-    def reported_clauses(self) -> tuple[str, ...]:
-        return (self.clause, *self.reported)
-
-    def applies_to(self, target: str) -> bool:
-        family = self.target in ("sglang", "kvcached") and target.startswith(f"{self.target}-")
-        return self.target == target or family
-
+from .known_divergence import KnownDivergence
+from .mamba_divergences import MAMBA_SLOT_DIVERGENCES
 
 REGISTRY: tuple[KnownDivergence, ...] = (
     KnownDivergence(
@@ -293,6 +267,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "row = a.alloc(3)\na.free(row.flip(0))\n"
         "assert a.full_attn_allocator.free_virtual_ids[-3:].tolist() == [3, 2, 1]",
     ),
+    *MAMBA_SLOT_DIVERGENCES,
     KnownDivergence(
         "VLLM-UNCHECKED",
         "vllm",

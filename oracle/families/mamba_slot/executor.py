@@ -1,0 +1,131 @@
+"""Run one mamba-slot call on the target and on :class:`~kvpool.spec.mamba_slots.MambaSlotModel`,
+then compare.
+
+After every valid call: the result (None against slots, other slots, or not an int64 tensor),
+then the census: the free list in order (``free_slots``) and ``available_size()`` /
+``schedulable_available_size()`` (``MSLOT-2``). A difference in the result or the free list is
+reported under the clause that decided the call's effect in the model (``model.rule``: ``MSLOT-3``
+for a plain allocation, ``MSLOT-9`` inside a group, ``MSLOT-11`` for the first draw after a
+``clear`` that closed a group, ...). A rejected call is the engine's (its clause, ``ERR-1``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from kvpool.spec import ContractViolation
+from kvpool.spec.contract import Divergence
+from kvpool.spec.mamba_slots import MambaSlotModel
+
+from ...engine.core import Engine
+from ...engine.report import OracleError
+from ...engine.trace import TraceStep
+from .calls import MAMBA_SLOT_CALLS
+from .coverage import events_of
+
+Census = tuple[list[int], int, int]
+
+
+class MambaSlotExecutor(Engine):
+    """A mamba-slot target and the spec, call by call (see the module docstring)."""
+
+    family = "mamba-slot"
+    calls = MAMBA_SLOT_CALLS
+    model: MambaSlotModel | None
+    _after_clear = False  # the call being compared came after a clear() that closed a group
+
+    def create(self, size: int) -> None:
+        """A fresh target and model of ``size`` slots. Raises OracleError when the factory
+        fails."""
+        step = TraceStep("create", {"size": size})
+        self.trace.steps.append(step)
+        self.model = MambaSlotModel(size)
+        try:
+            self.target = self.factory(size=size, device=self.device)
+        except Exception as err:
+            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+        self._checked(0, lambda: "", lambda: self._post(step))
+        self.events["create"] += 1
+
+    def create_from(self, args: Mapping[str, Any]) -> None:
+        self.create(args["size"])
+
+    def note(self, event: str) -> None:
+        """Count a coverage event of the scheduler model."""
+        self.events[event] += 1
+
+    def _census(self) -> Census:
+        x = self.target
+        return ([int(s) for s in x.free_slots.reshape(-1).tolist()], int(x.available_size()),
+                int(x.schedulable_available_size()))
+
+    def _record_rejected_state(self, step: TraceStep, census: Any) -> None:
+        step.available_after = census[1]
+
+    def _valid(self, step: TraceStep) -> Any:
+        model = self.model
+        assert model is not None
+        call = self.calls[step.call]
+        was_cleared = model.cleared_group
+        try:
+            want = call.spec(model, step.args)
+        except ContractViolation as err:
+            raise OracleError(f"step {step.call}({step.args}) is invalid: {err}") from err
+        step.expect = want
+        model.check_invariants()
+        self._after_clear = was_cleared
+        got, _ = self._guard(step, call, lambda: call.target(self.target, step.args, self.device))
+        if call.kind != "alloc":
+            return want
+        if (got is None) != (want is None):
+            clause = "MSLOT-4" if want is None else model.rule
+            raise Divergence(clause, f"{step.call}({step.args['need_size']}) returned {got!r}, "
+                                     f"the spec says {want!r}")
+        if got is None:
+            return want
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
+            raise Divergence(model.rule, f"{step.call} returned {got!r}, not an int64 tensor")
+        if got.reshape(-1).tolist() != want:
+            raise Divergence(model.rule, f"{step.call}({step.args['need_size']}) returned "
+                                         f"{got.tolist()}, the spec says {want}")
+        return want
+
+    def _post(self, step: TraceStep) -> None:
+        model = self.model
+        assert model is not None
+        step.available_after = model.available_size()
+        free, size, planner = self._census()
+        want = model.free_slots
+        if free != want:
+            same = sorted(free) == sorted(want)
+            raise Divergence(model.rule, f"after {step.call}: free list {free}, the spec's {want}"
+                                         f"{' (first-in first-out)' if same else ''}")
+        for name, value in (("available_size", size), ("schedulable_available_size", planner)):
+            if value != len(want):
+                raise Divergence("MSLOT-2", f"after {step.call}: {name}() {value}, the spec's "
+                                            f"{len(want)} (the free slots)")
+
+    def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
+        """A valid call that raised is reported under the clause that decided its effect in
+        the model (``model.rule``: the group draw, a clear that closed a group, ...); a group
+        begun after ``clear()`` closed one that raises found that group still open
+        (``MSLOT-11``)."""
+        if step.raised is not None and self.model is not None:
+            kept = step.call == "alloc_group_begin" and self._after_clear
+            return ("MSLOT-11" if kept else self.model.rule), detail
+        return clause, detail
+
+    def _final_asserts(self, index: int) -> list[str]:
+        """The failing call's result (where it has one) and the spec's free list after it."""
+        step = self.trace.steps[index]
+        if step.raises is not None or self.model is None:
+            return []
+        call = self.calls[step.call]
+        out = call.checks(step.args, step.expect, f"r{index}") if call.checks else []
+        return [*out, f"assert a.free_slots.tolist() == {self.model.free_slots!r}  "
+                      f"# [{self.trace.clause}]"]
+
+    def _events_of(self, step: TraceStep, state: Any, result: Any) -> list[str]:
+        return events_of(step, result)
