@@ -60,9 +60,14 @@ class UnifiedFrees:
         """The distinct virtual pages of ``ids``, ascending; checked: each one live
         (``UNI-11``)."""
         pages = ids // self.page_size if self.page_size > 1 else ids
+        if len(pages) > 1:  # drop runs of one page first (a row's tokens share their pages)
+            step = np.empty(len(pages), dtype=bool)
+            step[0] = True
+            np.not_equal(pages[1:], pages[:-1], out=step[1:])
+            pages = pages[step]
         if self.checked:
             self._check_live(pages)
-        if len(pages) > 1:
+        if len(pages) > 1 and not (pages[1:] > pages[:-1]).all():
             pages = self._distinct(pages)
         return pages
 
