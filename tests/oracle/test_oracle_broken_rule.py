@@ -37,6 +37,7 @@ BROKEN_LISTS = (
     ("broken_hybrid", "BROKEN_HYBRID", False),
     ("broken_hybrid", "BROKEN_HYBRID_DATA", False),
     ("broken_unified", "BROKEN_UNIFIED", False),
+    ("broken_mamba_slot", "BROKEN_MAMBA_SLOT", False),
 )
 # Lists whose entries may still accept several clauses: only their one-clause entries count.
 NOT_YET_PINNED: dict[str, str] = {}
