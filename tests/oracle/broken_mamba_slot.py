@@ -13,6 +13,9 @@ from typing import Any
 import numpy as np
 import torch
 from kvpool.impl.mamba_slots import MambaSlotAllocator
+from kvpool.oracle.engine.families import family
+from kvpool.oracle.engine.runner import Result, run_config
+from kvpool.oracle.engine.target import Config
 from kvpool.oracle.families.mamba_slot.targets import FULL
 
 
@@ -155,6 +158,20 @@ class BrokenMambaSlot:
     @property
     def path(self) -> str:
         return f"{self.module}:{self.name}"
+
+    def run(self, **budget: Any) -> Result:
+        """One run of the mamba-slot family on this allocator (its one configuration), at the
+        family's default budget unless ``budget`` (``run_config``'s keywords) says otherwise."""
+        fam = family("mamba-slot")
+        budget = {"max_examples": fam.default_examples, "step_count": fam.default_steps,
+                  **budget}
+        return run_config(fam.target(self.factory), Config(1, False), **budget)
+
+    def reported(self, **budget: Any) -> str | None:
+        """The clause the run reports (None: it passed)."""
+        result = self.run(**budget)
+        assert result.error is None, result.error
+        return result.failure.clause if result.failure is not None else None
 
 
 BROKEN_MAMBA_SLOT = (
