@@ -2,8 +2,9 @@
 
 Every class overrides one method of the spec-backed torch adapter (``spec_torch.py``), so the
 rest is correct by construction. ``BROKEN`` lists each with the configuration that can reach
-the bug (page size, need_sort, order) and the one clause the oracle reports it under (the
-cause: a census mismatch is named by the call whose rule explains it).
+the bug (page size, need_sort, order), the one clause the oracle reports it under (a census
+mismatch is named by the call whose rule explains it) and, where the report names a symptom,
+the clause the bug breaks (``cause``; ``broken_causes.SYMPTOM_OF`` says why).
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ class AvailableOffByOnePage(SpecTorchAllocator):
 
 
 class DecodeNewPageWrong(SpecTorchAllocator):
-    """Contract: ``alloc_decode`` opens a new page when ``seq % ps == 0`` (should be ``== 1``)."""
+    """DECODE-4: ``alloc_decode`` opens a new page when ``seq % ps == 0`` (the rule:
+    ``(seq - 1) % ps == 0``)."""
 
     def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
         m, ps = self.model, self.page_size
@@ -349,8 +351,10 @@ def factory_of(cls: type[SpecTorchAllocator], caps: Capabilities) -> Callable[..
 
 @dataclass(frozen=True)
 class Broken:
-    """A broken allocator, the configuration that reaches its bug, and the clause it is
-    reported under (a 1-tuple: ``test_oracle_broken_rule.py`` enforces one clause)."""
+    """A broken allocator, the configuration that reaches its bug, the clause it is reported
+    under (``clauses``, a 1-tuple: ``test_oracle_broken_rule.py`` enforces one clause) and the
+    clause its bug breaks (``cause``; default: the reported one). Where the two differ the
+    report names a symptom: ``broken_causes.SYMPTOM_OF`` says why."""
 
     cls: type[Any]
     clauses: tuple[str, ...]
@@ -360,6 +364,11 @@ class Broken:
     order: str = "exact"
     module: str = "broken_allocators"
     correct: str = ""  # import line of a correct factory for the repro check (default: spec)
+    cause: str = ""  # the clause the bug breaks, where the report names another one
+
+    def __post_init__(self) -> None:
+        if not self.cause:
+            object.__setattr__(self, "cause", self.clauses[0])
 
     @property
     def name(self) -> str:
@@ -394,7 +403,7 @@ BROKEN = (
     Broken(SlotTwice, ("ALLOC-4",)),
     Broken(LeakOnFree, ("FREE-4",)),
     Broken(AvailableOffByOnePage, ("INV-4",)),
-    Broken(DecodeNewPageWrong, ("DECODE-6",)),
+    Broken(DecodeNewPageWrong, ("DECODE-6",), cause="DECODE-4"),
     Broken(ExtendPart1OffByOne, ("EXTEND-5",)),
     Broken(ViewMutatedLater, ("ALIAS-1",)),
     Broken(MergeUnsorted, ("SORT-3",), need_sort=True),

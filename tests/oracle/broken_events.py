@@ -97,7 +97,7 @@ class GroupPiecesReleasedTwice(SpecTorchAllocator):
 
 class DecodeNoMergeWhenShort(SpecTorchAllocator):
     """merge.decode: ``alloc_decode`` returns None when the free list alone is short, without
-    merging the staged pages first."""
+    merging the staged pages first (DECODE-7)."""
 
     def alloc_decode(self, seq_lens: Any, seq_lens_cpu: Any, last_loc: Any) -> Any:
         ps, m = self.page_size, self.model
@@ -318,6 +318,7 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
             MidSpanSegmentKeepsLastPage,
             ("SEG-5",),
             module="broken_events",
+            cause="SEG-2",
         ),
     ),
     ("cap.check_false", Broken(CapacityAlwaysYes, ("CAP-2",), module="broken_events")),
@@ -353,6 +354,7 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
             ("ALLOC-5",),
             need_sort=True,
             module="broken_events",
+            cause="DECODE-7",
         ),
     ),
     (

@@ -16,7 +16,8 @@ from kvpool.spec import ContractViolation
 
 
 class SlideFreesFull(SWATokenToKVPoolAllocator):
-    """A window slide that also releases the full side of the slid-out tokens."""
+    """A window slide that also releases the full side of the slid-out tokens (SWA-10: a slide
+    releases the SWA peers only)."""
 
     def free_swa(self, free_index: torch.Tensor) -> None:
         super().free_swa(free_index)
@@ -78,7 +79,8 @@ class SwaTailReturnsTail(SWATokenToKVPoolAllocator):
 
 
 class GroupDoubleRelease(SWATokenToKVPoolAllocator):
-    """Inside a free group, the SWA page ids are queued twice and released twice at the end."""
+    """Inside a free group, the SWA page ids are queued twice and released twice at the end
+    (SWA-15: the end releases them once)."""
 
     def _release_swa_page_ids(self, pages: torch.Tensor) -> None:
         super()._release_swa_page_ids(pages)
@@ -87,7 +89,8 @@ class GroupDoubleRelease(SWATokenToKVPoolAllocator):
 
 
 class DecodeLeaksFullSide(SWATokenToKVPoolAllocator):
-    """B14: ``alloc_decode`` allocates the full side before checking the SWA side."""
+    """B14: ``alloc_decode`` allocates the full side before checking the SWA side (SWA-9: a
+    None leaves neither side changed)."""
 
     def alloc_decode(
         self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor
@@ -306,12 +309,18 @@ class TranslateMemoNotInvalidated(SWATokenToKVPoolAllocator):
 
 @dataclass(frozen=True)
 class BrokenHybrid:
-    """One broken allocator, the page sizes that reach its bug and the clause it is reported
-    under (a 1-tuple)."""
+    """One broken allocator, the page sizes that reach its bug, the clause it is reported
+    under (a 1-tuple) and the clause its bug breaks (``cause``; default: the reported one;
+    where they differ ``broken_causes.SYMPTOM_OF`` says why)."""
 
     cls: type[SWATokenToKVPoolAllocator]
     page_sizes: tuple[int, ...]
     clauses: tuple[str, ...]
+    cause: str = ""  # the clause the bug breaks, where the report names another one
+
+    def __post_init__(self) -> None:
+        if not self.cause:
+            object.__setattr__(self, "cause", self.clauses[0])
 
     def factory(self) -> Any:
         cls = self.cls
@@ -332,13 +341,13 @@ class BrokenHybrid:
 
 
 BROKEN_HYBRID = (
-    BrokenHybrid(SlideFreesFull, (4,), ("INV-1",)),
+    BrokenHybrid(SlideFreesFull, (4,), ("INV-1",), "SWA-10"),
     BrokenHybrid(MappingNotCleared, (1, 4), ("SWA-2",)),
     BrokenHybrid(OnlyNamedSlotsCleared, (4,), ("SWA-2",)),
-    BrokenHybrid(GroupDoubleRelease, (4,), ("SWA-19",)),
-    BrokenHybrid(SwaTailWholeRow, (4,), ("INV-1",)),  # SWA-20's bug, seen in the SWA census
+    BrokenHybrid(GroupDoubleRelease, (4,), ("SWA-19",), "SWA-15"),
+    BrokenHybrid(SwaTailWholeRow, (4,), ("INV-1",), "SWA-20"),
     BrokenHybrid(SwaTailReturnsTail, (4,), ("SWA-20",)),
-    BrokenHybrid(DecodeLeaksFullSide, (4,), ("INV-1",)),
+    BrokenHybrid(DecodeLeaksFullSide, (4,), ("INV-1",), "SWA-9"),
     BrokenHybrid(FreeFullOfLivePair, (1, 4), ("SWA-12",)),
     BrokenHybrid(TranslateIgnoresRelease, (1, 4), ("SWA-16",)),
     BrokenHybrid(GroupKeepsCallerTensor, (1, 4), ("GROUP-3",)),
@@ -358,8 +367,9 @@ BROKEN_HYBRID = (
     BrokenHybrid(TranslateReadsStorage, (1, 4), ("SWA-16",)),
 )
 
-# broken allocators only the data plane sees (run with it on: ``test_oracle_dataplane.py``)
-BROKEN_HYBRID_DATA = (BrokenHybrid(TranslateMemoNotInvalidated, (1, 4), ("DATA-2",)),)
+# broken allocators only the data plane sees (run with it on: ``test_oracle_dataplane.py``);
+# the default run meets the stale memo first at a translation the scheduler asks for (SWA-16)
+BROKEN_HYBRID_DATA = (BrokenHybrid(TranslateMemoNotInvalidated, (1, 4), ("SWA-16",), "DATA-2"),)
 
 # a module-level factory, for ``python -m kvpool.oracle hybrid broken_hybrid:slide_frees_full``
 slide_frees_full = BROKEN_HYBRID[0].factory()

@@ -350,12 +350,19 @@ def gate_credit_kept(a: Any) -> None:
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
-    reports it under (a 1-tuple, as every broken allocator's ``clauses``)."""
+    reports it under (a 1-tuple, as every broken allocator's ``clauses``) and the clause the
+    bug breaks (``cause``; default: the reported one; where they differ
+    ``broken_causes.SYMPTOM_OF`` says why)."""
 
     patch: Patch
     clauses: tuple[str, ...]
     changes: tuple[tuple[str, Any], ...] = ()
     tri: bool = False  # on the tri-pool (``sglang_unified_tri``), under its capabilities
+    cause: str = ""  # the clause the bug breaks, where the report names another one
+
+    def __post_init__(self) -> None:
+        if not self.cause:
+            object.__setattr__(self, "cause", self.clauses[0])
 
     @property
     def name(self) -> str:
@@ -382,7 +389,7 @@ EAGER, LAZY, PAGED = (("compaction", ("eager",)),), (("compaction", ("lazy",)),)
 BROKEN_UNIFIED = [
     BrokenUnified(transfer_skips_sink, ("UNI-1",), LAZY),
     BrokenUnified(swa_rows_from_floor, ("UNI-2",), LAZY),
-    BrokenUnified(transfer_identity, ("UNI-3",), LAZY),
+    BrokenUnified(transfer_identity, ("UNI-3",), LAZY, cause="UNI-11"),
     BrokenUnified(holes_reused_as_one, ("UNI-4",), LAZY),
     BrokenUnified(lost_move, ("UNI-6",)),
     BrokenUnified(stale_v2p_after_move, ("UNI-6",)),
@@ -392,19 +399,19 @@ BROKEN_UNIFIED = [
     BrokenUnified(translate_freed_answers, ("UNI-11",), (("checked", True),)),
     BrokenUnified(accounting_ignores_swa, ("UNI-13",), (("census_frontiers", True),)),
     BrokenUnified(available_memo_kept, ("UNI-7",)),
-    BrokenUnified(free_keeps_swa, ("UNI-9",)),
-    BrokenUnified(slide_frees_full, ("UNI-7",)),
-    BrokenUnified(decode_binds_full_only, ("UNI-9",), PAGED),
+    BrokenUnified(free_keeps_swa, ("UNI-9",), cause="UNI-10"),
+    BrokenUnified(slide_frees_full, ("UNI-7",), cause="UNI-10"),
+    BrokenUnified(decode_binds_full_only, ("UNI-9",), PAGED, cause="UNI-8"),
     BrokenUnified(lazy_never_compacts, ("UNI-8",), LAZY),
     BrokenUnified(clear_keeps_swa, ("UNI-12",)),
     BrokenUnified(eager_skips_compaction, ("UNI-5",), EAGER),
     BrokenUnified(zeroes_a_neighbour, ("DATA-1",)),
-    BrokenUnified(segment_first_page_only, ("UNI-7",)),
-    BrokenUnified(group_end_skips_full_frees, ("UNI-9",)),
+    BrokenUnified(segment_first_page_only, ("UNI-7",), cause="UNI-10"),
+    BrokenUnified(group_end_skips_full_frees, ("UNI-9",), cause="UNI-10"),
     BrokenUnified(tombstone_read_unclamped, ("UNI-10",), LAZY),
     BrokenUnified(eager_binds_reversed, ("UNI-4",), EAGER),
     BrokenUnified(evict_plan_takes_all, ("UNI-8",)),
-    BrokenUnified(swa_tail_binds_all, ("UNI-7",)),
+    BrokenUnified(swa_tail_binds_all, ("UNI-7",), cause="UNI-8"),
     BrokenUnified(gate_credit_kept, ("UNI-9",), LAZY),
     BrokenUnified(extend_in_last_loc_dtype, ("UNI-8",), PAGED),
     BrokenUnified(transfer_reads_storage, ("UNI-11",), EAGER),

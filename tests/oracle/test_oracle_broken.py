@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from broken_allocators import BROKEN, Broken
+from broken_causes import symptom_note
 from broken_clauses import BROKEN_CLAUSES
 from broken_impl import BROKEN_IMPL
 from kvpool.oracle.engine.capabilities import capabilities_of
@@ -70,7 +71,7 @@ def test_oracle_catches_broken_allocator(broken: Broken) -> None:
     assert result.error is None, result.error
     failure = result.failure
     assert failure is not None, f"{broken.cls.__name__} not caught in {BUDGET_EXAMPLES} examples"
-    assert failure.clause in broken.clauses, failure.report()
+    assert failure.clause in broken.clauses, symptom_note(broken) + failure.report()
     assert failure.trace.num_calls() <= MAX_TRACE_CALLS, failure.report()
     source = failure.pytest_source()
     assert f"[{failure.clause}]" in source

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from broken_causes import symptom_note
 from broken_events import EVENT_BROKEN, OWNERSHIP_BROKEN
 from kvpool.oracle.engine.capabilities import capabilities_of
 from kvpool.oracle.engine.runner import run_config
@@ -39,7 +40,7 @@ def test_oracle_default_run_catches_the_event_bug(event: str, broken: object) ->
     assert result.error is None, result.error
     failure = result.failure
     assert failure is not None, f"{broken.cls.__name__} not caught by the default run"
-    assert failure.clause in broken.clauses, failure.report()
+    assert failure.clause in broken.clauses, symptom_note(broken) + failure.report()
     assert result.calls <= MAX_CALLS_TO_CATCH, result.calls
     assert failure.trace.num_calls() <= MAX_TRACE_CALLS, failure.report()
 

@@ -5,6 +5,7 @@ hybrid allocator is caught."""
 from __future__ import annotations
 
 import pytest
+from broken_causes import symptom_note
 from broken_hybrid import BROKEN_HYBRID, BrokenHybrid
 from kvpool.oracle.families.hybrid.runner import run_hybrid
 from kvpool.oracle.families.hybrid.targets import FULL, HYBRID_TARGETS
@@ -84,7 +85,7 @@ def test_broken_hybrid_allocators_are_caught(broken: BrokenHybrid) -> None:
     """Each planted bug fails the default run's budget, under one of its clauses."""
     result = run_hybrid(broken.factory(), max_examples=60, shrink_seconds=4)
     assert result.failure is not None, f"{broken.cls.__name__} passed: {result.summary()}"
-    assert result.failure.clause in broken.clauses, result.failure.report()
+    assert result.failure.clause in broken.clauses, symptom_note(broken) + result.failure.report()
     assert result.failure.trace.num_calls() <= 8, result.failure.report()  # minimized
 
 

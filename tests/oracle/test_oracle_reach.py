@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from broken_allocators import Broken
+from broken_causes import symptom_note
 from broken_reach import REACH_BROKEN
 from kvpool.oracle.engine.capabilities import PAGED, TOKEN, capabilities_of
 from kvpool.oracle.engine.runner import DEFAULT_EXAMPLES, DEFAULT_STEPS, run_config
@@ -134,7 +135,8 @@ def test_default_budget_catches_a_bug_only_a_reach_shape_exposes(
     )
     assert result.error is None, result.error
     assert result.failure is not None, f"{broken.cls.__name__} passed the default budget"
-    assert result.failure.clause == broken.clauses[0], result.failure.report()
+    assert result.failure.clause == broken.clauses[0], (
+        symptom_note(broken) + result.failure.report())
 
 
 @pytest.mark.parametrize(

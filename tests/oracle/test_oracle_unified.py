@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from broken_causes import symptom_note
 from broken_unified import BROKEN_UNIFIED, BrokenUnified
 from kvpool.oracle.families.unified.targets import registered_for
 from kvpool.oracle.peers.availability import raise_if_child_missing, require_installed
@@ -95,7 +96,7 @@ def test_broken_unified_allocators_are_caught(broken: BrokenUnified) -> None:
     found = run()["broken"][broken.name]
     assert found["error"] is None, found["error"]
     assert len(broken.clauses) == 1, broken.clauses
-    assert found["clause"] == broken.clauses[0], found
+    assert found["clause"] == broken.clauses[0], f"{symptom_note(broken)}{found}"
     # its printed repro imports the broken factory and fails on the bug
     assert found["repro_fails"] in ("AssertionError", "ContractViolation", "Failed"), found
     assert found["num_calls"] <= 8, found["repro"]

@@ -1,0 +1,117 @@
+"""Broken allocators whose report names a symptom, not the rule their bug breaks.
+
+Every broken allocator records two clauses: ``clauses`` (a 1-tuple), the clause the oracle
+reports it under, and ``cause``, the clause of SPEC.md its bug breaks. They agree for most; where
+they differ the entry here says why the run reports the other one. ``test_oracle_broken_rule.py``
+checks each entry against the allocator's fields and runs every broken allocator to see the
+reported clause, and counts a clause as covered only by an allocator whose cause it is.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# label ("module:Name") -> (cause, reported, why the run reports the other clause)
+SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
+    "broken_allocators:DecodeNewPageWrong": (
+        "DECODE-4", "DECODE-6",
+        "its wrong new-page predicate needs no page for a decode that opens one; the "
+        "shortest trace decodes into a full pool, where the spec returns None and it returns a "
+        "slot: the None rule of the call is the first check that sees it",
+    ),
+    "broken_events:DecodeNoMergeWhenShort": (
+        "DECODE-7", "ALLOC-5",
+        "a decode short of free pages returns without merging the staged ones; when the "
+        "spec's decode is short too both return None, and the unmerged free list differs first "
+        "in the page order of the next alloc",
+    ),
+    "broken_events:MidSpanSegmentKeepsLastPage": (
+        "SEG-2", "SEG-5",
+        "the page it keeps is the one the segment shares with the next segment; the oracle "
+        "names a free_segments census difference by the boundary rule (the cause attribution "
+        "of kvpool.oracle.families.single.causes)",
+    ),
+    "broken_reach:SegmentSkipsMiddlePage": (
+        "SEG-2", "SEG-5",
+        "a page a segment never releases shows as a census difference after free_segments, "
+        "which the cause attribution names by the segment call's rule, SEG-5",
+    ),
+    "broken_hybrid:SlideFreesFull": (
+        "SWA-10", "INV-1",
+        "no hybrid check names the full side of free_swa: the full side's free census differs "
+        "right after the slide",
+    ),
+    "broken_hybrid:SwaTailWholeRow": (
+        "SWA-20", "INV-1",
+        "the result is right; the extra SWA pages show only in the SWA side's free census after "
+        "the call",
+    ),
+    "broken_hybrid:DecodeLeaksFullSide": (
+        "SWA-9", "INV-1",
+        "the decode returns None as it should; the full pages it took show in the full side's "
+        "free census after the call",
+    ),
+    "broken_hybrid:GroupDoubleRelease": (
+        "SWA-15", "SWA-19",
+        "the page queued twice is in the group's deferred list before the end: the target's own "
+        "verify_byte_accounting() reports it first (SWA-19)",
+    ),
+    "broken_hybrid:TranslateMemoNotInvalidated": (
+        "DATA-2", "SWA-16",
+        "with the data plane on, the default run meets the stale memo first where the scheduler "
+        "model asks for a translation (SWA-16); a fixed sequence shows DATA-2 at the hand-out "
+        "(test_oracle_dataplane.py)",
+    ),
+    "broken_unified:transfer_identity": (
+        "UNI-11", "UNI-3",
+        "virtual ids sent as physical rows put a full page's bytes in the SWA side's band: the "
+        "data plane finds bytes that belong to both sides (bands overlapping, UNI-3) first",
+    ),
+    "broken_unified:free_keeps_swa": (
+        "UNI-10", "UNI-9",
+        "the SWA pages it keeps still take bytes of the gap: seen first as a smaller "
+        "full_available_size() (UNI-9)",
+    ),
+    "broken_unified:slide_frees_full": (
+        "UNI-10", "UNI-7",
+        "the full pages a slide releases are seen first as a larger available_size() (UNI-7)",
+    ),
+    "broken_unified:decode_binds_full_only": (
+        "UNI-8", "UNI-9",
+        "without the SWA page the gap keeps more bytes: seen first as a larger "
+        "full_available_size() (UNI-9)",
+    ),
+    "broken_unified:segment_first_page_only": (
+        "UNI-10", "UNI-7",
+        "the full pages a segment free keeps are seen first as a smaller available_size() "
+        "(UNI-7)",
+    ),
+    "broken_unified:group_end_skips_full_frees": (
+        "UNI-10", "UNI-9",
+        "the full pages the group end keeps are seen first as a smaller "
+        "full_available_size() (UNI-9)",
+    ),
+    "broken_unified:swa_tail_binds_all": (
+        "UNI-8", "UNI-7",
+        "the extra SWA pages are seen first as a smaller available_size() (UNI-7)",
+    ),
+}
+
+
+def label(broken: Any) -> str:
+    """``module:Name`` of a broken allocator of any family (``Broken``, ``BrokenHybrid``,
+    ``BrokenUnified``)."""
+    if hasattr(broken, "patch"):
+        return f"broken_unified:{broken.name}"
+    module = getattr(broken, "module", None) or broken.cls.__module__
+    return f"{module}:{broken.cls.__name__}"
+
+
+def symptom_note(broken: Any) -> str:
+    """For an assertion message: where ``broken`` is reported under a symptom, its cause and
+    why (empty where the two agree)."""
+    if broken.cause == broken.clauses[0]:
+        return ""
+    _, _, why = SYMPTOM_OF.get(label(broken), ("", "", "no SYMPTOM_OF entry"))
+    return (f"[{label(broken)} is reported under {broken.clauses[0]}, a symptom of its cause "
+            f"{broken.cause}: {why}] ")
