@@ -1,10 +1,11 @@
-"""One Hypothesis rule per state-machine step; the machine's actions are chosen by cheap draws.
+"""The oracle's state machines: each step one action, chosen by cheap draws.
 
-Hypothesis's rule machinery costs, for every step, a precondition pass, a filtered
-``sampled_from`` draw of the rule, a fixed-dictionary draw of its arguments and a span for each,
-and for the ``initialize`` rule new strategies every example: more than most of the oracle's
-actions cost themselves. An :class:`ActionMachine` has a single rule, ``step``, and marks its
-actions with :func:`action` (the precondition as the argument). A step then:
+Hypothesis's rule machinery (``RuleBasedStateMachine``) costs, for every step, a precondition
+pass, a filtered ``sampled_from`` draw of the rule, a fixed-dictionary draw of its arguments and
+a span for each, and for an ``initialize`` rule new strategies every example: more than most of
+the oracle's actions cost themselves. An :class:`ActionMachine` marks its actions with
+:func:`action` (the precondition as the argument), and :func:`run_machine` runs it as one
+Hypothesis test. A step then:
 
 - in a fresh example: calls the machine's ``start`` (the constructor call and its warm start);
 - otherwise: runs one action among those whose precondition holds (``eligible``), drawn as
@@ -15,8 +16,8 @@ actions with :func:`action` (the precondition as the argument). A step then:
   time it is eligible; when every eligible action is off, any eligible one may run.
 
 An action receives the step's :class:`~kvpool.oracle.engine.draws.Draws` as ``data``. The
-number of steps per example (``stateful_step_count``) counts ``start`` as one, as it counted the
-``initialize`` rule.
+number of steps per example (``stateful_step_count``) counts ``start`` as one, as Hypothesis
+counts an ``initialize`` rule.
 """
 
 from __future__ import annotations
@@ -30,7 +31,6 @@ from typing import Any, TypeVar
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.internal.reflection import function_digest
-from hypothesis.stateful import RuleBasedStateMachine, rule, run_state_machine_as_test
 
 from .draws import Draws
 from .report import OracleError
@@ -91,8 +91,9 @@ class Swarm:
         return on
 
 
-class ActionMachine(RuleBasedStateMachine):
-    """A state machine whose steps run ``start`` and then one action each."""
+class ActionMachine:
+    """A state machine whose steps run ``start`` and then one action each, and ``teardown``
+    at the end of every example (:func:`run_machine`)."""
 
     ready: bool
     _actions: tuple[Action, ...] | None = None  # per class, collected at its first step
@@ -100,6 +101,9 @@ class ActionMachine(RuleBasedStateMachine):
     def start(self, data: Draws) -> None:
         """Build the target (and set ``ready``): the first step of every example."""
         raise NotImplementedError
+
+    def teardown(self) -> None:
+        """The end of an example, however it ended (nothing by default)."""
 
     def act(self, data: Draws) -> None:
         """One step: ``start``, or one eligible action (see the module docstring)."""
@@ -125,24 +129,15 @@ class ActionMachine(RuleBasedStateMachine):
         on = [a for a in eligible if self.swarm.enabled(a.name, data)]
         return data.choice(on or eligible)
 
-    @rule(data=st.data())
-    def step(self, data: st.DataObject) -> None:
-        """One step under Hypothesis's own runner (``run_machine`` runs :meth:`act` directly)."""
-        self.act(Draws(data))
 
-
-def run_machine(cls: type[RuleBasedStateMachine], run_settings: settings) -> None:
+def run_machine(cls: type[ActionMachine], run_settings: settings) -> None:
     """Run ``cls`` as one Hypothesis test: each example is ``stateful_step_count`` steps at
     most, the first ``start``, then ``teardown`` whatever ended it.
 
-    An :class:`ActionMachine` runs here without Hypothesis's per-step rule selection (as
-    ``run_state_machine_as_test`` runs a one-rule machine: each step a span ending in a stop
-    choice, so that shrinking can drop steps and end examples early; the same seed for the
-    same machine class); any other machine goes to ``run_state_machine_as_test``.
+    Steps are drawn as ``run_state_machine_as_test`` draws those of a one-rule machine (each
+    step a span ending in a stop choice, so that shrinking can drop steps and end examples
+    early), without its per-step rule selection; the same machine class gets the same seed.
     """
-    if not issubclass(cls, ActionMachine):
-        run_state_machine_as_test(cls, settings=run_settings)
-        return
     max_steps = run_settings.stateful_step_count
 
     @run_settings

@@ -1,4 +1,4 @@
-"""The unified scheduler model: a Hypothesis state machine that drives a unified full + SWA target.
+"""The unified scheduler model: the state machine that drives a unified full + SWA target.
 
 A run builds a small buffer (a few dozen pages a side, so shortages and compaction happen),
 eager or lazy. Requests arrive (``alloc_extend`` from an empty prefix, or ``alloc`` of whole
@@ -12,6 +12,10 @@ by ``free_full`` of its released head and ``free`` of the rest, or stays in the 
 evict from. Translations, the capacity hook, ``clear`` and (checked targets) bad input run
 between; on a tri-pool, requests' state slots on its mamba end come and go. Each row remembers
 ``front``: its positions below it have no SWA page.
+
+Each step is ``start`` or one action (:mod:`kvpool.oracle.engine.steps`). An action's rank is
+the number of parameters it draws (``data`` counted as one), so the actions that change least
+come first, as Hypothesis orders rules by their arguments.
 """
 
 from __future__ import annotations
@@ -19,13 +23,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 
-from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 from kvpool.spec.unified import UnifiedSWAModel
 
+from ...engine.draws import Draws
 from ...engine.examples import record_example
 from ...engine.families import Family
 from ...engine.machines import FamilyMachine, bind
+from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
 from .calls import Group
 from .coverage import UNIFIED
@@ -41,7 +45,7 @@ class Row:
     front: int = 0
 
 
-class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
+class UnifiedMachine(FamilyMachine, ActionMachine):
     """Scheduler model over one unified configuration (bound by ``unified_machine_for``)."""
 
     executor_class = UnifiedExecutor
@@ -50,28 +54,38 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
     rows: list[Row]
     cached: list[Row]  # finished rows the prefix cache holds (oldest first)
 
-    @initialize(pages=st.integers(8, 30), ragged=st.booleans(), lazy=st.booleans())
-    def create(self, pages: int, ragged: bool, lazy: bool) -> None:
+    def __init__(self) -> None:
+        super().__init__()
         self.cached = []
+        self.ready = False
+
+    def start(self, data: Draws) -> None:
+        """A fresh buffer of 8-30 pages a side (maybe half an entry more), eager or lazy (when
+        the target has both modes)."""
+        pages, ragged, lazy = data.integer(8, 30), data.boolean(), data.boolean()
         modes = self.caps.compaction
         lazy = lazy if len(modes) > 1 else modes[0] == "lazy"
         entry = self.caps.entry_bytes[0]
         self.ex.create(pages * self.ps * entry + (entry // 2 if ragged else 0), lazy)
+        self.ready = True
 
     # -- growth --------------------------------------------------------------------------------
-    @rule(data=st.data(), fill=st.sampled_from([False, False, True]),
-          whole=st.booleans())
-    def new_requests(self, data: st.DataObject, fill: bool, whole: bool) -> None:
-        """New requests from an empty prefix; ``fill``: one request that takes everything
-        ``available_size()`` promises; ``whole``: ``alloc`` of whole pages."""
+    @action(rank=3)
+    def new_requests(self, data: Draws) -> None:
+        """New requests from an empty prefix; ``fill`` (one time in three): one request that
+        takes everything ``available_size()`` promises, or all that fits once compacted;
+        ``whole``: ``alloc`` of whole pages."""
+        fill, whole = data.choice([False, False, True]), data.boolean()
         m = self.ex.model
         assert m is not None
-        most = data.draw(st.sampled_from([m.available_size(), compacted_capacity(m)]))
-        if fill and most > 0:
+        most = 0
+        if fill:  # the compacted capacity is computed only when drawn (a loop over the pages)
+            most = compacted_capacity(m) if data.boolean() else m.available_size()
+        if most > 0:
             seqs = [most]
             self.ex.note("fill")
         else:
-            seqs = data.draw(st.lists(st.integers(1, 3 * self.ps + 1), min_size=1, max_size=3))
+            seqs = [data.integer(1, 3 * self.ps + 1) for _ in range(data.integer(1, 3))]
         if whole or self.ps == 1:
             seqs = [-(-n // self.ps) * self.ps for n in seqs]
             out = self.ex.call("alloc", need_size=sum(seqs))
@@ -81,29 +95,28 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         self.ex.note("short" if out is None else "arrive")
         self._append(out, [Row([]) for _ in seqs], seqs)
 
-    @precondition(lambda self: self.ex.model is not None and self.ex.model.lazy)
-    @rule(allow=st.booleans())
-    def move_gate(self, allow: bool) -> None:
+    @action(lambda self: self.ex.model is not None and self.ex.model.lazy)
+    def move_gate(self, data: Draws) -> None:
         """A transfer holds resolved device rows (PD disaggregation): the move gate closes,
         and no page may move until it opens again (``set_disagg_move_gate``, lazy only)."""
+        allow = data.boolean()
         self.ex.call("set_disagg_move_gate", allow=allow)
         self.ex.note("gate-open" if allow else "gate-closed")
 
-    @precondition(lambda self: self.caps.float_chain)
-    @rule(count=st.integers(0, 3))
-    def state_slots(self, count: int) -> None:
-        """Requests of a hybrid mamba model hold ``count`` state slots on the tri-pool's mamba
-        end (its request pool takes one per request; ``UNI-14``)."""
-        self.ex.call("state_slots", count=count)
+    @action(lambda self: self.caps.float_chain)
+    def state_slots(self, data: Draws) -> None:
+        """Requests of a hybrid mamba model hold 0-3 state slots on the tri-pool's mamba end
+        (its request pool takes one per request; ``UNI-14``)."""
+        self.ex.call("state_slots", count=data.integer(0, 3))
         self.ex.note("state-slots")
 
-    @rule(data=st.data())
-    def prealloc_tail(self, data: st.DataObject) -> None:
+    @action()
+    def prealloc_tail(self, data: Draws) -> None:
         """A decode node's prealloc: one request's KV for its whole prompt on the full side, on
         the SWA side for its window tail only (``alloc_extend_swa_tail``); its ``front`` is
         the first page with an SWA page (past its last page when the tail is empty)."""
-        seq = data.draw(st.integers(1, 3 * self.ps + 1))
-        tail = data.draw(st.integers(0, seq))
+        seq = data.integer(1, 3 * self.ps + 1)
+        tail = data.integer(0, seq)
         out = self.ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[seq],
                            last_loc=[-1], extend_num_tokens=seq, swa_tail_len=tail)
         self.ex.note("short" if out is None else "prealloc-tail")
@@ -112,6 +125,8 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
             self.rows.append(Row(out, front * self.ps))
 
     def _append(self, out: list[int] | None, rows: list[Row], counts: list[int]) -> None:
+        """Give each of ``rows`` its next ``counts`` tokens of ``out`` (None: nothing) and keep
+        the new ones among the live rows."""
         if out is None:
             return
         start = 0
@@ -121,13 +136,15 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
             if row not in self.rows:
                 self.rows.append(row)
 
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data())
-    def grow(self, data: st.DataObject) -> None:
-        """Some rows extend by chunks from their prefix."""
-        rows = data.draw(st.lists(st.sampled_from(self.rows), min_size=1, max_size=3,
-                                  unique_by=id))
-        chunks = [data.draw(st.integers(0, 2 * self.ps + 1)) for _ in rows]
+    @action(lambda self: self.rows)
+    def grow(self, data: Draws) -> None:
+        """One to three distinct rows extend by chunks of 0 to ``2 * ps + 1`` tokens from their
+        prefix."""
+        picks = list(self.rows)
+        rows = [picks.pop(data.integer(0, len(picks) - 1))]
+        while picks and len(rows) < 3 and data.boolean():
+            rows.append(picks.pop(data.integer(0, len(picks) - 1)))
+        chunks = [data.integer(0, 2 * self.ps + 1) for _ in rows]
         pre = [len(r.slots) for r in rows]
         out = self.ex.call("alloc_extend", prefix_lens=pre,
                            seq_lens=[p + c for p, c in zip(pre, chunks)],
@@ -135,9 +152,8 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         self.ex.note("extend" if out is not None else "short")
         self._append(out, rows, chunks)
 
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data())
-    def decode_step(self, data: st.DataObject) -> None:
+    @action(lambda self: self.rows)
+    def decode_step(self, data: Draws) -> None:
         """Up to eight rows decode one token; then, sometimes, their windows slide."""
         rows = self.rows[:8]
         if self.ps > 1 or self.caps.decode_ps1:
@@ -147,17 +163,19 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         else:
             out = self.ex.call("alloc", need_size=len(rows))
         self._append(out, rows, [1] * len(rows))
-        if out is not None and data.draw(st.booleans()):
-            window = data.draw(st.integers(1, 2 * self.ps))
+        if out is not None and data.boolean():
+            window = data.integer(1, 2 * self.ps)
             for row in rows:
                 self._slide_to(row, len(row.slots) - window)
 
     # -- window slides and release ---------------------------------------------------------------
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data(), segment=st.booleans())
-    def slide(self, data: st.DataObject, segment: bool) -> None:
-        row = data.draw(st.sampled_from(self.rows))
-        self._slide_to(row, len(row.slots) - data.draw(st.integers(0, 2 * self.ps)), segment)
+    @action(lambda self: self.rows, rank=2)
+    def slide(self, data: Draws) -> None:
+        """The window of a row slides by up to ``2 * ps`` tokens short of its end (``segment``:
+        by ``free_swa_segment``)."""
+        segment = data.boolean()
+        row = data.choice(self.rows)
+        self._slide_to(row, len(row.slots) - data.integer(0, 2 * self.ps), segment)
 
     def _slide_to(self, row: Row, end: int, segment: bool = False) -> None:
         """Release the SWA pages of positions ``[front, end)``, down to a page boundary and
@@ -174,14 +192,24 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
         self.ex.note("slide-segment" if segment else "slide")
         row.front = end
 
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data(), split=st.booleans(), backwards=st.booleans(), segments=st.booleans())
-    def finish(self, data: st.DataObject, split: bool, backwards: bool, segments: bool) -> None:
-        """A request finishes; ``backwards``: its tokens passed last position first (a cache
-        frees in any order; without ``free_any_order`` they are passed ascending);
-        ``segments``: by ``free_full_segment`` of its released head and ``free_segment`` of
-        the rest."""
-        row = self.rows.pop(data.draw(st.integers(0, len(self.rows) - 1)))
+    @action(lambda self: self.rows, rank=4)
+    def finish(
+        self,
+        data: Draws,
+        split: bool | None = None,
+        backwards: bool | None = None,
+        segments: bool | None = None,
+    ) -> None:
+        """A request finishes; ``split``: by ``free_full`` of its released head (its window
+        slides first if none is) and ``free`` of the rest; ``backwards``: its tokens passed
+        last position first (a cache frees in any order; without ``free_any_order`` they are
+        passed ascending), then maybe a waiting request takes its place; ``segments``: by
+        ``free_full_segment`` of its released head and ``free_segment`` of the rest. Each is
+        drawn when not given."""
+        split = data.boolean() if split is None else split
+        backwards = data.boolean() if backwards is None else backwards
+        segments = data.boolean() if segments is None else segments
+        row = self.rows.pop(data.integer(0, len(self.rows) - 1))
         if segments:
             if row.front:
                 self.ex.call("free_full_segment", free_index=row.slots[:row.front], start_pos=0)
@@ -201,42 +229,42 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
             self.ex.call("free_full", free_index=head)
         self.ex.call("free", free_index=tail)
         self.ex.note("finish-full" if head else "finish-free")
-        if backwards and data.draw(st.booleans()):  # a waiting request takes its place
+        if backwards and data.boolean():  # a waiting request takes its place
             need = -(-len(row.slots) // self.ps) * self.ps
             self._append(self.ex.call("alloc", need_size=need), [Row([])], [need])
         in_group = Group.of(self.ex.model) is not None  # its frees are queued, not done yet
-        if bool(self.caps.error_types) and not in_group and data.draw(st.booleans()):
+        if bool(self.caps.error_types) and not in_group and data.boolean():
             self._bad("double_free", "free", free_index=row.slots[:self.ps])
 
-    @precondition(lambda self: self.caps.groups and self.rows)
-    @rule(data=st.data())
-    def finish_batch_in_group(self, data: st.DataObject) -> None:
+    @action(lambda self: self.caps.groups and self.rows)
+    def finish_batch_in_group(self, data: Draws) -> None:
         """Up to three requests finish inside a free group (their frees wait for its end)."""
         m = self.ex.model
         assert m is not None
         if m.lazy and self.ps == 1 and not self.caps.free_any_order:
             return  # the group's end frees its ids in the order they were queued
         self.ex.call("free_group_begin")
-        for _ in range(data.draw(st.integers(1, min(3, len(self.rows))))):
-            self.finish(data, split=data.draw(st.booleans()), backwards=False,
-                        segments=data.draw(st.booleans()))
+        for _ in range(data.integer(1, min(3, len(self.rows)))):
+            self.finish(data, split=data.boolean(), backwards=False, segments=data.boolean())
         self.ex.call("free_group_end")
         self.ex.note("group")
 
     # -- queries, capacity, maintenance ----------------------------------------------------------
-    @precondition(lambda self: self.rows)
-    @rule(data=st.data(), swa=st.booleans())
-    def translate(self, data: st.DataObject, swa: bool) -> None:
-        row = data.draw(st.sampled_from(self.rows))
-        picks = data.draw(st.lists(st.sampled_from(row.slots), min_size=1, max_size=4))
+    @action(lambda self: self.rows, rank=2)
+    def translate(self, data: Draws) -> None:
+        """One to four tokens of a row (repeats allowed) translated, full to SWA (``swa``) or
+        for a transfer."""
+        swa = data.boolean()
+        row = data.choice(self.rows)
+        picks = [data.choice(row.slots) for _ in range(data.integer(1, 4))]
         name = "translate_loc_from_full_to_swa" if swa else "translate_kv_indices_for_transfer"
         self.ex.call(name, kv_indices=picks)
 
-    @precondition(lambda self: self.caps.capacity_hooks or self.caps.clear)
-    @rule(data=st.data(), clear=st.sampled_from([False] * 7 + [True]))
-    def maintenance(self, data: st.DataObject, clear: bool) -> None:
+    @action(lambda self: self.caps.capacity_hooks or self.caps.clear, rank=2)
+    def maintenance(self, data: Draws) -> None:
         """The capacity hook at sizes around what fits, after up to two finished requests
         stayed in the prefix cache it is handed (or, one time in eight, ``clear``)."""
+        clear = data.integer(0, 7) == 7
         m = self.ex.model
         assert m is not None
         if clear and self.caps.clear:
@@ -245,39 +273,42 @@ class UnifiedMachine(FamilyMachine, RuleBasedStateMachine):
             return
         if not self.caps.capacity_hooks:
             return
-        for _ in range(data.draw(st.integers(0, min(2, len(self.rows))))):
+        for _ in range(data.integer(0, min(2, len(self.rows)))):
             self.cached.append(self.rows.pop(0))
         free = len(m.free_virtual) * self.ps
         most = compacted_capacity(m)
         sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free,
                         most, most + self.ps, most + 3 * self.ps})
-        self.ex.call("evict_to_free_tokens", num_tokens=data.draw(st.sampled_from(sizes)),
+        self.ex.call("evict_to_free_tokens", num_tokens=data.choice(sizes),
                      cached=[(r.slots, r.front) for r in self.cached])
         self.cached = [r for r in self.cached if r.slots[0] // self.ps in m.full.v2p]
         for row in self.cached:  # the cache released its SWA pages
             row.front = row.front if row.slots[-1] // self.ps in m.swa.v2p else len(row.slots)
 
-    @precondition(lambda self: self.caps.error_types)
-    @rule(data=st.data())
-    def translate_freed(self, data: st.DataObject) -> None:
+    # -- bad input (checked targets) -------------------------------------------------------------
+    @action(lambda self: self.caps.error_types)
+    def translate_freed(self, data: Draws) -> None:
+        """A translation of a free page's first token, either way (``UNI-11``)."""
         m = self.ex.model
         assert m is not None
-        page = data.draw(st.sampled_from(m.free_virtual)) if m.free_virtual else None
-        if page is not None:
-            side = data.draw(st.sampled_from(["translate_kv_indices_for_transfer",
-                                              "translate_loc_from_full_to_swa"]))
+        if m.free_virtual:
+            page = data.choice(m.free_virtual)
+            side = data.choice(["translate_kv_indices_for_transfer",
+                                "translate_loc_from_full_to_swa"])
             self._bad("translate_freed", side, kv_indices=[page * self.ps])
 
     def _bad(self, kind: str, name: str, **args: object) -> None:
+        """Send one bad call of ``kind`` (the coverage event ``bad.<kind>``)."""
         self.ex.note(f"bad.{kind}")
         self.ex.call_bad(name, **args)
 
     def teardown(self) -> None:
         """Release every row (the model must be back to its empty capacity); count the
-        example, its calls, coverage events and steps."""
+        example, its calls, coverage events and steps. Nothing is released after a failure or
+        inside a free group (an example Hypothesis ended mid-group: its frees would wait)."""
         try:
             m = self.ex.model
-            if m is not None and not self.ex.failed:
+            if m is not None and not self.ex.failed and Group.of(m) is None:
                 for row in self.rows + self.cached:
                     self.ex.call("free", free_index=row.slots)
                 assert not m.full.v2p and not m.swa.v2p
