@@ -11,7 +11,8 @@ for a plain allocation, ``MSLOT-9`` inside a group, ``MSLOT-11`` for the first d
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -22,10 +23,19 @@ from kvpool.spec.mamba_slots import MambaSlotModel
 from ...engine.core import Engine
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
+from ...reporting.pagemap import render
 from .calls import MAMBA_SLOT_CALLS
 from .coverage import events_of
 
 Census = tuple[list[int], int, int]
+
+
+def slot_map(size: int, free: list[int], group: list[int]) -> str:
+    """One character per slot from slot 1, in the page map's legend: ``.`` free, ``d``
+    pre-allocated to the open group, ``o`` held by the caller."""
+    free_set, group_set = set(free), set(group)
+    return "".join("." if s in free_set else "d" if s in group_set else "o"
+                   for s in range(1, size + 1))
 
 
 class MambaSlotExecutor(Engine):
@@ -106,6 +116,29 @@ class MambaSlotExecutor(Engine):
             if value != len(want):
                 raise Divergence("MSLOT-2", f"after {step.call}: {name}() {value}, the spec's "
                                             f"{len(want)} (the free slots)")
+
+    def _snapshot(self) -> Any:
+        m = self.model
+        assert m is not None
+        return m.size, list(m.free_slots), list(m.group or [])
+
+    def _before_line(self, state: Any) -> Callable[[], str]:
+        return lambda: slot_map(*state)
+
+    def _maps(self, index: int, before: Callable[[], str]) -> tuple[str, str]:
+        """The slot maps around step ``index``: the spec's before it, the spec's and the
+        target's free list after it (one character per slot from slot 1)."""
+        after_target = None
+        try:
+            listed = Counter(self._census()[0])
+            size = self.model.size if self.model is not None else 0
+            after_target = "".join(
+                "#" if not listed[s] else "." if listed[s] == 1 else str(min(listed[s], 9))
+                for s in range(1, size + 1))
+        except Exception:  # a target that fails to show its free list: the spec's map only
+            after_target = None
+        return (render(f"before step {index}", before()),
+                render(f"after step {index}", slot_map(*self._snapshot()), after_target))
 
     def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
         """A valid call that raised is reported under the clause that decided its effect in
