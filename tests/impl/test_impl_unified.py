@@ -112,3 +112,25 @@ def test_a_broken_variant_fails(cls: type, lazy: bool) -> None:
     with pytest.raises(AssertionError):
         for seed in range(20):
             run(seed, 4, lazy, 60, cls)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("ps", [1, 16])
+def test_check_decode_capacity_is_the_models_gate(ps: int, lazy: bool) -> None:
+    """``check_decode_capacity``: the eviction hook (nothing evictable here), then
+    ``available_size() >= num_tokens``, as the model's gate and views give it."""
+    from kvpool.oracle.families.unified.cache import evict_spec
+    from kvpool.oracle.families.unified.calls import ZeroCache
+
+    rng = random.Random(ps)
+    target, model = build(40 * ps * ENTRY, ps, lazy)
+    driver = Driver(rng, ps, model, [target])
+    for _ in range(40):
+        driver.step()
+        if driver.in_group:  # the hook runs an open group's frees first (SGLang's too)
+            continue
+        num = rng.randrange(0, 12) * ps
+        evict_spec(model, num)
+        want = model.available_size() >= num
+        assert target.check_decode_capacity(num_tokens=num, tree_cache=ZeroCache()) == want
+        compare(target, model, "check_decode_capacity")
