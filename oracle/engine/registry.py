@@ -124,7 +124,7 @@ FAMILIES: dict[str, Registered] = {
         default_target="sglang-unified-swa", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),
-    "mamba-slot": Registered(
+    "mamba_slot": Registered(
         f"{_PKG}.mamba_slot.machine", 100, 20,
         "Mamba state slots of hybrid linear-attention models (MambaSlotAllocator)",
         calls=f"{_PKG}.mamba_slot.calls:MAMBA_SLOT_CALLS",

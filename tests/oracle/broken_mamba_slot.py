@@ -162,7 +162,7 @@ class BrokenMambaSlot:
     def run(self, **budget: Any) -> Result:
         """One run of the mamba-slot family on this allocator (its one configuration), at the
         family's default budget unless ``budget`` (``run_config``'s keywords) says otherwise."""
-        fam = family("mamba-slot")
+        fam = family("mamba_slot")
         budget = {"max_examples": fam.default_examples, "step_count": fam.default_steps,
                   **budget}
         return run_config(fam.target(self.factory), Config(1, False), **budget)

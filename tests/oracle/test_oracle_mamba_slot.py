@@ -29,7 +29,7 @@ from kvpool.oracle.peers.divergences import REGISTRY
 from test_oracle_toy_family import _oracle
 
 HERE = Path(__file__).parent
-FAMILY = "mamba-slot"
+FAMILY = "mamba_slot"
 CORRECT = "kvpool.oracle.families.mamba_slot.targets:kvpool_mamba_slot"
 SGLANG = "kvpool.oracle.families.mamba_slot.targets:sglang_mamba_slot"
 BROKEN = {b.clauses[0]: b for b in BROKEN_MAMBA_SLOT}
@@ -45,13 +45,13 @@ def test_the_family_is_registered_with_kvpool_as_its_default() -> None:
     record = registry.registered(FAMILY)
     assert record.default_target == "kvpool-mamba-slot"
     assert set(record.aliases) == {"kvpool-mamba-slot", "sglang-mamba-slot"}
-    assert "mamba-slot" in registry.family_help()
+    assert "mamba_slot" in registry.family_help()
 
 
 def test_kvpool_is_conformant_with_every_event_and_clause(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """The default run (``--family mamba-slot``, kvpool's allocator) passes the coverage gate
+    """The default run (``--family mamba_slot``, kvpool's allocator) passes the coverage gate
     and exercises MSLOT-1..11."""
     assert cli.main(["--family", FAMILY, "--require-coverage"]) == 0
     out = capsys.readouterr().out
@@ -117,7 +117,7 @@ def test_the_printed_repro_fails_on_the_broken_and_passes_on_kvpool(clause: str)
 
 @pytest.mark.usefixtures("broken_on_path")
 def test_the_command_line_runs_replays_and_prints_a_repro(tmp_path: Path) -> None:
-    """``python -m kvpool.oracle --family mamba-slot broken_mamba_slot:lifoalloc``: FAIL
+    """``python -m kvpool.oracle --family mamba_slot broken_mamba_slot:lifoalloc``: FAIL
     MSLOT-3 with a trace file; the printed repro, saved as a test, fails under pytest and
     passes with kvpool's factory; the trace replays failing, and clean with
     ``--target kvpool-mamba-slot``."""

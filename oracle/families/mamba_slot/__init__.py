@@ -1,2 +1,2 @@
-"""The Mamba state-slot family (``--family mamba-slot``): SGLang's ``MambaSlotAllocator`` and
+"""The Mamba state-slot family (``--family mamba_slot``): SGLang's ``MambaSlotAllocator`` and
 kvpool's own judged against :class:`kvpool.spec.mamba_slots.MambaSlotModel` (``MSLOT-*``)."""

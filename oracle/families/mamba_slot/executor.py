@@ -41,7 +41,7 @@ def slot_map(size: int, free: list[int], group: list[int]) -> str:
 class MambaSlotExecutor(Engine):
     """A mamba-slot target and the spec, call by call (see the module docstring)."""
 
-    family = "mamba-slot"
+    family = "mamba_slot"
     calls = MAMBA_SLOT_CALLS
     model: MambaSlotModel | None
     _after_clear = False  # the call being compared came after a clear() that closed a group

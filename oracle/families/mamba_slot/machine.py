@@ -175,5 +175,5 @@ def mamba_slot_machine_for(target: Target, config: Config) -> type[MambaSlotMach
     return bind(MambaSlotMachine, f"MambaSlot_ps{config.page_size}", target, config)
 
 
-FAMILY = Family("mamba-slot", MambaSlotExecutor, mamba_slot_machine_for, MAMBA_SLOT,
+FAMILY = Family("mamba_slot", MambaSlotExecutor, mamba_slot_machine_for, MAMBA_SLOT,
                 MambaSlotCapabilities, "kvpool_mamba_slot_capabilities")
