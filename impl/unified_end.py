@@ -120,7 +120,7 @@ class EndSubPool:
         if drain == len(self.holes):
             drained, self.holes = self.holes, _EMPTY
         else:
-            ordered = np.sort(self.holes)
+            ordered = np.sort(self.holes, kind="stable")
             if self.grows_up:
                 drained, self.holes = ordered[:drain], ordered[drain:]
             else:
@@ -149,17 +149,18 @@ class EndSubPool:
             return
         count = len(freed)
         if self.grows_up:
-            new_wm = self.watermark - count
+            new_wm = low = self.watermark - count
             band = self.p2v[new_wm:self.watermark]
-            kept = freed[freed < new_wm]
         else:
             new_wm = self.watermark + count
-            band = self.p2v[self.watermark + 1:new_wm + 1]
-            kept = freed[freed > new_wm]
-        src = np.flatnonzero(band >= 0) + (new_wm if self.grows_up else self.watermark + 1)
+            low = self.watermark + 1
+            band = self.p2v[low:new_wm + 1]
         self.watermark = new_wm
-        if len(src):
-            self.move(src, np.sort(kept))
+        if band.max() < 0:
+            return  # the freed pages were the vacated band: nothing to move
+        src = np.flatnonzero(band >= 0) + low
+        kept = freed[freed < new_wm] if self.grows_up else freed[freed > new_wm]
+        self.move(src, np.sort(kept, kind="stable"))
 
     def move(self, src: np.ndarray, dst: np.ndarray) -> None:
         """Copy the live pages ``src`` onto the free pages ``dst`` and rebind their virtual ids
@@ -174,7 +175,7 @@ class EndSubPool:
         """Lazy compaction (see the module docstring); returns the number of page copies."""
         if not self.lazy or len(self.holes) == 0:
             return 0
-        holes = np.sort(self.holes)
+        holes = np.sort(self.holes, kind="stable")
         wm, count = self.watermark, len(holes)
         if self.grows_up:  # absorb the holes touching the frontier
             edge = holes[::-1] == wm - 1 - np.arange(count)

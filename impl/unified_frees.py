@@ -59,17 +59,17 @@ class UnifiedFrees:
     def _pages_of(self, ids: np.ndarray) -> np.ndarray:
         """The distinct virtual pages of ``ids``, ascending; checked: each one live
         (``UNI-11``)."""
-        pages = ids // self.page_size if self.page_size > 1 else ids
-        if len(pages) > 1:  # drop runs of one page first (a row's tokens share their pages)
+        ps = self.page_size
+        pages = ids // ps if ps > 1 else ids
+        if ps > 1 and len(pages) > 1:  # drop runs of one page (a row's tokens share pages)
             step = np.empty(len(pages), dtype=bool)
             step[0] = True
             np.not_equal(pages[1:], pages[:-1], out=step[1:])
             pages = pages[step]
+        ascending = len(pages) < 2 or bool(np.diff(pages).min() > 0)
         if self.checked:
-            self._check_live(pages)
-        if len(pages) > 1 and not (pages[1:] > pages[:-1]).all():
-            pages = self._distinct(pages)
-        return pages
+            self._check_live(pages, ascending)
+        return pages if ascending else self._distinct(pages)
 
     def _distinct(self, pages: np.ndarray) -> np.ndarray:
         """The distinct values of ``pages`` (ids in range), ascending: a mark table, O(ids)."""
@@ -81,18 +81,19 @@ class UnifiedFrees:
         mark[out] = False
         return out
 
-    def _check_live(self, pages: np.ndarray) -> None:
+    def _check_live(self, pages: np.ndarray, ascending: bool = False) -> None:
         if len(pages) == 0:
             return
         limit = len(self.full.v2p)
-        if pages.min() < 0 or pages.max() >= limit:
+        low, high = (pages[0], pages[-1]) if ascending else (pages.min(), pages.max())
+        if low < 0 or high >= limit:
             bad = pages[(pages < 0) | (pages >= limit)]
             raise ContractViolation("UNI-11", f"virtual pages {bad.tolist()[:8]} are out of "
                                               f"range [0, {limit})")
-        dead = pages[self.full.v2p[pages] < 0]
-        if len(dead):
-            raise ContractViolation("UNI-11", f"virtual pages {sorted(dead.tolist())[:8]} are "
-                                              "not live")
+        phys = self.full.v2p[pages]
+        if phys.min() < 0:
+            dead = np.unique(pages[phys < 0])
+            raise ContractViolation("UNI-11", f"virtual pages {dead.tolist()[:8]} are not live")
 
     def _check_swa_released(self, pages: np.ndarray) -> None:
         bound = pages[self.swa.v2p[pages] >= 0]
