@@ -80,8 +80,12 @@ class FreePrepends(MambaSlotAllocator):
 class UncheckedFree(MambaSlotAllocator):
     """``free`` appends whatever it is given: a double free or slot 0 is accepted (MSLOT-6)."""
 
-    def _check_free(self, slots: np.ndarray) -> None:
-        return None
+    def free(self, free_index: torch.Tensor) -> None:
+        self.checked = False  # the caller errors of every other call stay checked
+        try:
+            super().free(free_index)
+        finally:
+            self.checked = True
 
 
 class NegativeAllocAccepted(MambaSlotAllocator):
@@ -108,18 +112,18 @@ class GroupIgnoredByAllocOne(MambaSlotAllocator):
     end (MSLOT-9)."""
 
     def alloc(self, need_size: int) -> torch.Tensor | None:
-        group, self._group = self._group, None
+        parts, self._parts = self._parts, ()
         try:
             return super().alloc(need_size)
         finally:
-            self._group = group
+            self._parts = parts
 
 
 class GroupEndLeaks(MambaSlotAllocator):
     """``alloc_group_end`` drops the undrawn slots instead of returning them (MSLOT-10)."""
 
     def alloc_group_end(self) -> None:
-        self._group, self._drawn = None, 0
+        self._group, self._drawn, self._parts, self._ids = None, 0, (), []
 
 
 class ClearKeepsGroup(MambaSlotAllocator):
@@ -127,9 +131,10 @@ class ClearKeepsGroup(MambaSlotAllocator):
     ``alloc(1)`` draws a slot ``clear`` listed free (MSLOT-11)."""
 
     def clear(self) -> None:
-        group, drawn = getattr(self, "_group", None), getattr(self, "_drawn", 0)
+        kept = [getattr(self, name, None) for name in ("_group", "_drawn", "_parts", "_ids")]
         super().clear()
-        self._group, self._drawn = group, drawn
+        if kept[0] is not None:
+            self._group, self._drawn, self._parts, self._ids = kept
 
 
 @dataclass(frozen=True)

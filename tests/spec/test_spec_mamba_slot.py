@@ -250,3 +250,20 @@ class SimpleOld:
 
     def __init__(self, before: MambaSlotModel) -> None:
         self.self = before
+
+
+def test_unchecked_allocator_lists_what_it_is_given_as_sglang_does_MSLOT_6() -> None:
+    """``checked=False``: a double free, slot 0 and ids past the end are appended as given (the
+    ring grows past ``size``); a negative count hands out nothing; a nested begin first ends
+    the open group."""
+    pool = MambaSlotAllocator(4, checked=False)
+    slot = pool.alloc(1)
+    assert slot is not None
+    pool.free(slot)
+    pool.free(slot)
+    pool.free(torch.tensor([0, 9, -2] * 12))
+    assert pool.free_slots.tolist() == [2, 3, 4, 1, 1, *[0, 9, -2] * 12]
+    assert pool.alloc(-1) is not None and pool.available_size() == 41
+    pool.alloc_group_begin(2)
+    pool.alloc_group_begin(1)
+    assert pool.free_slots.tolist()[-3:] == [-2, 2, 3]
