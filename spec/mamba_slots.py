@@ -12,7 +12,8 @@ only, taking and returning lists of ints where SGLang takes and returns int64 te
 Caller errors raise :class:`~kvpool.spec.errors.ContractViolation` naming the clause and change
 nothing (``ERR-1``). The arithmetic is list bookkeeping only (no page or byte formula), so there
 is no Z3 lemma; the PEP 316 contracts below are evaluated at run time on random call sequences
-(``tests/spec/test_spec_mamba_slot.py``).
+and CrossHair finds no counterexample to them (``tests/spec/test_spec_mamba_slot.py``, the
+latter marked ``crosshair``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def check_count(count: int, call: str) -> None:
     take ``n >= 0``. SGLang does not check; its ``alloc(-k)`` hands out every free slot but the
     last ``k`` (``free_slots[:-k]``).
 
-    pre: -4 <= count <= 4
+    pre: -8 <= count <= 8
     post: count >= 0
     raises: ContractViolation
     """
@@ -43,7 +44,7 @@ def check_free(slots: Sequence[int], held: set[int], size: int) -> None:
     named twice in ``slots``. Nothing is checked against order: any order of held slots is
     valid.
 
-    pre: len(slots) <= 6 and len(held) <= 6 and 0 <= size <= 8
+    pre: len(slots) <= 6 and len(held) <= 16 and 0 <= size <= 16
     post: len(set(slots)) == len(slots) and set(slots) <= held
     raises: ContractViolation
     """

@@ -267,3 +267,22 @@ def test_unchecked_allocator_lists_what_it_is_given_as_sglang_does_MSLOT_6() -> 
     pool.alloc_group_begin(2)
     pool.alloc_group_begin(1)
     assert pool.free_slots.tolist()[-3:] == [-2, 2, 3]
+
+
+@pytest.mark.crosshair
+def test_crosshair_finds_no_counterexample_in_the_model_MSLOT_6_MSLOT_7() -> None:
+    """CrossHair (PEP 316, 5 s a condition) on ``kvpool.spec.mamba_slots``: every contract holds
+    on every path it explores, ``check_count`` / ``check_free`` and the model's methods alike
+    (no ``error:`` line, no unmet precondition)."""
+    import shutil
+    import subprocess
+
+    exe = shutil.which("crosshair")
+    if exe is None:
+        pytest.skip("CrossHair is not installed (pip install -e '.[test]')")
+    run = subprocess.run([exe, "check", "--report_all", "--analysis_kind=PEP316",
+                          "--per_condition_timeout=5", "kvpool.spec.mamba_slots"],
+                         capture_output=True, text=True, timeout=600, check=False)
+    out = run.stdout + run.stderr
+    assert "error:" not in out and "Unable to meet precondition" not in out, out
+    assert "Confirmed over all paths" in out, out
