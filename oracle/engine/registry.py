@@ -121,7 +121,7 @@ FAMILIES: dict[str, Registered] = {
                       "sglang-unified-swa-lazy", "sglang-unified-tri") | _each(
             f"{_PKG}.unified.kvpool_target", "kvpool-unified", "kvpool-unified-eager",
             "kvpool-unified-lazy"),
-        default_target="sglang-unified-swa", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
+        default_target="kvpool-unified", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),
     "mamba_slot": Registered(

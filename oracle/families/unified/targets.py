@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from ...engine.capabilities import Capabilities, declare_all
-from ...engine.registry import FAMILIES, load
 from ...peers.divergences import divergences_for
 from .peer import ENTRY_BYTES, STATIC_CAP_PAGES, build_unified_swa
 
@@ -135,5 +134,3 @@ sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: 
                  census_frontiers=False),
     "sglang-unified")
 
-# the family's aliases (its registry record names them), each to its factory above
-UNIFIED_TARGETS = {name: load(path) for name, (path,) in FAMILIES["unified"].aliases.items()}
