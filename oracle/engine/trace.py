@@ -15,6 +15,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from .registry import DEFAULT_FAMILY
 from .trace_paths import current_path
 
 TRACE_FORMAT = 1
@@ -54,7 +55,7 @@ class Trace:
     final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
     error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
     shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
-    family: str = "single"  # the allocator family whose call table the steps use (calltables)
+    family: str = DEFAULT_FAMILY  # the allocator family whose call table the steps use (calltables)
     data_plane: bool = False  # KV signatures were checked (kvpool.oracle.engine.dataplane)
     # the single family: the target was judged as a paged allocator (at page size 1 too);
     # None in traces written before it was recorded: paged when page_size > 1
