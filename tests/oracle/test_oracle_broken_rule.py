@@ -45,7 +45,6 @@ BROKEN_LISTS = (
     ("broken_hybrid_census", "HYBRID_CENSUS_BROKEN", False),
     ("broken_mamba_slot", "BROKEN_MAMBA_SLOT", False),
     ("broken_unified", "BROKEN_UNIFIED", False),
-    ("broken_mamba_slot", "BROKEN_MAMBA_SLOT", False),
 )
 # Lists whose entries may still accept several clauses: only their one-clause entries count.
 NOT_YET_PINNED: dict[str, str] = {}
