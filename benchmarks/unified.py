@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from benchmarks.timing import Settings, Step, measure_interleaved, probe_args
@@ -154,6 +155,78 @@ def steps_for(op: str, a: Any, ps: int) -> Step:
     raise ValueError(op)
 
 
+def copy_counts(op: str, ps: int, calls: int = 16) -> dict[str, float]:
+    """Compaction copies per call of ``op`` on each unified target, the same trace untimed:
+    ``<target>-pages`` (pages moved by ``move_physical_pages``, both sub-pools) and
+    ``<target>-bytes`` (those pages' bytes)."""
+    out: dict[str, float] = {}
+    for name in TARGETS[1:]:
+        a = make_target(name, ps)
+        extend(a, [POOL_PAGES // 4 * ps])
+        moved = [0]
+        kv = a.get_kvcache()
+        for side in (kv.full_kv_pool, kv.swa_kv_pool):
+            inner = side.move_physical_pages
+
+            def counted(dst: Any, src: Any, *args: Any, _inner: Any = inner,
+                        _moved: list[int] = moved, **kw: Any) -> Any:
+                _moved[0] += int(dst.numel())
+                return _inner(dst, src, *args, **kw)
+            side.move_physical_pages = counted
+        step = steps_for(op, a, ps)
+        step()                                          # the first call sets the trace up
+        moved[0] = 0
+        for _ in range(calls):
+            step()
+        out[f"{name}-pages"] = moved[0] / calls
+        out[f"{name}-bytes"] = moved[0] * ps * ENTRY_BYTES / calls
+    return out
+
+
+def metadata_bytes(a: Any) -> int:
+    """Bytes of an allocator's host bookkeeping: every numpy array and int tensor reachable
+    from its attributes (page tables, free lists, holes, scratch), the KV byte buffer and its
+    views (float or uint8) left out."""
+    seen: set[int] = set()
+    total = 0
+
+    def walk(obj: Any, depth: int) -> None:
+        nonlocal total
+        if id(obj) in seen or depth > 5:
+            return
+        seen.add(id(obj))
+        if isinstance(obj, np.ndarray):
+            total += obj.nbytes if obj.dtype != np.uint8 else 0
+        elif isinstance(obj, torch.Tensor):
+            is_index = not obj.dtype.is_floating_point and obj.dtype != torch.uint8
+            total += obj.numel() * obj.element_size() if is_index else 0
+        elif isinstance(obj, (list, tuple)):
+            for item in obj:
+                walk(item, depth + 1)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                walk(item, depth + 1)
+        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
+            for item in vars(obj).values():
+                walk(item, depth + 1)
+    walk(a, 0)
+    return total
+
+
+def metadata_rows() -> list[dict[str, Any]]:
+    """Metadata bytes per physical page (both sides' pages counted) of each unified target,
+    a quarter of its pages held."""
+    rows = []
+    for ps in (1, 16):
+        row: dict[str, Any] = {"page_size": ps}
+        for name in TARGETS[1:]:
+            a = make_target(name, ps)
+            extend(a, [POOL_PAGES // 4 * ps])
+            row[name] = metadata_bytes(a) / (2 * POOL_PAGES)
+        rows.append(row)
+    return rows
+
+
 def cell(op: str, ps: int, settings: Settings) -> dict[str, Any]:
     """One operation at one page size on every target, interleaved: µs per call."""
     steps: dict[str, Step] = {}
@@ -165,7 +238,8 @@ def cell(op: str, ps: int, settings: Settings) -> dict[str, Any]:
     def fail(name: str, exc: BaseException) -> None:
         raise RuntimeError(f"unified {op} ps={ps} on {name} failed: {exc!r}") from exc
     samples = measure_interleaved(steps, settings, fail)
-    return {"op": op, "page_size": ps, **{n: samples[n].median_us for n in TARGETS}}
+    return {"op": op, "page_size": ps, **{n: samples[n].median_us for n in TARGETS},
+            "copies": copy_counts(op, ps)}
 
 
 def markdown(rows: list[dict[str, Any]]) -> str:
@@ -181,6 +255,33 @@ def markdown(rows: list[dict[str, Any]]) -> str:
                      f"{r['eager'] / r['kvpool-eager']:.0f}x | "
                      f"{r['lazy'] / r['kvpool-lazy']:.0f}x |")
     return "\n".join(lines) + "\n"
+
+
+def copies_md(rows: list[dict[str, Any]]) -> str:
+    """The compaction-copies table: pages and bytes per call of every unified target."""
+    names = TARGETS[1:]
+    lines = ["| op | ps | " + " | ".join(f"{_label(n)} pages | {_label(n)} bytes"
+                                          for n in names) + " |",
+             "|---|---|" + "---|---|" * len(names)]
+    for r in rows:
+        c = r["copies"]
+        lines.append(f"| {r['op']} | {r['page_size']} | " + " | ".join(
+            f"{c[n + '-pages']:g} | {c[n + '-bytes']:g}" for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def metadata_md(meta: list[dict[str, Any]]) -> str:
+    """The metadata table: bytes per physical page of every unified target."""
+    names = TARGETS[1:]
+    lines = ["| ps | " + " | ".join(_label(n) for n in names) + " |",
+             "|---|" + "---|" * len(names)]
+    for r in meta:
+        lines.append(f"| {r['page_size']} | " + " | ".join(f"{r[n]:.2f}" for n in names) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _label(name: str) -> str:
+    return name.replace("kvpool-", "kvpool ") if name.startswith("kvpool") else f"SGLang {name}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,13 +305,26 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{op} ps={ps}: static {row['static']:.1f} µs, eager {row['eager']:.1f} µs, "
                   f"lazy {row['lazy']:.1f} µs, kvpool eager {row['kvpool-eager']:.1f} µs, "
                   f"kvpool lazy {row['kvpool-lazy']:.1f} µs", flush=True)
+    meta = metadata_rows()
+    from benchmarks import unified_trace
+
+    serving = unified_trace.run(300 if ns.quick else unified_trace.NUM_STEPS)
     ns.out.mkdir(parents=True, exist_ok=True)
-    (ns.out / "unified.json").write_text(json.dumps(rows, indent=1) + "\n")
+    (ns.out / "unified.json").write_text(json.dumps(
+        {"calls": rows, "metadata_bytes_per_page": meta, "serving_trace": serving},
+        indent=1) + "\n")
     (ns.out / "unified.md").write_text(
         f"SGLang 0.5.23 and kvpool on the CPU, {POOL_PAGES:,} pages a side, a quarter held: µs "
         "per call, medians of interleaved windows; SGLang's unified extend/decode on its torch "
         "fallbacks "
-        "(see benchmarks/unified.py)\n\n" + markdown(rows))
+        "(see benchmarks/unified.py)\n\n" + markdown(rows)
+        + "\nCompaction copies per call on the same trace (pages moved by "
+        "`move_physical_pages` on both sub-pools, and their bytes):\n\n" + copies_md(rows)
+        + "\nHost metadata bytes per physical page (page tables, free lists, holes, scratch; "
+        "both sides' pages counted; the KV buffer left out):\n\n" + metadata_md(meta)
+        + "\nA W5 serving trace with sliding-window releases (benchmarks/unified_trace.py): "
+        "µs per step, kvpool's unified pools beside kvpool's static SWA allocator, steps "
+        "interleaved, medians of 10 window means:\n\n" + unified_trace.markdown(serving))
     print(f"wrote {ns.out / 'unified.md'}")
     return 0
 

@@ -1,7 +1,8 @@
 """One end sub-pool of a unified buffer: page tables, frontier, holes and compaction.
 
 A sub-pool hands out physical pages for virtual page ids and keeps the two tables as numpy
-``int64`` arrays (``v2p`` by virtual page, ``p2v`` by physical page; ``-1`` unbound). A grow-up
+arrays (``v2p`` by virtual page, ``int64``; ``p2v`` by physical page, ``int32`` while the virtual
+ids fit; ``-1`` unbound). A grow-up
 pool's span is ``[min_page, watermark)``, a grow-down pool's ``(watermark, num_pages)``
 (``UNI-5``). Placement follows SGLang 0.5.23's ``MultiEndedAllocator``:
 
@@ -51,7 +52,9 @@ class EndSubPool:
         self.min_page, self.num_pages, self.page_bytes = min_page, num_pages, page_bytes
         self.mover, self.max_moves = mover, max_moves
         self.v2p = np.full(num_virtual, -1, dtype=np.int64)
-        self.p2v = np.full(num_pages, -1, dtype=np.int64)
+        # p2v holds virtual page ids (< num_virtual): int32 where they fit, half the bytes
+        p2v_dtype = np.int32 if num_virtual < 2**31 else np.int64
+        self.p2v: np.ndarray = np.full(num_pages, -1, dtype=p2v_dtype)
         self.holes = _EMPTY
         self.watermark = 0
         self.live = 0

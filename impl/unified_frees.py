@@ -29,7 +29,7 @@ from kvpool.spec.errors import ContractViolation
 
 from .unified_end import EndSubPool
 
-__all__ = ["UnifiedFrees", "host_ids"]
+__all__ = ["UnifiedFrees", "host_ids", "small_distinct"]
 
 
 def host_ids(values: Any) -> np.ndarray:
@@ -41,6 +41,18 @@ def host_ids(values: Any) -> np.ndarray:
             return arr if arr.dtype == np.int64 else arr.astype(np.int64)
         return values.detach().reshape(-1).to("cpu", torch.int64).numpy()
     return np.asarray(values, dtype=np.int64).reshape(-1)
+
+
+def small_distinct(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a short int64 array, ascending (``np.unique`` without its fixed
+    cost: a Python set under 32 values, else a sort and a run mask)."""
+    if len(values) < 32:
+        return np.array(sorted(set(values.tolist())), dtype=np.int64)
+    ordered = np.sort(values)
+    keep = np.empty(len(ordered), dtype=bool)
+    keep[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
+    return ordered[keep]
 
 
 class UnifiedFrees:
@@ -66,7 +78,7 @@ class UnifiedFrees:
             step[0] = True
             np.not_equal(pages[1:], pages[:-1], out=step[1:])
             pages = pages[step]
-        ascending = len(pages) < 2 or bool(np.diff(pages).min() > 0)
+        ascending = len(pages) < 2 or bool((pages[1:] > pages[:-1]).all())
         if self.checked:
             self._check_live(pages, ascending)
         return pages if ascending else self._distinct(pages)
@@ -74,7 +86,7 @@ class UnifiedFrees:
     def _distinct(self, pages: np.ndarray) -> np.ndarray:
         """The distinct values of ``pages`` (ids in range), ascending: a mark table, O(ids)."""
         if len(pages) < 64:
-            return np.unique(pages)
+            return small_distinct(pages)
         mark = self._mark
         mark[pages] = True
         out = np.flatnonzero(mark)
@@ -214,7 +226,8 @@ class UnifiedFrees:
             return
         for kind in ("free", "free_full"):
             if group[kind]:
-                pages = np.unique(np.concatenate(group[kind]))
+                parts = group[kind]
+                pages = self._distinct(parts[0] if len(parts) == 1 else np.concatenate(parts))
                 self._release_both(pages[self.full.v2p[pages] >= 0])
         both = _ordered_unique(group["free_segment"])
         full_only = _ordered_unique(group["free_full_segment"])

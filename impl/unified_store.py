@@ -91,6 +91,15 @@ class KVSidePool:
         else:
             self.pages_view[dst_pages] = self.pages_view[src_pages]
 
+    def move_host_pages(self, dst_pages: np.ndarray, src_pages: np.ndarray) -> bool:
+        """``move_physical_pages`` of host page arrays when the buffer is on the host (the
+        pages in range, as compaction issues them); False, nothing copied, when it is not."""
+        if self.host_pages is None:
+            return False
+        if len(dst_pages):
+            self.host_pages[dst_pages] = self.host_pages[src_pages]
+        return True
+
     def zero_page_run(self, low: int, high: int) -> None:
         """Zero the whole pages ``[low, high)``."""
         if self.host_pages is not None:

@@ -92,8 +92,14 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
 
     def _mover(self, kv_pool: Any) -> Callable[[np.ndarray, np.ndarray], None]:
         device = self.device
+        host_move = getattr(kv_pool, "move_host_pages", None)
 
         def move(dst: np.ndarray, src: np.ndarray) -> None:
+            # the store's own copy on the host takes the page arrays as they are, unless
+            # move_physical_pages was replaced on the pool object (a copy observer)
+            if host_move is not None and "move_physical_pages" not in vars(kv_pool) and (
+                    host_move(dst, src)):
+                return
             kv_pool.move_physical_pages(torch.from_numpy(dst).to(device),
                                         torch.from_numpy(src).to(device), self.page_size)
 
