@@ -33,7 +33,7 @@ PAGE_NAMES = {
     "MODEL": "model", "INV": "invariants", "ERR": "caller-errors", "ALLOC": "alloc",
     "EXTEND": "alloc-extend", "DECODE": "alloc-decode", "FREE": "free", "SEG": "segments",
     "GROUP": "free-groups", "SORT": "need-sort", "CAP": "capacity-hooks", "LIFE": "lifecycle",
-    "ALIAS": "aliasing", "SWA": "hybrid-swa", "UNI": "unified",
+    "ALIAS": "aliasing", "SWA": "hybrid-swa", "UNI": "unified", "MSLOT": "mamba-slots",
 }
 
 
