@@ -17,7 +17,7 @@ changes: a freed or never-allocated id freed or translated raises
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -25,6 +25,7 @@ from kvpool.spec import unified_layout as ul
 from kvpool.spec.errors import ContractViolation
 
 from .unified_end import EndSubPool
+from .unified_external import ExternalKVStore
 from .unified_frees import UnifiedFrees, host_ids
 from .unified_gate import CapacityGate
 from .unified_store import DEFAULT_LAYOUT, SideLayout, UnifiedByteStore
@@ -47,6 +48,11 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         device: where the byte store and the returned tensors live.
         checked: validate ids (module docstring).
         need_sort: accepted for SGLang's signature; unused.
+        kv_store: an external byte store to drive instead of building a
+            :class:`~.unified_store.UnifiedByteStore` (SGLang's ``UnifiedSWAKVPool``: its
+            ``full_kv_pool`` / ``swa_kv_pool`` move and zero pages with their own
+            ``move_physical_pages`` / ``zero_physical_pages``, :mod:`.unified_external`); its
+            sub-pools must lay pages out with the layouts' entry bytes.
 
     Raises:
         ContractViolation: ``UNI-2`` when a side has no allocatable page above the sink.
@@ -57,7 +63,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
                  swa_layout: SideLayout = DEFAULT_LAYOUT,
                  lazy: bool = False, full_max_total_num_tokens: int | None = None,
                  swa_max_total_num_tokens: int | None = None, device: str = "cpu",
-                 checked: bool = True, need_sort: bool = False) -> None:
+                 checked: bool = True, need_sort: bool = False, kv_store: Any = None) -> None:
         self.page_size, self.lazy, self.checked = page_size, lazy, checked
         self.lazy_compaction = lazy
         self.device = torch.device(device)
@@ -73,7 +79,10 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
                 raise ContractViolation("UNI-2", f"{name}: {pages} pages, none above the sink "
                                                  f"(the first allocatable page is {min_page})")
             geometry.append((pages, min_page, page_size * entry))
-        self.store = UnifiedByteStore(total_bytes, page_size, full_layout, swa_layout, device)
+        # an external store serves the byte store's interface (unified_external)
+        self.store = (UnifiedByteStore(total_bytes, page_size, full_layout, swa_layout, device)
+                      if kv_store is None else cast(UnifiedByteStore,
+                                                    ExternalKVStore(kv_store, device)))
         (f_pages, f_min, f_bytes), (s_pages, s_min, s_bytes) = geometry
         self.full = EndSubPool("full", False, f_min, f_pages, f_bytes, f_pages, lazy,
                                self._mover(self.store.full_kv_pool))

@@ -17,7 +17,9 @@ assignable ``debug_mode``, which runs SGLang 0.5.23's debug asserts at the same 
 ``AssertionError``, so SGLang code written for its debug asserts catches it.
 
 Switching SGLang to kvpool (:func:`install`) replaces the token, paged and hybrid (SWA) classes
-where SGLang constructs its allocators (``sglang.srt.mem_cache.kv_cache_configurator``); call it
+where SGLang constructs its allocators (``sglang.srt.mem_cache.kv_cache_configurator``) and the
+unified full + SWA composite (:mod:`kvpool.integrations.sglang_unified`) where SGLang's
+unified-memory-pool factory imports it; the unified tri-pool keeps SGLang's own. Call it
 at the top level of the launch script, before the engine starts, so that SGLang's spawned
 scheduler processes, which re-import the main module, run it too. Importing this module imports
 SGLang.
@@ -46,6 +48,7 @@ from .sglang_classes import (
 )
 from .sglang_debug import ContractAssertionError
 from .sglang_hybrid import SWATokenToKVPoolAllocator
+from .sglang_unified import UnifiedSWATokenToKVPoolAllocator
 
 __all__ = [
     "KVPOOL_OWNS",
@@ -54,6 +57,7 @@ __all__ = [
     "PagedTokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator",
     "TokenToKVPoolAllocator",
+    "UnifiedSWATokenToKVPoolAllocator",
     "UnsupportedSGLangVersion",
     "check_sglang",
     "follow_sglang",
@@ -64,43 +68,50 @@ __all__ = [
     "using_kvpool",
 ]
 
-_saved: dict[str, Any] = {}
+# Where SGLang's unified-memory-pool factory (``init_unified_swa_pools``) finds its composite:
+# it imports the class from this module when it builds the pools.
+UNIFIED_CONSTRUCTION_MODULE = "sglang.srt.mem_cache.allocator.unified_hybrid_swa"
+
+_saved: dict[tuple[str, str], Any] = {}
 
 
-def _replaced() -> dict[str, type]:
-    """SGLang's class names at the construction site and kvpool's class for each."""
-    return {"TokenToKVPoolAllocator": TokenToKVPoolAllocator,
-            "PagedTokenToKVPoolAllocator": PagedTokenToKVPoolAllocator,
-            "SWATokenToKVPoolAllocator": SWATokenToKVPoolAllocator}
+def _replaced() -> dict[tuple[str, str], type]:
+    """``(module, class name)`` of each SGLang construction site and kvpool's class for it."""
+    return {(CONSTRUCTION_MODULE, "TokenToKVPoolAllocator"): TokenToKVPoolAllocator,
+            (CONSTRUCTION_MODULE, "PagedTokenToKVPoolAllocator"): PagedTokenToKVPoolAllocator,
+            (CONSTRUCTION_MODULE, "SWATokenToKVPoolAllocator"): SWATokenToKVPoolAllocator,
+            (UNIFIED_CONSTRUCTION_MODULE, "UnifiedSWATokenToKVPoolAllocator"):
+                UnifiedSWATokenToKVPoolAllocator}
 
 
 def install() -> None:
     """Make SGLang construct kvpool's allocators (idempotent).
 
     Replaces ``TokenToKVPoolAllocator``, ``PagedTokenToKVPoolAllocator`` and (hybrid SWA models)
-    ``SWATokenToKVPoolAllocator`` in SGLang's construction module; the other composites
-    (pure-SWA, unified, HiSparse, Mamba) keep SGLang's own.
+    ``SWATokenToKVPoolAllocator`` in SGLang's construction module, and (the unified memory
+    pool, full + SWA) ``UnifiedSWATokenToKVPoolAllocator`` where ``init_unified_swa_pools``
+    imports it; the other composites keep SGLang's own: pure-SWA, HiSparse, Mamba, and the
+    unified tri-pool (full + SWA + Mamba, ``UnifiedMambaSWATokenToKVPoolAllocator``).
     """
-    module = importlib.import_module(CONSTRUCTION_MODULE)
-    for name, cls in _replaced().items():
+    for (module_name, name), cls in _replaced().items():
+        module = importlib.import_module(module_name)
         current = getattr(module, name)
         if current is not cls:
-            _saved[name] = current
+            _saved[module_name, name] = current
             setattr(module, name, cls)
 
 
 def uninstall() -> None:
     """Restore SGLang's own classes (no-op when not installed)."""
-    module = importlib.import_module(CONSTRUCTION_MODULE)
-    for name, original in list(_saved.items()):
-        setattr(module, name, original)
-        del _saved[name]
+    for (module_name, name), original in list(_saved.items()):
+        setattr(importlib.import_module(module_name), name, original)
+        del _saved[module_name, name]
 
 
 def installed() -> bool:
-    """Whether SGLang currently constructs kvpool's allocators."""
-    module = importlib.import_module(CONSTRUCTION_MODULE)
-    return all(getattr(module, name) is cls for name, cls in _replaced().items())
+    """Whether SGLang currently constructs kvpool's allocators (every site above)."""
+    return all(getattr(importlib.import_module(module_name), name) is cls
+               for (module_name, name), cls in _replaced().items())
 
 
 @contextlib.contextmanager

@@ -88,13 +88,33 @@ class KVForward:
         self.layers = list(range(self.pool.layer_num))
         self.swa_layers = {lid for lid, (_, swa) in
                            getattr(self.pool, "layers_mapping", {}).items() if swa}
+        # a unified pool (SGLang's UnifiedSWAKVPool) is written and read at physical rows
+        self.physical = bool(getattr(getattr(self.pool, "full_kv_pool", None),
+                                     "requires_physical_write_loc", False))
         self.held: dict[str, int] = {}
         self.writes = 0
+
+    def _rows(self, layer: int, locs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(kept, rows)``: which of the virtual slots ``locs`` ``layer`` holds and the rows
+        of its buffers they are at: an SWA layer's through ``translate_loc_from_full_to_swa``
+        (a slot the window released is not held), a unified pool's full layer through
+        ``translate_kv_loc``, else the slots themselves."""
+        if layer in self.swa_layers:
+            rows = self.allocator.translate_loc_from_full_to_swa(locs)
+            kept = rows > 0
+            return kept, rows[kept]
+        if self.physical:
+            return torch.ones_like(locs, dtype=torch.bool), self.allocator.translate_kv_loc(locs)
+        return torch.ones_like(locs, dtype=torch.bool), locs
 
     def _write(self, req: Any, start: int, stop: int, locs: torch.Tensor) -> None:
         tokens = _tokens(req)
         where: Any = locs
-        if self.swa_layers:  # the full and the SWA slots, as an attention backend hands them
+        if self.physical:  # a unified pool's write door takes physical rows only
+            where = KVWriteLoc(self.allocator.translate_write_loc(locs),
+                               swa_loc=self.allocator.translate_loc_from_full_to_swa(locs),
+                               physical=True)
+        elif self.swa_layers:  # the full and the SWA slots, as an attention backend hands them
             where = KVWriteLoc(locs, swa_loc=self.allocator.translate_loc_from_full_to_swa(locs))
         for layer in self.layers:
             k = signatures(tokens, start, stop, layer)
@@ -129,11 +149,8 @@ class KVForward:
             locs = req_to_token[req.kv.req_pool_idx, :n].to(torch.int64)
             tokens = _tokens(req)
             for layer in self.layers:
-                positions, at = torch.arange(n), locs
-                if layer in self.swa_layers:  # read where the window still holds a slot
-                    at = self.allocator.translate_loc_from_full_to_swa(locs)
-                    kept = at > 0
-                    positions, at = positions[kept], at[kept]
+                kept, at = self._rows(layer, locs)
+                positions = torch.arange(n)[kept]
                 if len(at):
                     want = signatures(tokens, 0, n, layer)[positions]
                     read += self._compare(layer, at, want, positions, f"request {req.rid}")
@@ -141,10 +158,11 @@ class KVForward:
 
     def check_tree(self, cache: Any) -> int:
         """Every token the radix cache holds (a node's ``value`` slots, its tokens the path
-        from the root) carries its signature in every layer; returns the reads. Only a full
-        attention pool's ``RadixCache`` (a hybrid cache's nodes are read through its requests).
+        from the root) carries its signature in every layer; returns the reads. A full
+        attention pool's ``RadixCache``, or a unified pool's tree (SWA layers where the window
+        still holds the slot); a static hybrid pool's nodes are read through its requests.
         Raises :class:`KVMismatch`."""
-        if self.swa_layers:
+        if self.swa_layers and not self.physical:
             return 0
         try:
             root = cache.root_node
@@ -161,8 +179,11 @@ class KVForward:
                 locs = child.value.to(torch.int64)
                 positions = torch.arange(len(prefix), len(tokens))
                 for layer in self.layers:
-                    want = signatures(tokens, len(prefix), len(tokens), layer)
-                    read += self._compare(layer, locs, want, positions, "the radix cache")
+                    kept, at = self._rows(layer, locs)
+                    if len(at):
+                        want = signatures(tokens, len(prefix), len(tokens), layer)[kept]
+                        read += self._compare(layer, at, want, positions[kept],
+                                              "the radix cache")
                 stack.append((child, tokens))
         return read
 

@@ -1,0 +1,83 @@
+"""A unified pool's byte store owned by someone else (SGLang's ``UnifiedSWAKVPool``).
+
+:class:`ExternalKVStore` gives :class:`~kvpool.impl.unified_swa.UnifiedSWAAllocator` the store
+interface of :class:`~kvpool.impl.unified_store.UnifiedByteStore` over any object whose
+``full_kv_pool`` / ``swa_kv_pool`` have SGLang 0.5.23's page API:
+``move_physical_pages(dst_pages, src_pages, page_size)`` (tensors of physical page ids, disjoint
+sets) and ``zero_physical_pages(pages)`` (a tensor of physical page ids), plus per-layer
+``k_buffer`` / ``v_buffer`` indexed by physical token row. Every page copy and every zeroing then
+runs through the owner's own methods, so whatever reads the owner's buffers (an attention
+backend) sees the bytes the allocator placed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["ExternalKVStore", "ExternalSidePool"]
+
+
+class ExternalSidePool:
+    """One sub-pool of an external store, seen through kvpool's store interface."""
+
+    def __init__(self, pool: Any, device: torch.device) -> None:
+        self.pool, self.device = pool, device
+        self.k_buffer, self.v_buffer = pool.k_buffer, pool.v_buffer
+
+    def _ids(self, pages: np.ndarray | torch.Tensor) -> torch.Tensor:
+        ids = torch.as_tensor(np.ascontiguousarray(pages) if isinstance(pages, np.ndarray)
+                              else pages, dtype=torch.int64)
+        return ids.to(self.device)
+
+    def move_physical_pages(self, dst_pages: torch.Tensor, src_pages: torch.Tensor,
+                            page_size: int) -> None:
+        """The owner's ``move_physical_pages`` (nothing for no pages)."""
+        if dst_pages.numel():
+            self.pool.move_physical_pages(self._ids(dst_pages), self._ids(src_pages), page_size)
+
+    def zero_physical_pages(self, pages: np.ndarray | torch.Tensor) -> None:
+        """The owner's ``zero_physical_pages`` (nothing for no pages)."""
+        if len(pages):
+            self.pool.zero_physical_pages(self._ids(pages))
+
+    def zero_page_run(self, low: int, high: int) -> None:
+        """Zero the whole pages ``[low, high)`` through the owner."""
+        if high > low:
+            self.pool.zero_physical_pages(torch.arange(low, high, device=self.device))
+
+    def get_cpu_copy(self, rows: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Every layer's ``(K, V)`` rows ``rows``, copied to the host."""
+        return [(k[rows].cpu(), v[rows].cpu()) for k, v in zip(self.k_buffer, self.v_buffer)]
+
+    def load_cpu_copy(self, copy: list[tuple[torch.Tensor, torch.Tensor]],
+                      rows: torch.Tensor) -> None:
+        """Write a :meth:`get_cpu_copy` result back into rows ``rows``."""
+        for (k, v), kb, vb in zip(copy, self.k_buffer, self.v_buffer):
+            kb[rows] = k.to(kb.device)
+            vb[rows] = v.to(vb.device)
+
+
+class ExternalKVStore:
+    """``kv_store`` (its ``full_kv_pool`` / ``swa_kv_pool``, module docstring) as a unified
+    pool's byte store; ``raw`` is a zero-length tensor on ``device`` (the owner holds the
+    bytes). ``owner`` is ``kv_store`` itself.
+
+    Raises:
+        TypeError: a sub-pool lacks ``move_physical_pages`` or ``zero_physical_pages``.
+    """
+
+    def __init__(self, kv_store: Any, device: str | torch.device) -> None:
+        device = torch.device(device)
+        for name in ("full_kv_pool", "swa_kv_pool"):
+            pool = getattr(kv_store, name, None)
+            missing = [m for m in ("move_physical_pages", "zero_physical_pages", "k_buffer",
+                                   "v_buffer") if not hasattr(pool, m)]
+            if missing:
+                raise TypeError(f"kv_store.{name} has no {', '.join(missing)}")
+        self.owner = kv_store
+        self.raw = torch.empty(0, dtype=torch.uint8, device=device)
+        self.full_kv_pool = ExternalSidePool(kv_store.full_kv_pool, device)
+        self.swa_kv_pool = ExternalSidePool(kv_store.swa_kv_pool, device)

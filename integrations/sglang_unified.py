@@ -1,0 +1,245 @@
+"""kvpool's unified full + SWA memory pool as SGLang's ``UnifiedSWATokenToKVPoolAllocator``.
+
+:class:`UnifiedSWATokenToKVPoolAllocator` is :class:`kvpool.impl.unified_swa.UnifiedSWAAllocator`
+with SGLang 0.5.23's constructor (``unified_buffer=``, ``kvcache=``, ...), built over SGLang's own
+``UnifiedKVPool`` / ``UnifiedSWAKVPool``: every page copy and zeroing goes through the
+``UnifiedSWAKVPool``'s sub-pools (``move_physical_pages`` / ``zero_physical_pages``), so SGLang's
+attention backends read the bytes kvpool placed, and ``get_kvcache()`` is that pool. The pool's
+translations (``translate_loc_from_full_to_swa``, the host-transfer translate) are wired to
+kvpool's (:class:`SideTranslator`). kvpool owns the allocation, frees, translations, capacity
+gate, eviction plan and compaction; SGLang's scheduler-facing hooks that only read those
+(:data:`SGLANG_UNIFIED_HOOKS`: the prefill budget, ``can_reserve``, the prealloc checks,
+``max_new_tokens_for_memory``, ...) and its base class's remaining hooks are SGLang's own.
+
+``install()`` (:mod:`kvpool.integrations.sglang`) makes SGLang's ``init_unified_swa_pools`` build
+this class; the tri-pool (full + SWA + Mamba) keeps SGLang's. Importing this module registers
+the class as a virtual subclass of SGLang's ``UnifiedSWAAllocatorBase`` (SGLang's unified radix
+cache and index translator test for it by class).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+from kvpool.impl.unified_end import EndSubPool
+from kvpool.impl.unified_store import SideLayout
+from kvpool.impl.unified_swa import UnifiedSWAAllocator
+from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
+from sglang.srt.mem_cache.allocator.swa import SWATokenToKVPoolAllocator as _SglangSWA
+from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
+    UnifiedSWAAllocatorBase as _SglangUnifiedBase,
+)
+from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
+    UnifiedSWATokenToKVPoolAllocator as _SglangUnified,
+)
+
+__all__ = ["SGLANG_UNIFIED_HOOKS", "SideTranslator", "UnifiedSWATokenToKVPoolAllocator"]
+
+# SGLang's hooks of its unified composite that read only the composite's public views.
+SGLANG_UNIFIED_HOOKS: frozenset[str] = frozenset({
+    "can_reserve", "create_prefill_budget", "get_extend_allocation_demand",
+    "max_new_tokens_for_memory", "prealloc_ceiling_fits", "prealloc_fits",
+    "prealloc_fits_assumes_reclaim", "reclaim_for_prealloc", "swa_capacity_and_available",
+    "swa_req_ring", "swa_ring_cost_tokens",
+})
+
+
+class SideTranslator:
+    """What SGLang's ``UnifiedSWAKVPool`` and unified radix cache ask of a sub-allocator,
+    answered from kvpool's side ``pool``: ``translate_kv_loc`` (virtual token ids ->
+    physical rows), ``free`` / ``free_segment`` of this side, ``available_size``,
+    ``virtual_to_physical`` (the page table as a tensor: on the CPU it shares
+    kvpool's memory, so SGLang's in-place edits are kvpool's), ``bind`` (rebinding a physical
+    page to another virtual page, the SWA transfer of the radix cache) and
+    ``clear_inverse_history`` (nothing to clear)."""
+
+    def __init__(self, allocator: UnifiedSWAAllocator, pool: EndSubPool, swa: bool) -> None:
+        self.allocator, self.pool, self.swa = allocator, pool, swa
+        self.page_size = allocator.page_size
+
+    def translate_kv_loc(self, virt_tokens: torch.Tensor, *,
+                         out: torch.Tensor | None = None) -> torch.Tensor:
+        if self.swa:
+            rows: torch.Tensor = self.allocator.translate_loc_from_full_to_swa(virt_tokens,
+                                                                                out=out)
+        else:
+            rows = self.allocator.translate_kv_loc(virt_tokens, out=out)
+        return rows
+
+    @property
+    def virtual_to_physical(self) -> torch.Tensor:
+        return torch.from_numpy(self.pool.v2p)
+
+    def bind(self, virtual_pages: torch.Tensor, physical_pages: torch.Tensor) -> None:
+        """Bind ``virtual_pages[i]`` to ``physical_pages[i]``; a physical page bound to another
+        virtual page moves (that one's entry is left for the caller to clear), so the live
+        count only grows by pages that were unbound."""
+        virtual = virtual_pages.cpu().numpy().astype(np.int64)
+        physical = physical_pages.cpu().numpy().astype(np.int64)
+        fresh = int((self.pool.p2v[physical] < 0).sum())
+        self.pool.v2p[virtual] = physical
+        self.pool.p2v[physical] = virtual
+        self.pool.live += fresh
+
+    def clear_inverse_history(self) -> None:
+        return None
+
+    def free(self, free_index: torch.Tensor) -> None:
+        """Release this side of the virtual tokens' pages (the composite's ``free_full`` /
+        ``free_swa``: SGLang's tree frees a node's full side after its SWA side)."""
+        if self.swa:
+            self.allocator.free_swa(free_index)
+        else:
+            self.allocator.free_full(free_index)
+
+    def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
+        """:meth:`free` of a segment starting at position ``start_pos`` (whole pages)."""
+        if self.swa:
+            self.allocator.free_swa_segment(free_index, start_pos=start_pos)
+        else:
+            self.allocator.free_full_segment(free_index, start_pos=start_pos)
+
+    def available_size(self) -> int:
+        """The composite's view of this side (``full_`` / ``swa_available_size``)."""
+        if self.swa:
+            return int(self.allocator.swa_available_size())
+        return int(self.allocator.full_available_size())
+
+
+def _sglang_hook(name: str) -> Any:
+    for source in (_SglangUnified, _SglangUnifiedBase, _SglangSWA):
+        if name in vars(source):
+            return vars(source)[name]
+    raise AttributeError(name)
+
+
+class UnifiedSWATokenToKVPoolAllocator(UnifiedSWAAllocator, _Base):  # type: ignore[misc]
+    """SGLang's ``UnifiedSWATokenToKVPoolAllocator`` on kvpool's unified pool (same
+    signature; module docstring). ``checked`` (kvpool's id validation) is off unless asked for.
+
+    Raises:
+        ValueError: one of the two legacy capacities given without the other (as SGLang), or
+            SGLang's pool places a sub-pool's pages other than kvpool's geometry (a fused draft
+            region).
+    """
+
+    _swa_req_ring = False  # SGLang's SWA request ring is not used by the unified pool
+    _swa_ring_cost = 0
+
+    def __init__(self, *, unified_buffer: Any, kvcache: Any, device: str,
+                 full_max_total_num_tokens: int | None = None,
+                 swa_max_total_num_tokens: int | None = None, page_size: int = 1,
+                 need_sort: bool = False, forward_stream: Any = None,
+                 lazy_compaction: bool = False, checked: bool = False) -> None:
+        if (full_max_total_num_tokens is None) != (swa_max_total_num_tokens is None):
+            raise ValueError("full_max_total_num_tokens and swa_max_total_num_tokens must "
+                             "either both be set or both be omitted")
+        layouts = {}
+        for name in ("full", "swa"):  # a layout of SGLang's entry bytes (32-byte aligned)
+            entry = int(unified_buffer.spec(name).entry_bytes())
+            layouts[name] = SideLayout(layer_num=1, head_num=1, head_dim=entry // 4)
+            if layouts[name].entry_bytes != entry:
+                raise ValueError(f"SGLang's {name} entries of {entry} bytes are not 32-byte "
+                                 "aligned")
+        super().__init__(unified_buffer.total_bytes, page_size, full_layout=layouts["full"],
+                         swa_layout=layouts["swa"], lazy=lazy_compaction,
+                         full_max_total_num_tokens=full_max_total_num_tokens,
+                         swa_max_total_num_tokens=swa_max_total_num_tokens, device=device,
+                         checked=checked, need_sort=need_sort, kv_store=kvcache)
+        for name, pool in (("full", self.full), ("swa", self.swa)):
+            if (unified_buffer.max_slots(name) // page_size != pool.num_pages
+                    or unified_buffer.min_slot_index(name) // page_size != pool.min_page):
+                raise ValueError(f"SGLang's {name} sub-pool: {unified_buffer.max_slots(name)} "
+                                 f"slots from {unified_buffer.min_slot_index(name)}, kvpool's "
+                                 f"{pool.num_pages} pages from {pool.min_page}")
+        if swa_max_total_num_tokens is None:  # SGLang: the SWA side also bounded by the ids
+            caps = vars(self)
+            self.swa_max_tokens = min(int(caps["swa_max_tokens"]), int(caps["full_max_tokens"]))
+        self.unified_buffer, self._kvcache, self.need_sort = unified_buffer, kvcache, need_sort
+        self.dtype = unified_buffer.mha_spec("full").store_dtype
+        self.full_attn_allocator = SideTranslator(self, self.full, swa=False)
+        self.swa_attn_allocator = SideTranslator(self, self.swa, swa=True)
+        kvcache.attach_allocators(full_allocator=self.full_attn_allocator,
+                                  swa_allocator=self.swa_attn_allocator)
+        for name, pool, tokens in (("full", kvcache.full_kv_pool, self.full_max_tokens),
+                                   ("swa", kvcache.swa_kv_pool, self.swa_max_tokens)):
+            pool.host_capacity_tokens = tokens
+            pool.host_capacity_bytes = tokens * unified_buffer.spec(name).entry_bytes()
+        kvcache.full_kv_pool.host_transfer_translate = self.translate_kv_loc
+        self.free_pages = torch.empty(0, dtype=torch.int64, device=device)  # SGLang's leak
+        self.release_pages = torch.empty(0, dtype=torch.int64, device=device)  # checker's
+
+    def get_kvcache(self) -> Any:
+        """SGLang's ``UnifiedSWAKVPool`` this pool drives."""
+        return self._kvcache
+
+    # -- SGLang's views over kvpool's state --
+
+    def conserve_full_available_size(self) -> int:
+        """The full side's static cap less its live tokens (SGLang's leak-check view)."""
+        return int(self.full_max_tokens - self.full.live * self.page_size)
+
+    def conserve_swa_available_size(self) -> int:
+        return int(self.swa_max_tokens - self.swa.live * self.page_size)
+
+    @property
+    def current_full_capacity(self) -> int:
+        return int(self.full_available_size() + self.full.live * self.page_size)
+
+    @property
+    def current_swa_capacity(self) -> int:
+        return int(self.swa_available_size() + self.swa.live * self.page_size)
+
+    def reclaim_plan(self, full_tokens: int, swa_tokens: int, *,
+                     full_evictable_tokens: int = 0, swa_evictable_tokens: int = 0,
+                     empty_pool: bool = False, prefer_swa: bool = False
+                     ) -> tuple[int, int] | None:
+        """kvpool's plan with SGLang's two extra switches: ``empty_pool`` prices compaction
+        as allowed whatever the move gate says; ``prefer_swa`` (HiCache storage, a decode
+        node) trims the SWA reclaim last instead of the full one."""
+        if not (empty_pool or prefer_swa):
+            plan: tuple[int, int] | None = super().reclaim_plan(
+                full_tokens, swa_tokens, full_evictable_tokens=full_evictable_tokens,
+                swa_evictable_tokens=swa_evictable_tokens)
+            return plan
+        if full_tokens < 0 or swa_tokens < 0:
+            return None
+        ps = self.page_size
+        full_pages, swa_pages = -(-int(full_tokens) // ps), -(-int(swa_tokens) // ps)
+        compacted = empty_pool or not self.lazy or not self.moves_blocked()
+
+        def ok(full: int, swa: int) -> bool:
+            return bool(self.fits(full_pages, swa_pages, compacted=compacted,
+                                  full_reclaim=full, swa_reclaim=swa))
+
+        if ok(0, 0):
+            return (0, 0)
+        most_full = min(self.full.live, max(0, full_evictable_tokens) // ps)
+        most_swa = min(self.swa.live, max(0, swa_evictable_tokens) // ps)
+        if not ok(most_full, most_swa):
+            return None
+        if prefer_swa:
+            full = _least(most_full, lambda n: ok(n, most_swa))
+            return full * ps, _least(most_swa, lambda n: ok(full, n)) * ps
+        swa = _least(most_swa, lambda n: ok(most_full, n))
+        return _least(most_full, lambda n: ok(n, swa)) * ps, swa * ps
+
+
+def _least(high: int, predicate: Any) -> int:
+    """The least ``n`` in ``[0, high]`` with ``predicate(n)`` (monotone, true at ``high``)."""
+    low = 0
+    while low < high:
+        mid = (low + high) // 2
+        if predicate(mid):
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+for _name in SGLANG_UNIFIED_HOOKS:
+    setattr(UnifiedSWATokenToKVPoolAllocator, _name, _sglang_hook(_name))
+
+_SglangUnifiedBase.register(UnifiedSWATokenToKVPoolAllocator)
