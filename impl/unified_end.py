@@ -30,6 +30,7 @@ __all__ = ["EndSubPool", "Mover"]
 
 Mover = Callable[[np.ndarray, np.ndarray], None]  # (dst_pages, src_pages)
 _EMPTY = np.empty(0, dtype=np.int64)
+_MAX = np.maximum.reduce  # without ndarray.max's Python wrapper
 
 
 class EndSubPool:
@@ -159,9 +160,9 @@ class EndSubPool:
             low = self.watermark + 1
             band = self.p2v[low:new_wm + 1]
         self.watermark = new_wm
-        if band.max() < 0:
+        if _MAX(band) < 0:
             return  # the freed pages were the vacated band: nothing to move
-        src = np.flatnonzero(band >= 0) + low
+        src = np.nonzero(band >= 0)[0] + low
         kept = freed[freed < new_wm] if self.grows_up else freed[freed > new_wm]
         self.move(src, np.sort(kept, kind="stable"))
 

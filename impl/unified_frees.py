@@ -31,6 +31,8 @@ from .unified_end import EndSubPool
 
 __all__ = ["UnifiedFrees", "host_ids", "small_distinct"]
 
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce  # without ndarray.min's Python wrapper
+
 
 def host_ids(values: Any) -> np.ndarray:
     """Token ids (a tensor of any integer dtype and strides, or a sequence) as a flat int64
@@ -78,14 +80,33 @@ class UnifiedFrees:
             step[0] = True
             np.not_equal(pages[1:], pages[:-1], out=step[1:])
             pages = pages[step]
-        ascending = len(pages) < 2 or bool((pages[1:] > pages[:-1]).all())
+        ascending = len(pages) < 2 or not np.count_nonzero(pages[1:] <= pages[:-1])
         if self.checked:
             self._check_live(pages, ascending)
         return pages if ascending else self._distinct(pages)
 
+    def _group_pages(self, ids: np.ndarray) -> np.ndarray:
+        """The virtual pages of ``ids`` for a deferred free, a private copy, not deduplicated
+        (the group's end does that for all its parts at once); checked: each one live
+        (``UNI-11``)."""
+        ps = self.page_size
+        if ps > 1:
+            pages = ids // ps
+            if len(pages) > 1:  # drop runs of one page (a row's tokens share pages)
+                step = np.empty(len(pages), dtype=bool)
+                step[0] = True
+                np.not_equal(pages[1:], pages[:-1], out=step[1:])
+                pages = pages[step]
+        else:
+            pages = ids.copy()
+        if self.checked:
+            self._check_live(pages)
+        return pages
+
     def _distinct(self, pages: np.ndarray) -> np.ndarray:
-        """The distinct values of ``pages`` (ids in range), ascending: a mark table, O(ids)."""
-        if len(pages) < 64:
+        """The distinct values of ``pages`` (ids in range), ascending: a sort for a few hundred,
+        else a mark table, O(ids)."""
+        if len(pages) < 256:
             return small_distinct(pages)
         mark = self._mark
         mark[pages] = True
@@ -97,19 +118,23 @@ class UnifiedFrees:
         if len(pages) == 0:
             return
         limit = len(self.full.v2p)
-        low, high = (pages[0], pages[-1]) if ascending else (pages.min(), pages.max())
+        if ascending:
+            low, high = int(pages[0]), int(pages[-1])
+        else:
+            low, high = int(_MIN(pages)), int(_MAX(pages))
         if low < 0 or high >= limit:
             bad = pages[(pages < 0) | (pages >= limit)]
             raise ContractViolation("UNI-11", f"virtual pages {bad.tolist()[:8]} are out of "
                                               f"range [0, {limit})")
         phys = self.full.v2p[pages]
-        if phys.min() < 0:
+        if int(_MIN(phys)) < 0:
             dead = np.unique(pages[phys < 0])
             raise ContractViolation("UNI-11", f"virtual pages {dead.tolist()[:8]} are not live")
 
     def _check_swa_released(self, pages: np.ndarray) -> None:
-        bound = pages[self.swa.v2p[pages] >= 0]
-        if len(bound):
+        bound_mask = self.swa.v2p[pages] >= 0
+        if np.count_nonzero(bound_mask):
+            bound = pages[bound_mask]
             raise ContractViolation("UNI-10", f"free_full of pages {sorted(bound.tolist())[:8]} "
                                               "whose SWA side is live")
 
@@ -139,9 +164,10 @@ class UnifiedFrees:
         """
         if free_index is None or free_index.numel() == 0:
             return
-        pages = self._pages_of(host_ids(free_index))
-        if not self._defer("free", pages.copy()):
-            self._release_both(pages)
+        if self._group is not None:
+            self._group["free"].append(self._group_pages(host_ids(free_index)))
+            return
+        self._release_both(self._pages_of(host_ids(free_index)))
 
     def free_full(self, free_index: torch.Tensor) -> None:
         """Free the full side and the virtual ids of pages whose SWA side is released.
@@ -152,10 +178,12 @@ class UnifiedFrees:
         """
         if free_index is None or free_index.numel() == 0:
             return
-        pages = self._pages_of(host_ids(free_index))
+        grouped = self._group is not None
+        ids = host_ids(free_index)
+        pages = self._group_pages(ids) if grouped else self._pages_of(ids)
         if self.checked:
             self._check_swa_released(pages)
-        if not self._defer("free_full", pages.copy()):
+        if not self._defer("free_full", pages):
             self._release_both(pages)
 
     def free_swa(self, free_index: torch.Tensor) -> None:
@@ -228,7 +256,9 @@ class UnifiedFrees:
             if group[kind]:
                 parts = group[kind]
                 pages = self._distinct(parts[0] if len(parts) == 1 else np.concatenate(parts))
-                self._release_both(pages[self.full.v2p[pages] >= 0])
+                if kind == "free_full" or not self.checked:  # checked: live at the call
+                    pages = pages[self.full.v2p[pages] >= 0]
+                self._release_both(pages)
         both = _ordered_unique(group["free_segment"])
         full_only = _ordered_unique(group["free_full_segment"])
         if len(both) == 0 and len(full_only) == 0:

@@ -278,9 +278,12 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
             pages = self._reserve(len(seq), len(seq))
             return None if pages is None else self._out(pages.copy())
         starts = (seq - 1) % ps == 0
-        pages = self._reserve(int(starts.sum()), int(starts.sum()))
+        count = int(np.count_nonzero(starts))
+        pages = self._reserve(count, count)
         if pages is None:
             return None
+        if count == len(seq):  # every request opens a page
+            return self._out(pages * ps)
         out = host_ids(last_loc) + 1
         out[starts] = pages * ps
         return self._out(out)
