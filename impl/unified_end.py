@@ -30,7 +30,6 @@ __all__ = ["EndSubPool", "Mover"]
 
 Mover = Callable[[np.ndarray, np.ndarray], None]  # (dst_pages, src_pages)
 _EMPTY = np.empty(0, dtype=np.int64)
-_MAX = np.maximum.reduce  # without ndarray.max's Python wrapper
 
 
 class EndSubPool:
@@ -134,7 +133,7 @@ class EndSubPool:
     def bind(self, virtual: np.ndarray, physical: np.ndarray) -> None:
         """``v2p[virtual[i]] = physical[i]`` and back (``UNI-4``)."""
         self.v2p[virtual] = physical
-        self.p2v[physical] = virtual
+        self.p2v[physical] = virtual.astype(self.p2v.dtype)  # a cast first: a faster scatter
         self.live += len(virtual)
 
     # -- release and compaction --
@@ -160,11 +159,17 @@ class EndSubPool:
             low = self.watermark + 1
             band = self.p2v[low:new_wm + 1]
         self.watermark = new_wm
-        if _MAX(band) < 0:
+        survivors = np.nonzero(band >= 0)[0]
+        if len(survivors) == 0:
             return  # the freed pages were the vacated band: nothing to move
-        src = np.nonzero(band >= 0)[0] + low
-        kept = freed[freed < new_wm] if self.grows_up else freed[freed > new_wm]
-        self.move(src, np.sort(kept, kind="stable"))
+        moved = band[survivors]  # their virtual pages
+        src = survivors + low
+        dst = np.sort(freed[freed < new_wm] if self.grows_up else freed[freed > new_wm],
+                      kind="stable")  # a run-merging sort: rows are released as runs
+        self.mover(dst, src)  # as move(src, dst), the vacated band cleared as one slice
+        self.v2p[moved] = dst
+        self.p2v[dst] = moved
+        band.fill(-1)
 
     def move(self, src: np.ndarray, dst: np.ndarray) -> None:
         """Copy the live pages ``src`` onto the free pages ``dst`` and rebind their virtual ids

@@ -73,6 +73,10 @@ class KVSidePool:
                                                                      self.page_bytes)
         # on the host, copies and zeroing go through numpy (no intra-op thread pool to wake)
         self.host_pages = self.pages_view.numpy() if raw.device.type == "cpu" else None
+        # each page one opaque element: a gather of pages copies whole pages at once
+        self.host_units = (None if self.host_pages is None else self.host_pages.view(
+            np.dtype((np.void, self.page_bytes))).reshape(-1))
+        self.zero_unit = np.zeros(1, dtype=np.dtype((np.void, self.page_bytes)))[0]
 
     def move_physical_pages(self, dst_pages: torch.Tensor, src_pages: torch.Tensor,
                             page_size: int | None = None) -> None:
@@ -94,10 +98,10 @@ class KVSidePool:
     def move_host_pages(self, dst_pages: np.ndarray, src_pages: np.ndarray) -> bool:
         """``move_physical_pages`` of host page arrays when the buffer is on the host (the
         pages in range, as compaction issues them); False, nothing copied, when it is not."""
-        if self.host_pages is None:
+        if self.host_units is None:
             return False
         if len(dst_pages):
-            self.host_pages[dst_pages] = self.host_pages[src_pages]
+            self.host_units[dst_pages] = self.host_units[src_pages]
         return True
 
     def zero_page_run(self, low: int, high: int) -> None:
@@ -118,7 +122,8 @@ class KVSidePool:
             if hi - lo + 1 == n:
                 self.host_pages[lo:hi + 1] = 0
             else:
-                self.host_pages[pages] = 0
+                assert self.host_units is not None
+                self.host_units[pages] = self.zero_unit
         elif hi - lo + 1 == n:
             self.pages_view[lo:hi + 1].zero_()
         else:
