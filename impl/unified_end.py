@@ -159,7 +159,7 @@ class EndSubPool:
             low = self.watermark + 1
             band = self.p2v[low:new_wm + 1]
         self.watermark = new_wm
-        survivors = np.nonzero(band >= 0)[0]
+        survivors = (band >= 0).nonzero()[0]
         if len(survivors) == 0:
             return  # the freed pages were the vacated band: nothing to move
         moved = band[survivors]  # their virtual pages
@@ -187,12 +187,20 @@ class EndSubPool:
         holes = np.sort(self.holes, kind="stable")
         wm, count = self.watermark, len(holes)
         if self.grows_up:  # absorb the holes touching the frontier
-            edge = holes[::-1] == wm - 1 - np.arange(count)
-            n = count if edge.all() else int(np.argmin(edge))
+            if int(holes[-1]) != wm - 1:
+                n = 0
+            elif int(holes[0]) == wm - count:  # all of them: one run below the frontier
+                n = count
+            else:
+                n = _leading_true(holes[::-1] == wm - 1 - np.arange(count))
             self.watermark, holes = wm - n, holes[:count - n]
         else:
-            edge = holes == wm + 1 + np.arange(count)
-            n = count if edge.all() else int(np.argmin(edge))
+            if int(holes[0]) != wm + 1:
+                n = 0
+            elif int(holes[-1]) == wm + count:
+                n = count
+            else:
+                n = _leading_true(holes == wm + 1 + np.arange(count))
             self.watermark, holes = wm + n, holes[n:]
         if len(holes) == 0:
             self.holes = _EMPTY
@@ -205,7 +213,7 @@ class EndSubPool:
             survivors, targets = live, holes[::-1]
         m = min(len(survivors), len(targets))
         ok = (survivors[:m] > targets[:m]) if self.grows_up else (survivors[:m] < targets[:m])
-        k = m if ok.all() else int(np.argmin(ok))
+        k = _leading_true(ok)
         if not urgent:
             k = min(k, self.max_moves)
         src, dst = survivors[:k].copy(), targets[:k].copy()
@@ -264,3 +272,11 @@ class EndSubPool:
             out.append(f"[{self.name}] UNI-5 span {self.span_pages()} != live {len(live_p)} + "
                        f"holes {len(holes)}")
         return out
+
+
+def _leading_true(flags: np.ndarray) -> int:
+    """How many of ``flags`` are True before the first False (all of them: ``len``)."""
+    if len(flags) == 0:
+        return 0
+    first = int(flags.argmin())
+    return len(flags) if flags[first] else first

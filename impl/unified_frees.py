@@ -119,10 +119,10 @@ class UnifiedFrees:
             return
         limit = len(self.full.v2p)
         if ascending:
-            low, high = int(pages[0]), int(pages[-1])
-        else:
-            low, high = int(_MIN(pages)), int(_MAX(pages))
-        if low < 0 or high >= limit:
+            outside = int(pages[0]) < 0 or int(pages[-1]) >= limit
+        else:  # one reduction: a negative id reads as a huge unsigned one
+            outside = int(_MAX(pages.view(np.uint64))) >= limit
+        if outside:
             bad = pages[(pages < 0) | (pages >= limit)]
             raise ContractViolation("UNI-11", f"virtual pages {bad.tolist()[:8]} are out of "
                                               f"range [0, {limit})")
@@ -259,6 +259,8 @@ class UnifiedFrees:
                 if kind == "free_full" or not self.checked:  # checked: live at the call
                     pages = pages[self.full.v2p[pages] >= 0]
                 self._release_both(pages)
+        if not group["free_segment"] and not group["free_full_segment"]:
+            return
         both = _ordered_unique(group["free_segment"])
         full_only = _ordered_unique(group["free_full_segment"])
         if len(both) == 0 and len(full_only) == 0:
