@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import unified_layout as ul
+from .contract import Divergence
 from .errors import ContractViolation
 from .unified_tables import EndPool
 from .wording import counted
@@ -261,6 +262,21 @@ class UnifiedSWAModel:
                 out.append(last + 1)
         return out
 
+    def check_decode_capacity(self, num_tokens: int) -> bool:
+        """``check_decode_capacity(num_tokens=n, tree_cache=cache)``'s answer once its
+        eviction hook ran (``UNI-15``; the hook is ``evict_to_free_tokens``, ``UNI-8``): the
+        joint ``available_size() >= n``. Each decoded token takes a page's slot on both sides,
+        so no single side's view (``full_available_size()``, ``UNI-9``) answers it."""
+        return self.available_size() >= num_tokens
+
+    def flush_opportunistic(self) -> int:
+        """The idle-time compaction of both sides (``UNI-6``, :meth:`EndPool.flush_idle`):
+        nothing under eager compaction or while a move gate is closed. Returns the pages moved
+        (full side's, then SWA's)."""
+        if not self.lazy or self.moves_blocked:
+            return 0
+        return self.full.flush_idle() + self.swa.flush_idle()
+
     # -- frees --
 
     def _live_pages(self, ids: Sequence[int]) -> list[int]:
@@ -329,3 +345,18 @@ class UnifiedSWAModel:
         """Raise ``AssertionError`` listing the census when the state is unhealthy."""
         problems = self.census()
         assert not problems, problems
+
+
+def fresh_rows_read_zero(slots: Sequence[int], dirty: Sequence[bool], side: str) -> None:
+    """``DATA-4``: every token slot an allocation hands out on ``side`` reads as zeros before
+    its request writes it (its page was zeroed when handed out); ``dirty[i]``: some byte of
+    slot ``slots[i]``'s K/V rows is not zero.
+
+    Raises:
+        Divergence: ``DATA-4`` naming the first dirty slot.
+    """
+    bad = [s for s, d in zip(slots, dirty, strict=True) if d]
+    if bad:
+        raise Divergence("DATA-4", f"{side} side: the freshly handed-out token {bad[0]} reads "
+                                   f"old bytes (not zeros) before it is written "
+                                   f"({counted(len(bad), 'slot')} of {len(slots)})")

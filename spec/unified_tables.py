@@ -147,6 +147,33 @@ class EndPool:
         holes, self.holes = self.holes, []
         self.compact(holes)
 
+    def flush_idle(self, max_moves: int = 4096) -> int:
+        """Lazy compaction at idle time (``UNI-6``; SGLang's non-urgent ``flush_opportunistic``):
+        the holes touching the frontier are absorbed (it retreats past them); then the live
+        pages nearest the frontier move, one by one, to the holes farthest from it, while the
+        move goes toward the pool's end, at most ``max_moves``; the frontier stays where it is
+        and each moved-from page becomes a hole. Returns the pages moved (0 under eager
+        compaction or without holes)."""
+        if not self.lazy or not self.holes:
+            return 0
+        holes = sorted(self.holes)
+        step = -1 if self.grows_up else 1
+        while holes and holes[-1 if self.grows_up else 0] == self.watermark + step:
+            holes.pop(-1 if self.grows_up else 0)
+            self.watermark += step
+        live = sorted(self.p2v, reverse=self.grows_up)  # nearest the frontier first
+        targets = holes if self.grows_up else holes[::-1]  # farthest from it first
+        pairs: list[tuple[int, int]] = []
+        for src, dst in zip(live, targets):
+            if (src < dst if self.grows_up else src > dst) or len(pairs) >= max_moves:
+                break
+            pairs.append((src, dst))
+        for src, dst in pairs:
+            self.move(src, dst)
+        kept = targets[len(pairs):]
+        self.holes = sorted(kept + [src for src, _ in pairs])
+        return len(pairs)
+
     def census(self) -> list[str]:
         """This pool's violations of ``UNI-4`` / ``UNI-5`` / ``UNI-6``; empty when healthy."""
         out: list[str] = []

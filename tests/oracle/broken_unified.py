@@ -347,6 +347,22 @@ def gate_credit_kept(a: Any) -> None:
             lambda other=other: len(other._free_phys_pages) * other.entry_bytes_per_page)
 
 
+def tri_fit_skips_float_holes(a: Any) -> None:
+    """The tri-pool's fit of unequal demands (``can_reserve``: a decode node's prealloc) credits
+    none of the SWA float's holes: a prealloc the float's holes make room for is refused
+    (``available_size()`` and the views stay right)."""
+    fits, sa = a._fits_page_demand, a.swa_attn_allocator
+
+    def no_holes(full_pages: int, swa_pages: int) -> bool:
+        sa._hole_pages = lambda: 0
+        try:
+            return bool(fits(full_pages, swa_pages))
+        finally:
+            del sa._hole_pages
+
+    a._fits_page_demand = no_holes
+
+
 @dataclass(frozen=True)
 class BrokenUnified:
     """One planted bug: the patch, the capabilities it runs under, the one clause the oracle
@@ -418,6 +434,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(swa_ignores_state_end, ("UNI-14",), tri=True),
     BrokenUnified(full_ignores_float, ("UNI-14",), tri=True),
     BrokenUnified(alloc_short_by_a_page, ("UNI-14",), tri=True),
+    BrokenUnified(tri_fit_skips_float_holes, ("UNI-14",), tri=True),
 ]
 # each broken allocator's factory at module level (``<patch>_pool``), where its repro imports it
 globals().update({f"{b.name}_pool": b.factory() for b in BROKEN_UNIFIED})

@@ -111,12 +111,109 @@ class FullViewForgetsHoles(UnifiedSWAAllocator):  # type: ignore[misc]
         return max(0, view - int(self.full.num_holes()) * int(self.page_size))
 
 
+class OpportunisticDropsSources(UnifiedSWAAllocator):  # type: ignore[misc]
+    """``flush_opportunistic`` (the idle-time, non-urgent compaction) loses the last page it
+    copied from: that source page is neither live nor a hole afterwards (``UNI-5``)."""
+
+    def flush_opportunistic(self) -> int:
+        if not self.lazy or self.moves_blocked():
+            return 0
+        moved = 0
+        for pool in (self.full, self.swa):
+            count = pool.flush(urgent=False)
+            if count:  # the sources were appended to the holes last
+                pool.holes = pool.holes[:-1]
+            moved += count
+        return moved
+
+
+class DecodeGateReadsFullView(UnifiedSWAAllocator):  # type: ignore[misc]
+    """``check_decode_capacity`` answers from the full side's schedulable view instead of the
+    joint ``available_size()``: it promises a decode the SWA side cannot back (``UNI-15``)."""
+
+    def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any, requests: Any = None,
+                              spec_algorithm: Any = None) -> bool:
+        self.evict_to_free_tokens(tree_cache, num_tokens)
+        return bool(self.full_available_size() >= num_tokens)
+
+
+class HoleReusedUnzeroed(UnifiedSWAAllocator):  # type: ignore[misc]
+    """An allocation that reuses a lazy hole hands it out with its old bytes: only pages past
+    the frontier are zeroed (``DATA-4``)."""
+
+    def _reserve(self, num_pages: int, swa_pages: int) -> np.ndarray | None:
+        sides = ((self.full, self.store.full_kv_pool), (self.swa, self.store.swa_kv_pool))
+        for pool, kv in sides:
+            holes = np.asarray(pool.holes, dtype=np.int64).copy()
+            zero = type(kv).zero_physical_pages
+
+            def skip(pages: np.ndarray, kv: Any = kv, holes: np.ndarray = holes,
+                     zero: Any = zero) -> None:
+                zero(kv, np.asarray(pages, dtype=np.int64)[~np.isin(pages, holes)])
+
+            kv.zero_physical_pages = skip
+            kv.zero_page_run = lambda low, high, skip=skip: skip(np.arange(low, high))
+        try:
+            virtual: np.ndarray | None = super()._reserve(num_pages, swa_pages)
+        finally:
+            for _, kv in sides:
+                del kv.zero_physical_pages, kv.zero_page_run
+        return virtual
+
+
+class GroupDropsLastFree(UnifiedSWAAllocator):  # type: ignore[misc]
+    """``free_group_end`` drops the last of several plain ``free()`` calls the group deferred:
+    that request's pages stay live (``UNI-10``)."""
+
+    def free_group_end(self) -> None:
+        group = self._group
+        if group is not None and len(group["free"]) > 1:
+            group["free"].pop()
+        super().free_group_end()
+
+
+class DecodePagesByBatchIndex(UnifiedSWAAllocator):  # type: ignore[misc]
+    """``alloc_decode`` hands the pages it reserved out by the opening rows' batch indices
+    (row ``i`` gets page ``i`` modulo their number) instead of in the order of the rows that
+    open a page: right when every row opens one, wrong for a batch of two or more opening rows
+    mixed with rows that continue their pages (``UNI-8``)."""
+
+    def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                     last_loc: torch.Tensor) -> torch.Tensor | None:
+        ps = self.page_size
+        if ps == 1:
+            plain: torch.Tensor | None = super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+            return plain
+        seq = host_ids(seq_lens_cpu)
+        starts = (seq - 1) % ps == 0
+        pages = self._reserve(int(starts.sum()), int(starts.sum()))
+        if pages is None:
+            return None
+        out = host_ids(last_loc) + 1
+        index = np.flatnonzero(starts)
+        if len(index):
+            out[index] = pages[index % len(index)] * ps
+        rows: torch.Tensor = self._out(out)
+        return rows
+
+
 @dataclass(frozen=True)
 class BrokenKvpool:
-    """One planted bug: the subclass and the one clause the family reports it under."""
+    """One planted bug: the subclass, the one clause the family reports it under (``clauses``,
+    a 1-tuple as every broken allocator's) and the clause the bug breaks (``cause``; default:
+    the reported one)."""
 
     cls: type[UnifiedSWAAllocator]
-    clause: str
+    clauses: tuple[str, ...]
+    cause: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.cause:
+            object.__setattr__(self, "cause", self.clauses[0])
+
+    @property
+    def clause(self) -> str:
+        return self.clauses[0]
 
     @property
     def name(self) -> str:
@@ -139,12 +236,17 @@ class BrokenKvpool:
 
 
 BROKEN_KVPOOL = [
-    BrokenKvpool(HoleForgotten, "UNI-5"),
-    BrokenKvpool(TombstoneUnclamped, "UNI-10"),
-    BrokenKvpool(TransferPastTop, "UNI-1"),
-    BrokenKvpool(NeighbourZeroed, "DATA-1"),
-    BrokenKvpool(LostMove, "UNI-6"),
-    BrokenKvpool(AvailableMemoKept, "UNI-7"),
-    BrokenKvpool(FullViewForgetsHoles, "UNI-9"),
+    BrokenKvpool(HoleForgotten, ("UNI-5",)),
+    BrokenKvpool(TombstoneUnclamped, ("UNI-10",)),
+    BrokenKvpool(TransferPastTop, ("UNI-1",)),
+    BrokenKvpool(NeighbourZeroed, ("DATA-1",)),
+    BrokenKvpool(LostMove, ("UNI-6",)),
+    BrokenKvpool(AvailableMemoKept, ("UNI-7",)),
+    BrokenKvpool(FullViewForgetsHoles, ("UNI-9",)),
+    BrokenKvpool(OpportunisticDropsSources, ("UNI-5",)),
+    BrokenKvpool(DecodeGateReadsFullView, ("UNI-15",)),
+    BrokenKvpool(HoleReusedUnzeroed, ("DATA-4",)),
+    BrokenKvpool(GroupDropsLastFree, ("UNI-10",)),
+    BrokenKvpool(DecodePagesByBatchIndex, ("UNI-8",)),
 ]
 globals().update({f"{b.name}_pool": b.factory() for b in BROKEN_KVPOOL})

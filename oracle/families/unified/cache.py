@@ -29,7 +29,7 @@ from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.treecache import EvictParams
 
-__all__ = ["SWACache", "evict_call", "evict_spec", "gate"]
+__all__ = ["SWACache", "decode_gate_call", "evict_call", "evict_spec", "gate"]
 
 Cached = Sequence[tuple[Sequence[int], int]]
 
@@ -52,7 +52,7 @@ class SWACache:
         return sum(len(slots) for slots, _ in self.rows)
 
     def swa_evictable_size(self) -> int:
-        return sum(len(slots) - front for slots, front in self.rows)
+        return sum(max(0, len(slots) - front) for slots, front in self.rows)
 
     def _release(self, name: str, ids: list[int]) -> None:
         arg: Any = torch.tensor(ids, dtype=torch.int64) if self.tensors else ids
@@ -67,7 +67,8 @@ class SWACache:
         while self.rows and freed_full < full:
             slots, front = self.rows.pop(0)
             self._release("free", slots)
-            freed_full, freed_swa = freed_full + len(slots), freed_swa + len(slots) - front
+            freed_full += len(slots)
+            freed_swa += max(0, len(slots) - front)  # front: past the end with no SWA page
         for i, (slots, front) in enumerate(self.rows):
             if freed_swa >= swa:
                 break
@@ -129,3 +130,36 @@ def evict_call() -> Call:
         spec=lambda m, a: evict_spec(m, a["num_tokens"], a.get("cached", ())), target=_target,
         source=_source, raise_clause="UNI-8", order_clause="UNI-8", result_clause="UNI-8",
         checks=lambda a, e, var: [f"assert {var} == {e!r}"])
+
+
+def _gate_spec(model: UnifiedSWAModel, num_tokens: int,
+               cached: Cached) -> tuple[bool, list[tuple[int, int]]]:
+    """``check_decode_capacity`` on the model: the eviction hook (:func:`evict_spec`), then
+    the model's answer (``UNI-15``); with the eviction requests made."""
+    _, requests = evict_spec(model, num_tokens, cached)
+    return model.check_decode_capacity(num_tokens), requests
+
+
+def _gate_target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
+    cache = SWACache(x, a.get("cached", ()))
+    return (bool(x.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=cache)),
+            cache.requests), []
+
+
+def _gate_source(a: Args, var: str) -> list[str]:
+    rows = [(list(slots), front) for slots, front in a.get("cached", ())]
+    return ["from kvpool.oracle.families.unified.cache import SWACache",
+            f"cache = SWACache(a, {rows!r})",
+            f"{var} = (a.check_decode_capacity(num_tokens={a['num_tokens']}, "
+            "tree_cache=cache), cache.requests)"]
+
+
+def decode_gate_call() -> Call:
+    """``check_decode_capacity`` in the unified call table (the scheduler's decode gate): args
+    as :func:`evict_call`'s; result ``(answer, eviction requests)`` (``UNI-15``)."""
+    return Call(
+        "check_decode_capacity", "cache", ("num_tokens", "cached"),
+        spec=lambda m, a: _gate_spec(m, a["num_tokens"], a.get("cached", ())),
+        target=_gate_target, source=_gate_source, raise_clause="UNI-15",
+        order_clause="UNI-15", result_clause="UNI-15",
+        checks=lambda a, e, var: [f"assert {var} == {e!r}  # [UNI-15]"])

@@ -34,9 +34,10 @@ from ...engine import callforms as forms
 from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
-from .cache import evict_call, evict_spec
+from .cache import decode_gate_call, evict_call, evict_spec
 from .float_views import STATE_CALL
 from .gates import GATE_CALL
+from .idle import FLUSH_CALL
 from .tail import TAIL_CALL
 
 __all__ = ["REPRO_IMPORTS", "UNIFIED_CALLS", "UNIFIED_DTYPES", "Group", "ZeroCache", "evict_spec",
@@ -225,6 +226,8 @@ _TABLE = [
     _translate("translate_kv_indices_for_transfer", "full"),
     _translate("translate_loc_from_full_to_swa", "swa"),
     evict_call(),
+    decode_gate_call(),
+    FLUSH_CALL,
     TAIL_CALL,
     GATE_CALL,
     STATE_CALL,

@@ -39,6 +39,7 @@ import torch
 from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 from kvpool.spec.unified import UnifiedSWAModel
+from kvpool.spec.unified_float import fits_on_chain
 
 from ...engine.callforms import choose_form
 from ...engine.core import Engine
@@ -49,7 +50,7 @@ from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
 from .fits import fitting, hint
-from .float_views import float_available, promised_alloc, view_problems
+from .float_views import chain_of, float_available, promised_alloc, view_problems
 from .holes import model_breach, own_breach
 from .peer_state import state_of
 from .placement import MoveLog, pages_of, placement_assert, placement_problems
@@ -168,8 +169,10 @@ class UnifiedExecutor(Engine):
             if self.caps.float_chain else None)
         if bound is not None:
             bound.before()
+        promise = self._chain_promise(step) if self.caps.float_chain else None
         try:
-            want = call.spec(model, {**step.args, "tree_cache": ZeroCache()})
+            placed = {"state": state_of(self.target)} if step.call == "flush_opportunistic" else {}
+            want = call.spec(model, {**step.args, "tree_cache": ZeroCache(), **placed})
         except (ContractViolation, NotImplementedError) as err:
             raise OracleError(f"step {step.call}({step.args}) is invalid under the spec: "
                               f"{err}") from err
@@ -178,6 +181,9 @@ class UnifiedExecutor(Engine):
             self.target, {**step.args, "tree_cache": ZeroCache()}, self.device))
         self._check_dtype(step, got_obj, UNIFIED_DTYPES)
         got = as_list(got_obj) if isinstance(got_obj, torch.Tensor) else got_obj
+        if got is None and promise is not None:
+            raise Divergence("UNI-14", f"{step.call} was refused within the float chain's "
+                                       f"room: {promise}")
         if bound is not None and bound.after(step.call, got, want):
             step.expect = None  # refused by the target, rolled back in the model
             self.events["bound.refused"] += 1
@@ -190,6 +196,23 @@ class UnifiedExecutor(Engine):
                              f"{step.call} returned {got!r}, the spec says {want!r}")
         return want
 
+    def _chain_promise(self, step: TraceStep) -> str | None:
+        """A tri-pool prealloc whose full and SWA pages fit on the float chain as it stands
+        (``UNI-14``: ``can_reserve`` of unequal demands is :func:`fits_on_chain`, the float's
+        holes credited) and whose virtual ids are free: what it must be granted; else None."""
+        if step.call != "alloc_extend_swa_tail" or self.model is None:
+            return None
+        ps, a = self.page_size, step.args
+        prefix, seq, tail = a["prefix_lens"][0], a["seq_lens"][0], a["swa_tail_len"]
+        first, end = -(-prefix // ps), -(-seq // ps)
+        swa = end - max(first, (seq - tail) // ps) if tail else 0
+        chain = chain_of(self.target)
+        if end - first > len(self.model.free_virtual) or not fits_on_chain(
+                chain, end - first, swa):
+            return None
+        return (f"{end - first} full and {swa} SWA pages fit (the SWA float holds "
+                f"{chain.swa_holes} holes)")
+
     def _post(self, step: TraceStep) -> None:
         model = self.model
         assert model is not None
@@ -197,6 +220,8 @@ class UnifiedExecutor(Engine):
         step.available_after = (float_available(self.target, state) if self.caps.float_chain
                                 else model.available_size())
         self._check_holes(step, own_breach(state))
+        if step.call == "free_group_end":
+            group_end_breach(state, model)
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
         exact = 3 if self.caps.capacity_exact else 0  # the capacity views; rows below
@@ -337,6 +362,23 @@ class UnifiedExecutor(Engine):
         assert self.model is not None
         m = self.model
         return events_of(step, result, bool(m.full.holes or m.swa.holes))
+
+
+def group_end_breach(state: Any, model: UnifiedSWAModel) -> None:
+    """``UNI-10`` at ``free_group_end``: the group's deferred frees ran, so each side binds
+    exactly the virtual pages the model still holds there (:class:`~.calls.Group`).
+
+    Raises:
+        Divergence: ``UNI-10`` naming the pages a side still binds or lost.
+    """
+    for name, pool in (("full", model.full), ("swa", model.swa)):
+        got, want = set(state.sides[name].bindings), set(pool.v2p)
+        if got != want:
+            kept, lost = sorted(got - want), sorted(want - got)
+            raise Divergence("UNI-10", f"after free_group_end: the {name} side still binds "
+                                       f"virtual pages {kept} the group freed" if kept else
+                             f"after free_group_end: the {name} side lost virtual pages "
+                             f"{lost} no free of the group named")
 
 
 def _short(value: object) -> str:

@@ -9,9 +9,14 @@ arrive with SWA pages for its window tail only (``alloc_extend_swa_tail``). A re
 by ``free``, or
 by ``free_full`` of its released head and ``free`` of the rest, or stays in the prefix cache
 (``cached``) that the capacity hook ``evict_to_free_tokens`` is handed (:mod:`.cache`) and may
-evict from. Translations, the capacity hook, ``clear`` and (checked targets) bad input run
-between; on a tri-pool, requests' state slots on its mamba end come and go. Each row remembers
-``front``: its positions below it have no SWA page.
+evict from, or the decode gate ``check_decode_capacity`` after it (``UNI-15``). Translations,
+the capacity hook, ``clear``, the idle-time ``flush_opportunistic`` (lazy) and (checked
+targets) bad input run between; on a tri-pool, requests' state slots on its mamba end come and
+go, and a prealloc may be sized so that only the SWA float's holes make it fit. A free group
+ends two or three requests by plain frees, or one to three by any form. A decode batch may be
+made to fit and mix rows (:mod:`.batches`): its first row continues its page, the others are
+extended to open one each. Each row remembers ``front``: its positions below it have no SWA
+page.
 
 Each step is ``start`` or one action (:mod:`kvpool.oracle.engine.steps`). An action's rank is
 the number of parameters it draws (``data`` counted as one), so the actions that change least
@@ -21,9 +26,6 @@ come first, as Hypothesis orders rules by their arguments.
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass
-
-from kvpool.spec.unified import UnifiedSWAModel
 
 from ...engine.draws import Draws
 from ...engine.examples import record_example
@@ -31,18 +33,11 @@ from ...engine.families import Family
 from ...engine.machines import FamilyMachine, bind
 from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
+from .batches import Row, compacted_capacity, fitting_batch, float_hole_fit
 from .calls import Group
 from .coverage import UNIFIED
 from .executor import UnifiedExecutor
 from .targets import UnifiedCapabilities
-
-
-@dataclass
-class Row:
-    """One request: its virtual token ids in position order and its released frontier."""
-
-    slots: list[int]
-    front: int = 0
 
 
 class UnifiedMachine(FamilyMachine, ActionMachine):
@@ -60,9 +55,11 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
         self.ready = False
 
     def start(self, data: Draws) -> None:
-        """A fresh buffer of 8-30 pages a side (maybe half an entry more), eager or lazy (when
-        the target has both modes)."""
+        """A fresh buffer of 8-30 pages a side (maybe half an entry more; paged, one time in
+        four twice that: room for decode batches of several rows), eager or lazy (when the
+        target has both modes)."""
         pages, ragged, lazy = data.integer(8, 30), data.boolean(), data.boolean()
+        pages *= 2 if self.ps > 1 and data.boolean(0.25) else 1
         modes = self.caps.compaction
         lazy = lazy if len(modes) > 1 else modes[0] == "lazy"
         entry = self.caps.entry_bytes[0]
@@ -103,6 +100,15 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
         self.ex.call("set_disagg_move_gate", allow=allow)
         self.ex.note("gate-open" if allow else "gate-closed")
 
+    @action(lambda self: self.ex.model is not None and self.ex.model.lazy
+            and self.caps.capacity_exact)
+    def idle_flush(self, data: Draws) -> None:
+        """The scheduler is idle: ``flush_opportunistic()``, the non-urgent compaction of both
+        sides (``UNI-6``; lazy, on the exact model). Draws nothing."""
+        del data
+        self.ex.call("flush_opportunistic")
+        self.ex.note("flush-idle")
+
     @action(lambda self: self.caps.float_chain)
     def state_slots(self, data: Draws) -> None:
         """Requests of a hybrid mamba model hold 0-3 state slots on the tri-pool's mamba end
@@ -117,9 +123,13 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
         the first page with an SWA page (past its last page when the tail is empty)."""
         seq = data.integer(1, 3 * self.ps + 1)
         tail = data.integer(0, seq)
+        holes = False  # sized so that the SWA float's holes must be credited (tri-pool)
+        if self.caps.float_chain and data.boolean():
+            seq, tail, holes = float_hole_fit(self.ex.target, self.ex.model, seq, tail)
         out = self.ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[seq],
                            last_loc=[-1], extend_num_tokens=seq, swa_tail_len=tail)
-        self.ex.note("short" if out is None else "prealloc-tail")
+        self.ex.note("short" if out is None else "prealloc-float-holes" if holes
+                     else "prealloc-tail")
         if out is not None:
             front = (seq - tail) // self.ps if tail else -(-seq // self.ps)
             self.rows.append(Row(out, front * self.ps))
@@ -139,12 +149,14 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
     @action(lambda self: self.rows)
     def grow(self, data: Draws) -> None:
         """One to three distinct rows extend by chunks of 0 to ``2 * ps + 1`` tokens from their
-        prefix."""
+        prefix (``align``: each to the end of its last page)."""
         picks = list(self.rows)
         rows = [picks.pop(data.integer(0, len(picks) - 1))]
         while picks and len(rows) < 3 and data.boolean():
             rows.append(picks.pop(data.integer(0, len(picks) - 1)))
-        chunks = [data.integer(0, 2 * self.ps + 1) for _ in rows]
+        align = data.boolean()  # each row to its page's end: its next decode opens a page
+        chunks = [(-len(r.slots)) % self.ps if align else data.integer(0, 2 * self.ps + 1)
+                  for r in rows]
         pre = [len(r.slots) for r in rows]
         out = self.ex.call("alloc_extend", prefix_lens=pre,
                            seq_lens=[p + c for p, c in zip(pre, chunks)],
@@ -154,12 +166,24 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
 
     @action(lambda self: self.rows)
     def decode_step(self, data: Draws) -> None:
-        """Up to eight rows decode one token; then, sometimes, their windows slide."""
+        """Up to eight rows decode one token; then, sometimes, their windows slide. ``fit``
+        (paged): all rows but the first are first extended to their pages' ends (when the
+        first does not open a page), and rows that would open a page are left out, last first,
+        until the pages the batch opens fit: a batch that mixes opening and continuing rows,
+        granted."""
         rows = self.rows[:8]
+        fit = data.boolean()
+        if fit and self.ps > 1:
+            rows = self._mixed_batch(rows)
         if self.ps > 1 or self.caps.decode_ps1:
+            if fit and self.ps > 1:
+                rows = fitting_batch(self.ex.model, rows, self.ps)
             out = self.ex.call("alloc_decode", seq_lens=[len(r.slots) + 1 for r in rows],
                                last_loc=[r.slots[-1] for r in rows])
             self.ex.note("decode" if out is not None else "short")
+            opening = sum(len(r.slots) % self.ps == 0 for r in rows)
+            if out is not None and self.ps > 1 and 1 < opening < len(rows):
+                self.ex.note("decode-mixed")
         else:
             out = self.ex.call("alloc", need_size=len(rows))
         self._append(out, rows, [1] * len(rows))
@@ -167,6 +191,39 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
             window = data.integer(1, 2 * self.ps)
             for row in rows:
                 self._slide_to(row, len(row.slots) - window)
+
+    def _mixed_batch(self, rows: list[Row]) -> list[Row]:
+        """A decode batch whose first row continues its page and whose others (at least two
+        where the pool holds them) open one: one-token requests arrive while there are fewer
+        than three rows, the first row that continues its page leads, the others are extended
+        to their pages' ends (:meth:`_align`)."""
+        m = self.ex.model
+        assert m is not None
+        short = 3 - len(rows)
+        if short > 0 and m.fits(short, compacted=False):
+            out = self.ex.call("alloc_extend", prefix_lens=[0] * short, seq_lens=[1] * short,
+                               last_loc=[-1] * short, extend_num_tokens=short)
+            self._append(out, [Row([]) for _ in range(short)], [1] * short)
+            rows = self.rows[:8]
+        lead = next((r for r in rows if len(r.slots) % self.ps), None)
+        if lead is None or len(rows) < 3:
+            return rows
+        rest = [r for r in rows if r is not lead]
+        self._align(rest)
+        return [lead, *rest]
+
+    def _align(self, rows: list[Row]) -> None:
+        """Extend ``rows`` to the end of their last pages (no new page), so that their next
+        decode opens one each."""
+        chunks = [(-len(r.slots)) % self.ps for r in rows]
+        if not any(chunks):
+            return
+        pre = [len(r.slots) for r in rows]
+        out = self.ex.call("alloc_extend", prefix_lens=pre,
+                           seq_lens=[p + c for p, c in zip(pre, chunks)],
+                           last_loc=[r.slots[-1] for r in rows], extend_num_tokens=sum(chunks))
+        self.ex.note("extend" if out is not None else "short")
+        self._append(out, rows, chunks)
 
     # -- window slides and release ---------------------------------------------------------------
     @action(lambda self: self.rows, rank=2)
@@ -243,11 +300,16 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
         assert m is not None
         if m.lazy and self.ps == 1 and not self.caps.free_any_order:
             return  # the group's end frees its ids in the order they were queued
+        plain = data.boolean()  # every request by free (its head by free_full): 2 or 3 frees
+        count = data.integer(min(2, len(self.rows)) if plain else 1, min(3, len(self.rows)))
         self.ex.call("free_group_begin")
-        for _ in range(data.integer(1, min(3, len(self.rows)))):
-            self.finish(data, split=data.boolean(), backwards=False, segments=data.boolean())
+        for _ in range(count):
+            self.finish(data, split=data.boolean(), backwards=False,
+                        segments=False if plain else data.boolean())
         self.ex.call("free_group_end")
         self.ex.note("group")
+        if plain and count > 1:
+            self.ex.note("group-frees")
 
     # -- queries, capacity, maintenance ----------------------------------------------------------
     @action(lambda self: self.rows, rank=2)
@@ -275,12 +337,16 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
             return
         for _ in range(data.integer(0, min(2, len(self.rows)))):
             self.cached.append(self.rows.pop(0))
+        decode_gate = data.boolean()  # the scheduler's decode gate instead of the bare hook
         free = len(m.free_virtual) * self.ps
         most = compacted_capacity(m)
         sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free,
-                        most, most + self.ps, most + 3 * self.ps})
-        self.ex.call("evict_to_free_tokens", num_tokens=data.choice(sizes),
+                        most, most + self.ps, most + 3 * self.ps, m.full_available_size(),
+                        m.swa_available_size()})
+        self.ex.call("check_decode_capacity" if decode_gate else "evict_to_free_tokens",
+                     num_tokens=data.choice(sizes),
                      cached=[(r.slots, r.front) for r in self.cached])
+        self.ex.note("decode-gate" if decode_gate else "evict")
         self.cached = [r for r in self.cached if r.slots[0] // self.ps in m.full.v2p]
         for row in self.cached:  # the cache released its SWA pages
             row.front = row.front if row.slots[-1] // self.ps in m.swa.v2p else len(row.slots)
@@ -314,15 +380,6 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
                 assert not m.full.v2p and not m.swa.v2p
         finally:
             record_example(type(self), self.ex, sys.exc_info()[1])
-
-
-def compacted_capacity(model: UnifiedSWAModel) -> int:
-    """Tokens an allocation can take once both sides are compacted (``UNI-8``'s lazy branch:
-    more than ``available_size()`` while holes are kept)."""
-    pages = len(model.free_virtual)
-    while pages and not model.fits(pages, compacted=True):
-        pages -= 1
-    return int(pages * model.page_size)
 
 
 def unified_machine_for(target: Target, config: Config) -> type[UnifiedMachine]:
