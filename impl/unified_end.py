@@ -130,10 +130,15 @@ class EndSubPool:
                 drained, self.holes = ordered[-drain:], ordered[:-drain]
         return np.concatenate((drained, fresh)) if extend else drained
 
-    def bind(self, virtual: np.ndarray, physical: np.ndarray) -> None:
-        """``v2p[virtual[i]] = physical[i]`` and back (``UNI-4``)."""
+    def bind(self, virtual: np.ndarray, physical: np.ndarray,
+             run: tuple[int, int] | None = None) -> None:
+        """``v2p[virtual[i]] = physical[i]`` and back (``UNI-4``); ``run``: ``physical`` is the
+        ascending run ``[low, high)`` (``last_run``), written back as one slice."""
         self.v2p[virtual] = physical
-        self.p2v[physical] = virtual.astype(self.p2v.dtype)  # a cast first: a faster scatter
+        if run is not None:
+            self.p2v[run[0]:run[1]] = virtual
+        else:
+            self.p2v[physical] = virtual.astype(self.p2v.dtype)  # a cast first: faster
         self.live += len(virtual)
 
     # -- release and compaction --

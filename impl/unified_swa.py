@@ -178,7 +178,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
                                 (self.swa, self.store.swa_kv_pool, swa_pages)):
             if count:
                 phys = pool.take(count)
-                pool.bind(virtual[num_pages - count:], phys)
+                pool.bind(virtual[num_pages - count:], phys, pool.last_run)
                 if pool.last_run is not None:
                     kv.zero_page_run(*pool.last_run)
                 else:
