@@ -7,7 +7,10 @@ interface of :class:`~kvpool.impl.unified_store.UnifiedByteStore` over any objec
 sets) and ``zero_physical_pages(pages)`` (a tensor of physical page ids), plus per-layer
 ``k_buffer`` / ``v_buffer`` indexed by physical token row. Every page copy and every zeroing then
 runs through the owner's own methods, so whatever reads the owner's buffers (an attention
-backend) sees the bytes the allocator placed.
+backend) sees the bytes the allocator placed. On a GPU, a copy or zeroing is queued behind the
+latest forward pass's ``forward_done`` event when one was handed in
+(:meth:`ExternalKVStore.set_forward_done_event`: SGLang's overlap scheduler hands it to the
+allocator), so no page moves under a forward still reading it.
 """
 
 from __future__ import annotations
@@ -26,6 +29,12 @@ class ExternalSidePool:
     def __init__(self, pool: Any, device: torch.device) -> None:
         self.pool, self.device = pool, device
         self.k_buffer, self.v_buffer = pool.k_buffer, pool.v_buffer
+        self.forward_done: Any = None  # the latest forward's event (GPU only)
+
+    def _after_forward(self) -> None:
+        """Queue what follows behind the latest forward (no-op off the GPU or without one)."""
+        if self.forward_done is not None and self.device.type == "cuda":
+            torch.cuda.current_stream(self.device).wait_event(self.forward_done)
 
     def _ids(self, pages: np.ndarray | torch.Tensor) -> torch.Tensor:
         ids = torch.as_tensor(np.ascontiguousarray(pages) if isinstance(pages, np.ndarray)
@@ -36,16 +45,19 @@ class ExternalSidePool:
                             page_size: int) -> None:
         """The owner's ``move_physical_pages`` (nothing for no pages)."""
         if dst_pages.numel():
+            self._after_forward()
             self.pool.move_physical_pages(self._ids(dst_pages), self._ids(src_pages), page_size)
 
     def zero_physical_pages(self, pages: np.ndarray | torch.Tensor) -> None:
         """The owner's ``zero_physical_pages`` (nothing for no pages)."""
         if len(pages):
+            self._after_forward()
             self.pool.zero_physical_pages(self._ids(pages))
 
     def zero_page_run(self, low: int, high: int) -> None:
         """Zero the whole pages ``[low, high)`` through the owner."""
         if high > low:
+            self._after_forward()
             self.pool.zero_physical_pages(torch.arange(low, high, device=self.device))
 
     def get_cpu_copy(self, rows: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
@@ -81,3 +93,8 @@ class ExternalKVStore:
         self.raw = torch.empty(0, dtype=torch.uint8, device=device)
         self.full_kv_pool = ExternalSidePool(kv_store.full_kv_pool, device)
         self.swa_kv_pool = ExternalSidePool(kv_store.swa_kv_pool, device)
+
+    def set_forward_done_event(self, event: Any) -> None:
+        """The latest forward pass's ``forward_done`` event (None: none in flight); page copies
+        and zeroing on a GPU wait for it."""
+        self.full_kv_pool.forward_done = self.swa_kv_pool.forward_done = event

@@ -19,11 +19,12 @@ cache and index translator test for it by class).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from kvpool.impl.unified_end import EndSubPool
+from kvpool.impl.unified_external import ExternalKVStore
 from kvpool.impl.unified_store import SideLayout
 from kvpool.impl.unified_swa import UnifiedSWAAllocator
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
@@ -35,7 +36,8 @@ from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
     UnifiedSWATokenToKVPoolAllocator as _SglangUnified,
 )
 
-__all__ = ["SGLANG_UNIFIED_HOOKS", "SideTranslator", "UnifiedSWATokenToKVPoolAllocator"]
+__all__ = ["NOT_SERVED", "SGLANG_UNIFIED_HOOKS", "SideTranslator",
+           "UnifiedSWATokenToKVPoolAllocator"]
 
 # SGLang's hooks of its unified composite that read only the composite's public views.
 SGLANG_UNIFIED_HOOKS: frozenset[str] = frozenset({
@@ -43,6 +45,13 @@ SGLANG_UNIFIED_HOOKS: frozenset[str] = frozenset({
     "max_new_tokens_for_memory", "prealloc_ceiling_fits", "prealloc_fits",
     "prealloc_fits_assumes_reclaim", "reclaim_for_prealloc", "swa_capacity_and_available",
     "swa_req_ring", "swa_ring_cost_tokens",
+})
+
+
+# Public names of SGLang 0.5.23's unified composite this class does not serve: nothing outside
+# SGLang's allocator package reads them (its own byte views, a static-SWA parent hook).
+NOT_SERVED: frozenset[str] = frozenset({
+    "new_pages_available", "schedulable_full_available_size", "schedulable_swa_available_size",
 })
 
 
@@ -87,19 +96,27 @@ class SideTranslator:
         return None
 
     def free(self, free_index: torch.Tensor) -> None:
-        """Release this side of the virtual tokens' pages (the composite's ``free_full`` /
-        ``free_swa``: SGLang's tree frees a node's full side after its SWA side)."""
+        """Release the virtual tokens' pages as SGLang's sub-allocator ``free`` does: at once,
+        the freed ids recycled in ascending page order (in the given order under lazy
+        compaction at page size 1). The full side releases through the composite's ``free``
+        (both sides where the SWA side is still bound: SGLang's tree frees a node's two sides
+        one after the other, in either order); the SWA side through ``free_swa``."""
         if self.swa:
             self.allocator.free_swa(free_index)
+        elif self.page_size == 1 and self.allocator.lazy:
+            self.allocator.free_segment(free_index, start_pos=0)
         else:
-            self.allocator.free_full(free_index)
+            self.allocator.free(free_index)
 
     def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
-        """:meth:`free` of a segment starting at position ``start_pos`` (whole pages)."""
+        """SGLang's sub-allocator ``free_segment``: :meth:`free` at page size 1, else the
+        segment's pages in the given order."""
         if self.swa:
             self.allocator.free_swa_segment(free_index, start_pos=start_pos)
+        elif self.page_size == 1:
+            self.free(free_index)
         else:
-            self.allocator.free_full_segment(free_index, start_pos=start_pos)
+            self.allocator.free_segment(free_index, start_pos=start_pos)
 
     def available_size(self) -> int:
         """The composite's view of this side (``full_`` / ``swa_available_size``)."""
@@ -158,6 +175,7 @@ class UnifiedSWATokenToKVPoolAllocator(UnifiedSWAAllocator, _Base):  # type: ign
             caps = vars(self)
             self.swa_max_tokens = min(int(caps["swa_max_tokens"]), int(caps["full_max_tokens"]))
         self.unified_buffer, self._kvcache, self.need_sort = unified_buffer, kvcache, need_sort
+        self.external_store = cast(ExternalKVStore, self.store)  # built over kvcache
         self.dtype = unified_buffer.mha_spec("full").store_dtype
         self.full_attn_allocator = SideTranslator(self, self.full, swa=False)
         self.swa_attn_allocator = SideTranslator(self, self.swa, swa=True)
@@ -174,6 +192,78 @@ class UnifiedSWATokenToKVPoolAllocator(UnifiedSWAAllocator, _Base):  # type: ign
     def get_kvcache(self) -> Any:
         """SGLang's ``UnifiedSWAKVPool`` this pool drives."""
         return self._kvcache
+
+    # -- what SGLang's model runner, scheduler and index translator call --
+
+    def _page_table(self, table: np.ndarray) -> torch.Tensor:
+        if self.device.type != "cpu":
+            raise NotImplementedError("kvpool keeps the unified pool's page tables on the host; "
+                                      f"SGLang's index translator on {self.device} needs a "
+                                      "device copy")
+        return torch.from_numpy(table)
+
+    @property
+    def full_v2p_page_table(self) -> torch.Tensor:
+        """The full side's virtual -> physical page table (``-1`` unbound), a live view of
+        kvpool's (host only). Raises NotImplementedError on another device."""
+        return self._page_table(self.full.v2p)
+
+    @property
+    def swa_v2p_page_table(self) -> torch.Tensor:
+        """The SWA side's table, as :attr:`full_v2p_page_table`."""
+        return self._page_table(self.swa.v2p)
+
+    @property
+    def full_p2v_page_table(self) -> torch.Tensor:
+        """The full side's physical -> virtual page table (``-1`` free), host only."""
+        return self._page_table(self.full.p2v)
+
+    @property
+    def draft_virtual_id_space(self) -> int:
+        """Virtual token ids a fused draft model may address (SGLang's: the full side's
+        slots less the sink)."""
+        return int(self.unified_buffer.max_slots("full")) - 1
+
+    def is_slot_allocated(self, slot: int) -> bool:
+        """Whether virtual token id ``slot`` is live (its page bound on the full side)."""
+        page = int(slot) // self.page_size
+        return 0 <= page < len(self.full.v2p) and bool(self.full.v2p[page] >= 0)
+
+    def allocator_state_str(self) -> str:
+        """One line: live pages, holes and frontiers of both sides."""
+        return " ".join(f"{pool.name}: live={pool.live} holes={pool.num_holes()} "
+                        f"span={pool.span()}" for pool in (self.full, self.swa))
+
+    def set_full_to_swa_mapping(self, full_indices: torch.Tensor,
+                                swa_indices: torch.Tensor) -> None:
+        """Bind the SWA pages of ``swa_indices`` to the virtual pages of ``full_indices`` (the
+        tree's SWA recovery; SGLang's composite does the same through its sub-allocator)."""
+        if full_indices.numel():
+            ps = self.page_size
+            self.swa_attn_allocator.bind(full_indices.to(torch.int64) // ps,
+                                         swa_indices.to(torch.int64) // ps)
+
+    def clear_full_to_swa_mapping(self, full_indices: torch.Tensor) -> None:
+        """Nothing: the SWA side's page table is the mapping (as SGLang's composite)."""
+        return None
+
+    def set_latest_forward_done_event(self, event: Any) -> None:
+        """The latest forward's event: page copies and zeroing on a GPU wait for it."""
+        self.external_store.set_forward_done_event(event)
+
+    def set_inflight_forward(self, forward_done: Any, out_cache_loc_virtual: Any) -> None:
+        """As :meth:`set_latest_forward_done_event` (every move waits for the forward, not
+        only those touching its write set: SGLang's finer classification is not kept)."""
+        self.external_store.set_forward_done_event(forward_done)
+
+    def prewarm_compaction(self) -> None:
+        """On a GPU, launch each sub-pool's page copy once on the reserved sink page 0 (onto
+        itself), as SGLang does before sizing the KV cache; nothing on the host."""
+        if self.device.type != "cuda":
+            return
+        sink = torch.zeros(2, dtype=torch.int64, device=self.device)
+        for pool in (self._kvcache.full_kv_pool, self._kvcache.swa_kv_pool):
+            pool.move_physical_pages(sink, sink, self.page_size)
 
     # -- SGLang's views over kvpool's state --
 
