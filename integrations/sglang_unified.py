@@ -100,7 +100,9 @@ class SideTranslator:
         the freed ids recycled in ascending page order (in the given order under lazy
         compaction at page size 1). The full side releases through the composite's ``free``
         (both sides where the SWA side is still bound: SGLang's tree frees a node's two sides
-        one after the other, in either order); the SWA side through ``free_swa``."""
+        one after the other, in either order); the SWA side through ``free_swa``. Inside an
+        open free group kvpool's frees wait for its end where SGLang's sub-allocator frees at
+        once (SGLang's tree evicts outside groups)."""
         if self.swa:
             self.allocator.free_swa(free_index)
         elif self.page_size == 1 and self.allocator.lazy:
