@@ -196,9 +196,9 @@ def copy_counts(op: str, ps: int, calls: int = 16) -> dict[str, float]:
 
 
 def metadata_bytes(a: Any) -> int:
-    """Bytes of an allocator's host bookkeeping: every numpy array and int tensor reachable
-    from its attributes (page tables, free lists, holes, scratch), the KV byte buffer and its
-    views (float or uint8) left out."""
+    """Bytes of an allocator's host bookkeeping: every integer or bool numpy array and integer
+    tensor reachable from its attributes (page tables, free lists, holes, scratch), the KV byte
+    buffer and its views (float, uint8 or whole-page elements) left out."""
     seen: set[int] = set()
     total = 0
 
@@ -207,8 +207,8 @@ def metadata_bytes(a: Any) -> int:
         if id(obj) in seen or depth > 5:
             return
         seen.add(id(obj))
-        if isinstance(obj, np.ndarray):
-            total += obj.nbytes if obj.dtype != np.uint8 else 0
+        if isinstance(obj, np.ndarray):  # integer and bool tables; byte and page views out
+            total += obj.nbytes if obj.dtype.kind in "iub" and obj.dtype != np.uint8 else 0
         elif isinstance(obj, torch.Tensor):
             is_index = not obj.dtype.is_floating_point and obj.dtype != torch.uint8
             total += obj.numel() * obj.element_size() if is_index else 0
