@@ -117,6 +117,9 @@ class KVSidePool:
         n = len(pages)
         if n == 0:
             return
+        if self.host_units is not None and n <= 256:
+            self.host_units[pages] = self.zero_unit  # a few pages: one scatter, no range scan
+            return
         lo, hi = int(pages.min()), int(pages.max())
         if self.host_pages is not None:
             if hi - lo + 1 == n:
