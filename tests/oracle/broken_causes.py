@@ -86,11 +86,6 @@ SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
         "the full pages a segment free keeps are seen first as a smaller available_size() "
         "(UNI-7)",
     ),
-    "broken_unified:group_end_skips_full_frees": (
-        "UNI-10", "UNI-9",
-        "the full pages the group end keeps are seen first as a smaller "
-        "full_available_size() (UNI-9)",
-    ),
     "broken_unified:swa_tail_binds_all": (
         "UNI-8", "UNI-7",
         "the extra SWA pages are seen first as a smaller available_size() (UNI-7)",

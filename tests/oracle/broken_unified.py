@@ -423,7 +423,7 @@ BROKEN_UNIFIED = [
     BrokenUnified(eager_skips_compaction, ("UNI-5",), EAGER),
     BrokenUnified(zeroes_a_neighbour, ("DATA-1",)),
     BrokenUnified(segment_first_page_only, ("UNI-7",), cause="UNI-10"),
-    BrokenUnified(group_end_skips_full_frees, ("UNI-9",), cause="UNI-10"),
+    BrokenUnified(group_end_skips_full_frees, ("UNI-10",)),
     BrokenUnified(tombstone_read_unclamped, ("UNI-10",), LAZY),
     BrokenUnified(eager_binds_reversed, ("UNI-4",), EAGER),
     BrokenUnified(evict_plan_takes_all, ("UNI-8",)),

@@ -19,6 +19,9 @@ calls and ``ERR-1``, failures). After every valid call:
   cause), and after them its span and number of holes against the model's (``UNI-5``,
   :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
+- after ``free_group_end``, each side binds exactly the model's live pages (``UNI-10``:
+  the group's deferred frees all ran, :func:`group_end_breach`); a tri-pool prealloc whose
+  pages fit on its float chain (its SWA float's holes credited) is granted (``UNI-14``);
 - on a tri-pool (``float_chain``) its five capacity views, exactly, from its float chain's
   frontiers, and its live pages against the model's; an ``alloc`` within the
   ``available_size()`` it reported must succeed (``UNI-14``, :mod:`.float_views`);
@@ -27,7 +30,7 @@ calls and ``ERR-1``, failures). After every valid call:
   as ``probe.unplanted``);
 - with the data plane (on by default): every live token's K/V bytes, written through
   ``translate_write_loc`` (full) and the SWA translation when handed out, read back through
-  the read translations (``DATA-1``; :mod:`.store`).
+  the read translations (``DATA-1``; :mod:`.store`), after reading as zeros (``DATA-4``).
 """
 
 from __future__ import annotations
@@ -220,8 +223,10 @@ class UnifiedExecutor(Engine):
         step.available_after = (float_available(self.target, state) if self.caps.float_chain
                                 else model.available_size())
         self._check_holes(step, own_breach(state))
-        if step.call == "free_group_end":
-            group_end_breach(state, model)
+        breach = group_end_breach(state, model) if step.call == "free_group_end" else None
+        if breach is not None:
+            detail, self._hole_lines = breach  # the repro asserts the side's bindings
+            raise Divergence("UNI-10", f"after free_group_end: {detail}")
         ids = live_tokens(model)
         got, want = census(self.target, ids), spec_census(model)
         exact = 3 if self.caps.capacity_exact else 0  # the capacity views; rows below
@@ -342,7 +347,7 @@ class UnifiedExecutor(Engine):
                     "assert a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-13":
             return ["assert not a.verify_byte_accounting()  # UNI-13"]
-        if clause == "UNI-5" and self._hole_lines:
+        if clause in ("UNI-5", "UNI-10") and self._hole_lines:
             return self._hole_lines
         if self._placement_line is not None:
             return [self._placement_line]
@@ -364,21 +369,22 @@ class UnifiedExecutor(Engine):
         return events_of(step, result, bool(m.full.holes or m.swa.holes))
 
 
-def group_end_breach(state: Any, model: UnifiedSWAModel) -> None:
+def group_end_breach(state: Any, model: UnifiedSWAModel) -> tuple[str, list[str]] | None:
     """``UNI-10`` at ``free_group_end``: the group's deferred frees ran, so each side binds
-    exactly the virtual pages the model still holds there (:class:`~.calls.Group`).
-
-    Raises:
-        Divergence: ``UNI-10`` naming the pages a side still binds or lost.
-    """
+    exactly the virtual pages the model still holds there (:class:`~.calls.Group`). None when
+    they agree; else what differs and the repro's assertion on the target's snapshot."""
     for name, pool in (("full", model.full), ("swa", model.swa)):
         got, want = set(state.sides[name].bindings), set(pool.v2p)
         if got != want:
             kept, lost = sorted(got - want), sorted(want - got)
-            raise Divergence("UNI-10", f"after free_group_end: the {name} side still binds "
-                                       f"virtual pages {kept} the group freed" if kept else
-                             f"after free_group_end: the {name} side lost virtual pages "
-                             f"{lost} no free of the group named")
+            detail = (f"the {name} side still binds virtual pages {kept} the group freed"
+                      if kept else f"the {name} side lost virtual pages {lost} no free of "
+                                   "the group named")
+            return detail, [
+                "from kvpool.oracle.families.unified.peer_state import state_of",
+                f"assert sorted(state_of(a).sides[{name!r}].bindings) == {sorted(want)!r}"
+                "  # [UNI-10]"]
+    return None
 
 
 def _short(value: object) -> str:

@@ -104,8 +104,11 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
             and self.caps.capacity_exact)
     def idle_flush(self, data: Draws) -> None:
         """The scheduler is idle: ``flush_opportunistic()``, the non-urgent compaction of both
-        sides (``UNI-6``; lazy, on the exact model). Draws nothing."""
-        del data
+        sides (``UNI-6``; lazy, on the exact model); ``finished``: a request (the oldest, as
+        drawn first) finishes by ``free`` just before, leaving holes away from the frontiers
+        (its pages are the ends' oldest), so the flush has pages to move."""
+        if self.rows and data.boolean() and Group.of(self.ex.model) is None:
+            self.finish(data, split=False, backwards=False, segments=False)
         self.ex.call("flush_opportunistic")
         self.ex.note("flush-idle")
 
