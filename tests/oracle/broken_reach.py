@@ -11,6 +11,10 @@ bug that stays invisible unless the run builds that shape:
   tokens (``size.pow2_batch`` / ``size.pow2_single``);
 - ``SegmentSkipsMiddlePage``: a segment that starts mid-page and touches three pages or more
   does not release the page before its last (``seg.unaligned_3``);
+- ``SegmentStepsFromStart`` (kvpool's paged allocator): a ``free_segment`` starting mid-page
+  reads its pages at ``0, ps, 2ps, ...`` from its first slot instead of the spec's stride
+  (``rep_offsets``), so it misses its last page when its last token's in-page offset is below
+  its first's (``seg.single_wrap``: positions 2..5 at ``ps = 4`` release page 0 only);
 - ``FreeReadsStorage`` / ``FreeViewsAsInt64``: a ``free()`` that reads a strided view's storage
   as contiguous / an int32 row's bytes as int64 (``input.strided`` / ``input.int32``);
 - ``TranslateToInt64``: a translation that returns int64 where SGLang returns its int32 input
@@ -21,8 +25,8 @@ bug that stays invisible unless the run builds that shape:
   that releases a repeated slot's SWA page twice (``free.repeat_slot``, ``SWA-13``).
 
 ``REACH_BROKEN`` pairs each with the event that exposes it, the configuration that reaches it
-and the one clause the default run reports for it (the segment leak is reported as the census
-of a segment free, ``SEG-5``).
+and the one clause the default run reports for it (the segment leaks are reported as the census
+right after a ``free_segment``, ``SEG-2``).
 """
 
 from __future__ import annotations
@@ -33,7 +37,8 @@ from typing import Any
 import torch
 from broken_allocators import Broken, _SegmentsBase, factory_of
 from broken_hybrid import BrokenHybrid
-from kvpool.impl import SWATokenToKVPoolAllocator
+from broken_impl import CORRECT, impl_factory
+from kvpool.impl import PagedTokenToKVPoolAllocator, SWATokenToKVPoolAllocator
 from kvpool.oracle.engine.capabilities import PAGED, TOKEN
 from kvpool.spec.rules import check_segments
 from kvpool.spec.segments import segment_pages, trim_boundary
@@ -110,6 +115,20 @@ class SegmentSkipsMiddlePage(_SegmentsBase):
         self._release_all(out)
 
 
+class SegmentStepsFromStart(PagedTokenToKVPoolAllocator):  # type: ignore[misc]
+    """SEG-2: ``free_segment`` finds its pages from the slots at ``0, ps, 2ps, ...`` of the
+    segment, stepping from its first slot rather than from its first page boundary. A segment
+    that starts mid-page and whose last token lies at a lower in-page offset than its first
+    (``ps = 4``, positions 2..5) never reaches its last page, which stays allocated. The stepped
+    slots touch the pages of the segment's first ``(n - 1) // ps * ps + 1`` tokens, so the bug
+    is that prefix released correctly (checks and groups unchanged)."""
+
+    def free_segment(self, free_index: torch.Tensor, *, start_pos: int) -> None:
+        n, ps = free_index.numel(), self.page_size
+        stepped = free_index[: (n - 1) // ps * ps + 1] if n else free_index
+        super().free_segment(stepped, start_pos=start_pos)
+
+
 class FreeReadsStorage(_BrokenFree):
     """FREE-4: ``free()`` reads its input's storage as if it were contiguous
     (``as_strided(..., (1,))``): a strided view (every other element) names other slots, so
@@ -179,12 +198,14 @@ REACH_BROKEN: tuple[tuple[str, Broken], ...] = (
         Broken(AllocWrapsAt256, ("ALLOC-4",), page_size=1, token=True, module="broken_reach"),
     ),
     ("size.pow2_batch", Broken(ExtendWrapsAt256, ("EXTEND-5",), module="broken_reach")),
-    ("seg.unaligned_3", Broken(SegmentSkipsMiddlePage, ("SEG-5",), module="broken_reach",
-                              cause="SEG-2")),
+    ("seg.unaligned_3", Broken(SegmentSkipsMiddlePage, ("SEG-2",), module="broken_reach")),
+    ("seg.single_wrap", Broken(SegmentStepsFromStart, ("SEG-2",), module="broken_reach",
+                               correct=CORRECT)),
     ("input.strided", Broken(FreeReadsStorage, ("FREE-4",), module="broken_reach")),
     ("input.int32", Broken(FreeViewsAsInt64, ("FREE-4",), module="broken_reach")),
     ("input.int32", Broken(TranslateToInt64, ("LIFE-3",), module="broken_reach")),
     ("bad.page_ids_twice", Broken(PageIdsTwiceAccepted, ("FREE-3",), module="broken_reach")),
 )
+segmentstepsfromstart = impl_factory(SegmentStepsFromStart)  # kvpool's, checked mode
 for _, _b in REACH_BROKEN:  # importable factories, e.g. broken_reach:freededupadjacent
     globals().setdefault(_b.name, factory_of(_b.cls, TOKEN if _b.token else PAGED))

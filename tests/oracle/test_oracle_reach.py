@@ -33,6 +33,7 @@ REACH_EVENTS = (
     "seg.unaligned_1",
     "seg.unaligned_2",
     "seg.unaligned_3",
+    "seg.single_wrap",
     "input.int32",
     "input.strided",
 )
@@ -108,6 +109,20 @@ def test_unaligned_segment_page_counts_seg_2() -> None:
     assert "seg.unaligned_2" in _events(m, "free_segments", segments=[(row[6:9], 6)])
     found = _events(m, "free_segments", segments=[(row[12:16], 12), (row[18:27], 18)])
     assert "seg.unaligned_3" in found and "seg.unaligned_2" not in found
+
+
+def test_single_segment_whose_stride_misses_its_last_page_seg_2() -> None:
+    """``free_segment`` from mid-page to a later page's offset below its start's (positions
+    2..5 at ps=4: a stride from its first slot misses page 1), outside a group only."""
+    m = AllocatorModel(128, 4, paged=True)
+    row = m.alloc(64)
+    assert row is not None
+    assert "seg.single_wrap" in _events(m, "free_segment", free_index=row[2:6], start_pos=2)
+    assert "seg.single_wrap" not in _events(m, "free_segment", free_index=row[10:16],
+                                            start_pos=10)  # ends at offset 3 >= 2
+    m.free_group_begin()
+    assert "seg.single_wrap" not in _events(m, "free_segment", free_index=row[18:22],
+                                            start_pos=18)
 
 
 def _target(b: Broken) -> Target:

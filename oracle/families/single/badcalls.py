@@ -15,6 +15,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from ...engine.draws import Draws
 from .badkinds import kind_checked
 from .scheduler import Scheduler
 
@@ -249,6 +250,12 @@ BAD_CALLS: dict[str, BadCall] = {
     ),
 }
 BAD_KINDS = tuple(BAD_CALLS)
+# Kinds that apply in every state of a target that checks their call; the others need requests,
+# an open group, deferred or free pages, and are drawn on their own half of the time.
+ANY_STATE = frozenset({
+    "page_zero", "out_of_range", "unaligned_alloc", "negative_alloc", "mismatched_lengths",
+    "wrong_extend_num_tokens", "decode_empty_seq", "decode_mismatched_lengths",
+})
 
 
 def applicable_kinds(s: Scheduler) -> list[str]:
@@ -257,6 +264,17 @@ def applicable_kinds(s: Scheduler) -> list[str]:
     return [
         kind for kind, bad in BAD_CALLS.items() if kind_checked(kind, s.caps) and bad.applies(s)
     ]
+
+
+def draw_kind(s: Scheduler, data: Draws) -> str | None:
+    """One applicable kind (None when none applies): half of the time among those that need
+    a state (``ANY_STATE`` excluded), where any applies, so that each is sent about as often as
+    the kinds every state allows although its state is rarer."""
+    kinds = applicable_kinds(s)
+    stateful = [k for k in kinds if k not in ANY_STATE]
+    if stateful and len(stateful) < len(kinds) and data.boolean():
+        kinds = stateful
+    return data.choice(kinds) if kinds else None
 
 
 def make_bad_call(s: Scheduler, data: st.DataObject, kind: str) -> Call:

@@ -53,6 +53,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
         "seg.unaligned_1",
         "seg.unaligned_2",
         "seg.unaligned_3",
+        "seg.single_wrap",
     ),
     "SEG-3": ("seg.many",),
     "SEG-5": ("seg.trim", "seg.inside"),

@@ -122,6 +122,9 @@ seg.unaligned_2       SEG-2     shared               a segment starting mid-page
                                                      pages
 seg.unaligned_3       SEG-2     shared               a segment starting mid-page, touching >= 3
                                                      pages
+seg.single_wrap       SEG-2     shared               free_segment outside a group from mid-page to
+                                                     a later page's offset below its start's (a
+                                                     stride from its first slot misses that page)
 life.clear            LIFE-1    cap:clear            clear() mid-run
 life.clear_staged     LIFE-1    sorted+cap:clear     clear() with pages staged
 life.resize           LIFE-2    cap:resize           resize() mid-run
@@ -272,6 +275,8 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
     segs = [(a["free_index"], a["start_pos"])] if c == "free_segment" else a["segments"]
     if c == "free_segment" and segs[0][0]:
         yield "seg.single"
+        idx, start_pos = segs[0]
+        yield "seg.single_wrap" if not before.group_open and wraps(idx, start_pos, ps) else None
     if before.group_open and any(idx for idx, _ in segs):
         yield "group.segments"
     yield "seg.many" if sum(1 for idx, _ in segs if idx) >= 2 else None
@@ -290,6 +295,14 @@ def _free_events(step: TraceStep, before: Before, ps: int) -> Iterable[str | Non
         if start % ps and end % ps and (end - 1) // ps - start // ps >= 2:
             yield "seg.mid_span"
         prev_end = end
+
+
+def wraps(free_index: list[int], start_pos: int, ps: int) -> bool:
+    """Whether a segment starts mid-page and ends on a later page at an in-page offset below its
+    start's: the slots at ``0, ps, 2ps, ...`` of it miss its last page (``SEG-2``)."""
+    last = start_pos + len(free_index) - 1
+    offset = start_pos % ps
+    return bool(offset) and last // ps > start_pos // ps and last % ps < offset
 
 
 def _names_slots(step: TraceStep) -> bool:

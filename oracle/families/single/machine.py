@@ -26,7 +26,7 @@ from ...engine.families import Family
 from ...engine.machines import bind
 from ...engine.steps import ActionMachine, action
 from ...engine.target import Config, Target
-from .badcalls import applicable_kinds, make_bad_call
+from .badcalls import draw_kind, make_bad_call
 from .clause_map import SINGLE
 from .executor import Executor
 from .planning import plan_targets
@@ -175,11 +175,14 @@ class OracleMachine(Scheduler, ActionMachine):
     @guarded
     def under_pressure(self, data: Draws) -> None:
         """Other requests take the free list down to 0-2 pages (staged pages stay), then
-        a batch that needs more arrives: a shortage with pages still free, or a merge first."""
-        self.squeeze(data.integer(0, 2))
+        a batch that needs more arrives: a shortage with pages still free, or a merge first. A
+        decode of the requests that open a page leaves fewer free pages than they open."""
         decode = bool(self.reqs) and self.can_decode() and data.boolean()
+        openers = self.page_openers() if decode else []
+        left = data.integer(0, 2)
+        self.squeeze(min(left, len(openers) - 1) if openers else left)
         if decode:
-            self.decode_step(data, self.page_openers() or self.pick_requests(data))
+            self.decode_step(data, openers or self.pick_requests(data))
         else:
             self.new_requests(data)
 
@@ -219,7 +222,12 @@ class OracleMachine(Scheduler, ActionMachine):
     @action(lambda self: self.caps.segments != "none" and self.window_reqs())
     @guarded
     def drop_window(self, data: Draws) -> None:
+        """Pages fall out of a request's window: ``free_segments`` of its first live pages, or
+        (shared segments, outside a group, half of the time) one ``free_segment`` naming
+        only their tokens from mid-page on (``Scheduler.wrap_segment``)."""
         req = self.reqs[data.choice(self.window_reqs())]
+        if self.wrap_segment(data, req):
+            return
         last_page_start = (len(req.row) - 1) // self.ps * self.ps
         new_start = data.choice(range(req.start + self.ps, last_page_start + 1, self.ps))
         self.ex.call(
@@ -337,10 +345,9 @@ class OracleMachine(Scheduler, ActionMachine):
     def bad_call(self, data: Draws) -> None:
         """One to three bad calls (cheap: each is rejected and changes nothing)."""
         for _ in range(data.integer(1, 3)):
-            kinds = applicable_kinds(self)  # a partially checked target: maybe none here
-            if not kinds:
+            kind = draw_kind(self, data)  # a partially checked target: maybe none here
+            if kind is None:
                 return
-            kind = data.choice(kinds)
             name, args = make_bad_call(self, data, kind)
             self.ex.call_bad(name, **args)
             self.ex.events[f"bad.{kind}"] += 1

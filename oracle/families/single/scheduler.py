@@ -119,7 +119,8 @@ class Scheduler:
         capped at one request per available page (admission)."""
         bs = max(1, min(batch_size, self.model.available_size() // self.ps))
         seqs = [self.draw_num_tokens(data, share=bs) for _ in range(bs)]
-        self.long_prompt(data, seqs)
+        self.long_prompt(data, seqs)  # maybe one request alone
+        bs = len(seqs)
         self.make_room(data, sum(seqs) + len(seqs) * self.ps, check=False)
         if self.uses_extend():
             out = self.ex.call(
@@ -137,13 +138,17 @@ class Scheduler:
 
     def long_prompt(self, data: Draws, seqs: list[int]) -> None:
         """A quarter of the time (when the pool can hold one) the batch ``seqs`` is changed so
-        that it takes a size around a power of two of at least ``POWER_MIN`` tokens in all: one
-        request (a token target's single ``alloc``), or the last request completing the sum
-        (else the first request takes that size)."""
+        that it takes a size around a power of two of at least ``POWER_MIN`` tokens in all: half
+        of those as one request alone (``size.pow2_single``; a token target's single ``alloc``
+        is one anyway), else the last request completing the sum (else the first request takes
+        that size)."""
         sizes = near_powers_of_two(self.model.available_size(), POWER_MIN - 1)
         if not sizes or data.bounded(0, 3):
             return
         total = data.sample(sizes)
+        if len(seqs) > 1 and data.boolean():
+            seqs[:] = [total]
+            return
         rest = sum(seqs[:-1])
         if rest < total:
             seqs[-1] = total - rest
@@ -267,6 +272,27 @@ class Scheduler:
             i = data.bounded(0, len(segs))
             segs.insert(i, [[], bounds[i]])
         return segs
+
+    def wrap_segment(self, data: Draws, req: Request) -> bool:
+        """Maybe drop the first live pages of ``req`` by one ``free_segment`` that starts
+        mid-page and ends on a later page at an in-page offset below its start's (``SEG-2``: it
+        releases every page its tokens touch, the last one too), outside a group so that the
+        census is compared right after it; the row keeps its tokens from the next page on.
+        Shared segments, ``ps > 1``, a row of >= 2 live pages before its last, half of the
+        time; False when not drawn."""
+        ps = self.ps
+        last_page_start = (len(req.row) - 1) // ps * ps
+        ends = range(req.start + 2 * ps, last_page_start + 1, ps)
+        shared = self.caps.segments == "shared" and ps > 1
+        if not shared or self.group_open or not ends or data.boolean():
+            return False
+        new_start = data.choice(ends)
+        start = req.start + data.bounded(1, ps - 1)  # mid-page on the first live page
+        end = new_start - ps + data.bounded(1, start % ps)  # last token below start's offset
+        self.ex.call("free_segment", free_index=req.row[start:end], start_pos=start,
+                     clobber=self.caps.ownership)
+        req.start = new_start
+        return True
 
     def maintenance_calls(self) -> list[str]:
         calls = ["merge_and_sort_free"] if self.caps.merge else []
