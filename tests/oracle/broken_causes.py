@@ -31,6 +31,11 @@ SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
         "names a free_segments census difference by the boundary rule (the cause attribution "
         "of kvpool.oracle.families.single.causes)",
     ),
+    "broken_reach:SegmentSkipsMiddlePage": (
+        "SEG-2", "SEG-5",
+        "a page a segment never releases shows as a census difference after free_segments, "
+        "which the cause attribution names by the segment call's rule, SEG-5",
+    ),
     "broken_hybrid:SlideFreesFull": (
         "SWA-10", "INV-1",
         "no hybrid check names the full side of free_swa: the full side's free census differs "
@@ -62,24 +67,10 @@ SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
         "virtual ids sent as physical rows put a full page's bytes in the SWA side's band: the "
         "data plane finds bytes that belong to both sides (bands overlapping, UNI-3) first",
     ),
-    "broken_unified:free_keeps_swa": (
-        "UNI-10", "UNI-9",
-        "the SWA pages it keeps still take bytes of the gap: seen first as a smaller "
-        "full_available_size() (UNI-9)",
-    ),
-    "broken_unified:slide_frees_full": (
-        "UNI-10", "UNI-7",
-        "the full pages a slide releases are seen first as a larger available_size() (UNI-7)",
-    ),
     "broken_unified:decode_binds_full_only": (
         "UNI-8", "UNI-9",
         "without the SWA page the gap keeps more bytes: seen first as a larger "
         "full_available_size() (UNI-9)",
-    ),
-    "broken_unified:segment_first_page_only": (
-        "UNI-10", "UNI-7",
-        "the full pages a segment free keeps are seen first as a smaller available_size() "
-        "(UNI-7)",
     ),
     "broken_unified:swa_tail_binds_all": (
         "UNI-8", "UNI-7",
