@@ -31,11 +31,6 @@ SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
         "names a free_segments census difference by the boundary rule (the cause attribution "
         "of kvpool.oracle.families.single.causes)",
     ),
-    "broken_reach:SegmentSkipsMiddlePage": (
-        "SEG-2", "SEG-5",
-        "a page a segment never releases shows as a census difference after free_segments, "
-        "which the cause attribution names by the segment call's rule, SEG-5",
-    ),
     "broken_hybrid:SlideFreesFull": (
         "SWA-10", "INV-1",
         "no hybrid check names the full side of free_swa: the full side's free census differs "
