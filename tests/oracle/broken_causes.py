@@ -13,23 +13,11 @@ from typing import Any
 
 # label ("module:Name") -> (cause, reported, why the run reports the other clause)
 SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
-    "broken_allocators:DecodeNewPageWrong": (
-        "DECODE-4", "DECODE-6",
-        "its wrong new-page predicate needs no page for a decode that opens one; the "
-        "shortest trace decodes into a full pool, where the spec returns None and it returns a "
-        "slot: the None rule of the call is the first check that sees it",
-    ),
     "broken_events:DecodeNoMergeWhenShort": (
         "DECODE-7", "ALLOC-5",
         "a decode short of free pages returns without merging the staged ones; when the "
         "spec's decode is short too both return None, and the unmerged free list differs first "
         "in the page order of the next alloc",
-    ),
-    "broken_events:MidSpanSegmentKeepsLastPage": (
-        "SEG-2", "SEG-5",
-        "the page it keeps is the one the segment shares with the next segment; the oracle "
-        "names a free_segments census difference by the boundary rule (the cause attribution "
-        "of kvpool.oracle.families.single.causes)",
     ),
     "broken_hybrid:SlideFreesFull": (
         "SWA-10", "INV-1",

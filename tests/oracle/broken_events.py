@@ -314,12 +314,7 @@ OWNERSHIP_BROKEN: tuple[Broken, ...] = (
 EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
     (
         "seg.mid_span",
-        Broken(
-            MidSpanSegmentKeepsLastPage,
-            ("SEG-5",),
-            module="broken_events",
-            cause="SEG-2",
-        ),
+        Broken(MidSpanSegmentKeepsLastPage, ("SEG-2",), module="broken_events"),
     ),
     ("cap.check_false", Broken(CapacityAlwaysYes, ("CAP-2",), module="broken_events")),
     (

@@ -40,6 +40,7 @@ from .attribution import census_clause, raise_cause
 from .calls import ALLOC_CALLS, CALLS, as_list, clone_model, model_state
 from .causes import MERGE_CALLS, explain, short_after_merge
 from .coverage import Before, events_of, snapshot
+from .decode_cause import page_open_mismatch
 from .treecache import TinyTreeCache
 
 __all__ = ["Executor", "OracleError"]
@@ -208,6 +209,11 @@ class Executor(Engine):
             return None
         got = as_list(got_obj)
         step.expect = expected if self.order == "exact" else got
+        if step.call == "alloc_decode" and got != expected:  # which requests open a page
+            opened = page_open_mismatch(step.args, got, pre.page_size,
+                                        {*pre.free_pages, *pre.staged})
+            if opened is not None:
+                raise Divergence(*opened)
         if self.order == "exact":
             if got != expected:
                 self._accept(pre, step, got)  # a contract clause when the result is not even valid
