@@ -93,16 +93,28 @@ def explain(
     step = steps[-1]
     merged = merged if step.call in MERGE_CALLS else ()  # clear() and resize() empty it too
     common: dict[str, Any] = {"page_size": page_size, "extra": extra, "lacking": lacking}
+    call, args = eviction_as_free(step)
     return (
         (attribute_change(step.call, step.args, group_open=group_open, merged=merged, **common)
          if merged else None)
-        or attribute(step.call, step.args, group_open=group_open, available_delta=available_delta,
+        or attribute(call, args, group_open=group_open, available_delta=available_delta,
                      shortage=shortage, handed_out=handed_out, **common)
         or (attribute_group_end(steps, available_delta=available_delta, **common)
             if step.call == "free_group_end" else None)
         or outside_pool(extra, num_pages)
         or attribute_change(step.call, step.args, group_open=group_open, **common)
     )
+
+
+def eviction_as_free(step: Step) -> tuple[str, Mapping[str, Any]]:
+    """A capacity hook that evicted cache entries (``step.evicted``, the count both sides
+    agreed on) as the ``free`` of those entries' slots, which is how the cache releases them
+    (FREE-4); any other step as it is."""
+    evicted = getattr(step, "evicted", None)
+    if step.call not in ("evict_to_free_tokens", "check_decode_capacity") or not evicted:
+        return step.call, step.args
+    entries = step.args["entries"][:evicted]
+    return "free", {"free_index": [s for entry in entries for s in entry]}
 
 
 def short_after_merge(

@@ -288,6 +288,7 @@ class Executor(Engine):
         except AssertionError as err:
             raise Divergence("CAP-1", f"{call.name} left the tree cache broken: {err}") from err
         more = target_cache.num_evicted - model_cache.num_evicted
+        step.evicted = target_cache.num_evicted  # its frees, for the census's cause
         if more > 0 and self.order == "contract":
             model_cache.evict_entries(more)
         elif more != 0:
