@@ -13,12 +13,6 @@ from typing import Any
 
 # label ("module:Name") -> (cause, reported, why the run reports the other clause)
 SYMPTOM_OF: dict[str, tuple[str, str, str]] = {
-    "broken_events:DecodeNoMergeWhenShort": (
-        "DECODE-7", "ALLOC-5",
-        "a decode short of free pages returns without merging the staged ones; when the "
-        "spec's decode is short too both return None, and the unmerged free list differs first "
-        "in the page order of the next alloc",
-    ),
     "broken_hybrid:SlideFreesFull": (
         "SWA-10", "INV-1",
         "no hybrid check names the full side of free_swa: the full side's free census differs "

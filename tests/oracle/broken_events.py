@@ -344,13 +344,7 @@ EVENT_BROKEN: tuple[tuple[str, Broken], ...] = (
     ),
     (
         "merge.decode",
-        Broken(
-            DecodeNoMergeWhenShort,
-            ("ALLOC-5",),
-            need_sort=True,
-            module="broken_events",
-            cause="DECODE-7",
-        ),
+        Broken(DecodeNoMergeWhenShort, ("DECODE-7",), need_sort=True, module="broken_events"),
     ),
     (
         "life.ragged",

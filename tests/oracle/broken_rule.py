@@ -55,11 +55,13 @@ ACCEPTING = {name: _accepting(name, clause, method, doc) for name, clause, metho
 
 
 class PageIdsKeepLast(M):
-    """FREE-8: ``free_page_ids`` of several pages leaves the last one owned."""
+    """FREE-8: ``free_page_ids`` of several distinct pages leaves the last one owned (a page
+    named twice is still rejected, FREE-3)."""
 
     def free_page_ids(self, page_ids: torch.Tensor) -> None:
         ids = self._in(page_ids)
-        self.model.free_page_ids(ids[:-1] if len(ids) >= 2 else ids)
+        distinct = len(set(ids)) == len(ids)
+        self.model.free_page_ids(ids[:-1] if len(ids) >= 2 and distinct else ids)
 
 
 class ClearKeepsFirstPage(M):

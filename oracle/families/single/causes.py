@@ -36,6 +36,8 @@ from .attribution import (
 
 # Calls that merge the staged pages into the free list (SORT-2, SORT-3).
 MERGE_CALLS = ("alloc", "alloc_extend", "alloc_decode", "merge_and_sort_free")
+# Each allocation's "short of free pages: merge the staged ones first" rule.
+MERGE_RULE = {"alloc": "ALLOC-5", "alloc_extend": "EXTEND-7", "alloc_decode": "DECODE-7"}
 
 
 def attribute_change(
@@ -103,6 +105,26 @@ def explain(
             if step.call == "free_group_end" else None)
         or outside_pool(extra, num_pages)
         or attribute_change(step.call, step.args, group_open=group_open, **common)
+    )
+
+
+def skipped_merge(steps: Sequence[Any], staged_before: Sequence[int],
+                  free: Sequence[int]) -> tuple[str, str] | None:
+    """The merge rule of an allocation (``steps[-1]``, exact order) the spec answered with None
+    after merging its staged pages ``staged_before``, where the target left
+    ``get_all_free_pages()`` as it was before the call (``free``): it returned None without the
+    merge (ALLOC-5, EXTEND-7, DECODE-7; the order clause the symptom). None otherwise."""
+    step = steps[-1]
+    if step.call not in MERGE_RULE or step.expect is not None or not staged_before:
+        return None
+    before = next((s.free_after for s in reversed(steps[:-1]) if s.free_after is not None), None)
+    if before is None or list(free) != list(before):
+        return None
+    return MERGE_RULE[step.call], (
+        f"{step.call} returned None without merging the staged "
+        f"{noun(len(staged_before), 'page')} {sorted(staged_before)} first: "
+        f"get_all_free_pages() is {list(free)}, as before the call (the cause; the symptom: "
+        f"the free order, SORT-2)"
     )
 
 

@@ -38,7 +38,7 @@ from ...reporting.pagemap import owners_from_steps, render, spec_line, status_li
 from .asserts import failure_asserts
 from .attribution import census_clause, raise_cause
 from .calls import ALLOC_CALLS, CALLS, as_list, clone_model, model_state
-from .causes import MERGE_CALLS, explain, short_after_merge
+from .causes import MERGE_CALLS, explain, short_after_merge, skipped_merge
 from .coverage import Before, events_of, snapshot
 from .decode_cause import page_open_mismatch
 from .treecache import TinyTreeCache
@@ -373,11 +373,9 @@ class Executor(Engine):
                 )
             check_census(model, free, available)
         if exact and not same_order:
-            raise Divergence(
+            raise Divergence(*skipped_merge(self.trace.steps, self._staged_before, free) or (
                 CALLS[step.call].order_clause,
-                f"get_all_free_pages() is {free}, the "
-                f"reference order gives {model.get_all_free_pages()}",
-            )
+                f"get_all_free_pages() is {free}, the reference order gives {spec_free}"))
         state = model_state(model)
         if state != self._model_checked:  # the invariants are a function of this state
             try:
