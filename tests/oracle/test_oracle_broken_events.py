@@ -45,6 +45,13 @@ def test_oracle_default_run_catches_the_event_bug(event: str, broken: object) ->
     assert failure.trace.num_calls() <= MAX_TRACE_CALLS, failure.report()
 
 
+# Clauses a whole-matrix CLI run may also report for an event's bug, and why. The page a
+# mid-span segment keeps is, in some configurations, the boundary page it shares with the next
+# segment of the same free_segments call: there the kept page is indistinguishable from a
+# boundary page never released (SEG-5, BoundaryNever's bug); elsewhere it is SEG-2.
+ALSO_REPORTED: dict[str, set[str]] = {"seg.mid_span": {"SEG-5"}}
+
+
 @pytest.mark.parametrize("event", ["seg.mid_span", "cap.check_false"])
 def test_oracle_default_cli_run_catches_the_event_bug(event: str, tmp_path: Path) -> None:
     """``python -m kvpool.oracle module:factory`` with no options (its whole matrix, page
@@ -57,7 +64,8 @@ def test_oracle_default_cli_run_catches_the_event_bug(event: str, tmp_path: Path
     rows = json.loads(report.read_text())["configurations"]
     assert sum(row["calls"] for row in rows) <= MAX_CALLS_TO_CATCH, rows
     clauses = {row["clause"] for row in rows if row["clause"] is not None}
-    assert clauses and clauses <= set(broken.clauses), rows
+    assert clauses and clauses <= set(broken.clauses) | ALSO_REPORTED.get(event, set()), rows
+    assert set(broken.clauses) & clauses, rows  # at least one configuration names the pin
     traces = [Trace.from_json(p.read_text()) for p in tmp_path.glob("*.json") if p != report]
     assert len(traces) == len([row for row in rows if row["clause"]])
     first = next(row for row in rows if row["clause"])  # the catch: the first failing one
