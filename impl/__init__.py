@@ -9,10 +9,18 @@ paths are sync-free torch ops (one Triton kernel per call with the ``triton`` ex
 same arithmetic runs on the same buffers as compiled loops (:mod:`kvpool.impl.native_ops`, an
 optional extension) or in numpy (:mod:`kvpool.impl.backend`), avoiding torch's per-op
 dispatch cost.
+
+Beside them: :class:`UnifiedSWAAllocator`, SGLang 0.5.23's unified full + SWA memory pool (one
+byte buffer, virtual ids, holes and compaction; ``kvpool.spec.unified``'s ``UnifiedSWAModel``),
+and :class:`MambaSlotAllocator`, its request-slot allocator for Mamba state
+(``kvpool.spec.mamba_slots``).
 """
 
+from .mamba_slots import MambaSlotAllocator
 from .paged import PagedTokenToKVPoolAllocator
 from .swa import SWATokenToKVPoolAllocator
 from .token import TokenToKVPoolAllocator
+from .unified_swa import UnifiedSWAAllocator
 
-__all__ = ["PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator", "TokenToKVPoolAllocator"]
+__all__ = ["MambaSlotAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
+           "TokenToKVPoolAllocator", "UnifiedSWAAllocator"]
