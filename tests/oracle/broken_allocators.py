@@ -403,7 +403,7 @@ BROKEN = (
     Broken(SlotTwice, ("ALLOC-4",)),
     Broken(LeakOnFree, ("FREE-4",)),
     Broken(AvailableOffByOnePage, ("INV-4",)),
-    Broken(DecodeNewPageWrong, ("DECODE-4",)),
+    Broken(DecodeNewPageWrong, ("DECODE-5",), cause="DECODE-4"),
     Broken(ExtendPart1OffByOne, ("EXTEND-5",)),
     Broken(ViewMutatedLater, ("ALIAS-1",)),
     Broken(MergeUnsorted, ("SORT-3",), need_sort=True),

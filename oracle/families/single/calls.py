@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from kvpool.spec import AllocatorModel, ResizeConfig
+from kvpool.spec import AllocatorModel, ContractViolation, ResizeConfig
 
 from ...engine import callforms as forms
 from ...engine.call import MAX_HELD, Call, map_slots
@@ -29,7 +29,8 @@ from ...engine.callforms import Args, as_list, capacity_context, tensor
 
 __all__ = [
     "ALLOC_CALLS", "CACHE_CALLS", "CALLS", "FREE_CALLS", "MAX_HELD", "Args", "Call", "as_list",
-    "bind_args", "capacity_context", "clone_model", "map_slots", "model_state", "tensor",
+    "bind_args", "capacity_context", "clone_model", "map_slots", "model_state", "spec_accepts",
+    "tensor",
 ]
 def free_call(name: str, raise_clause: str) -> Call:
     """``free`` / ``free_full``: one tensor of slots."""
@@ -282,3 +283,13 @@ def model_state(model: AllocatorModel) -> tuple[Any, ...]:
         [list(c) for c in model.group_segments],
         list(model._status),
     )
+
+
+def spec_accepts(model: AllocatorModel, name: str, args: Mapping[str, Any]) -> bool:
+    """Whether the spec accepts the call ``name(**args)`` from ``model``'s state (run on a
+    copy; ``model`` is unchanged): False when a caller rule rejects its arguments."""
+    try:
+        CALLS[name].spec(clone_model(model), args)
+    except ContractViolation:
+        return False
+    return True

@@ -37,7 +37,7 @@ from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, status_line, target_line
 from .asserts import failure_asserts
 from .attribution import census_clause, raise_cause
-from .calls import ALLOC_CALLS, CALLS, as_list, clone_model, model_state
+from .calls import ALLOC_CALLS, CALLS, as_list, clone_model, model_state, spec_accepts
 from .causes import MERGE_CALLS, explain, short_after_merge, skipped_merge
 from .coverage import Before, events_of, snapshot
 from .decode_cause import page_open_mismatch
@@ -209,7 +209,8 @@ class Executor(Engine):
             return None
         got = as_list(got_obj)
         step.expect = expected if self.order == "exact" else got
-        if step.call == "alloc_decode" and got != expected:  # which requests open a page
+        if (step.call == "alloc_decode" and got != expected  # which requests open a page
+                and spec_accepts(pre, step.call, step.args)):
             opened = page_open_mismatch(step.args, got, pre.page_size,
                                         {*pre.free_pages, *pre.staged})
             if opened is not None:
