@@ -199,10 +199,12 @@ RUNNABLE = [(m, b) for m, b in _all_broken() if not hasattr(b, "patch")]
 UNIFIED = [(m, b) for m, b in _all_broken() if hasattr(b, "patch")]
 
 
-def _reported(module: str, broken: Any, monkeypatch: pytest.MonkeyPatch) -> str | None:
+def _reported(module: str, broken: Any, monkeypatch: pytest.MonkeyPatch,
+              full: bool = False) -> str | None:
     """The clause one run of ``broken`` reports (None: it passed), in the configuration its
-    own test uses: the first failing configuration's, in its order."""
-    shrink = {"shrinks": SHRINKS, "max_replays": REPLAYS}
+    own test uses: the first failing configuration's, in its order. ``full``: with the default
+    run's shrinking (20 shrinks, 400 replays) instead of ``SHRINKS`` / ``REPLAYS``."""
+    shrink = {} if full else {"shrinks": SHRINKS, "max_replays": REPLAYS}
     if hasattr(broken, "reported"):  # a family's own run (broken_mamba_slot)
         return broken.reported(**shrink)  # type: ignore[no-any-return]
     if _single_kind(broken):
@@ -235,6 +237,8 @@ def test_broken_allocator_is_reported_under_its_pin(
     """The run reports the pinned clause (and, for an entry of ``SYMPTOM_OF``, so not its
     cause)."""
     reported = _reported(module, broken, monkeypatch)
+    if reported != broken.clauses[0]:  # fewer shrinks may stop short: the default run decides
+        reported = _reported(module, broken, monkeypatch, full=True)
     assert reported == broken.clauses[0], (
         f"{symptom_note(broken)}{label(broken)} pinned to {broken.clauses[0]}, "
         f"the run reports {reported}"
