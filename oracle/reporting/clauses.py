@@ -22,9 +22,10 @@ from kvpool.spec.clause_index import clause_prefixes
 from kvpool.spec.wording import counted
 
 from ..engine.clausemap import ClauseMap
-from .unexercised import NOT_EXERCISED
+from .unexercised import CONCERNS, NOT_EXERCISED
 
-__all__ = ["CLAUSE_GROUPS", "NOT_EXERCISED", "TargetClauses", "clause_key", "per_target", "report"]
+__all__ = ["CLAUSE_GROUPS", "CONCERNS", "NOT_EXERCISED", "TargetClauses", "clause_key",
+           "per_target", "report", "unexercised_for"]
 
 
 def summary(found: Counter[str], wanted: set[str]) -> str:
@@ -80,9 +81,17 @@ def per_target(
     return list(out.values())
 
 
-def report(per: Sequence[TargetClauses], gate: bool) -> str:
+def unexercised_for(family: str | None) -> dict[str, str]:
+    """The entries of :data:`NOT_EXERCISED` that concern a run of ``family`` (``CONCERNS``);
+    all of them with ``family=None``. A family none concerns (``mamba_slot``) gets none."""
+    return {c: why for c, why in NOT_EXERCISED.items()
+            if family is None or family in CONCERNS[c]}
+
+
+def report(per: Sequence[TargetClauses], gate: bool, family: str | None = None) -> str:
     """The clause section of a run's output: per target the clauses exercised (with counts),
-    the gate's misses, and the clauses listed as not exercisable by this run."""
+    the gate's misses, and the clauses that a run of ``family`` (of any family without it)
+    cannot exercise, listed with a pointer to the reasons."""
     lines = ["\nclauses exercised (SPEC.md IDs, checks run on cases that could break them; "
              "0! = expected, not exercised)"]
     for tc in per:
@@ -92,9 +101,10 @@ def report(per: Sequence[TargetClauses], gate: bool) -> str:
         lines.append(summary(tc.found, tc.wanted))
         if gate and tc.missing():
             lines.append(f"  clause gate: {tc.target}: never exercised {', '.join(tc.missing())}")
-    listed = ", ".join(ranges(sorted(NOT_EXERCISED, key=clause_key)))
-    lines.append("  not exercised by this run (kvpool.oracle.reporting.unexercised, with reasons): "
-                 + listed)
+    listed = ", ".join(ranges(sorted(unexercised_for(family), key=clause_key)))
+    if listed:
+        lines.append("  not exercised by this run (kvpool.oracle.reporting.unexercised, with "
+                     "reasons): " + listed)
     return "\n".join(lines)
 
 

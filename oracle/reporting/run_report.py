@@ -64,7 +64,8 @@ def report_run(
     _summary(results, seconds)
     found = _coverage(results, targets, gate, cmap)
     per_clause = clauses.per_target(results, targets, cmap)
-    print(clauses.report(per_clause, gate))
+    family = targets[0].family if targets else None
+    print(clauses.report(per_clause, gate, family))
     if json_path:
         write_report(Path(json_path), results, targets, found, per_clause, cmap)
     gaps = any(tc.missing() for tc in found) or any(tc.missing() for tc in per_clause)
@@ -115,7 +116,7 @@ def write_report(
 ) -> None:
     """The run as JSON: per configuration its result, counts, coverage and clauses exercised;
     per target the events and the expected clauses the gate found missing, and the clauses
-    exercised in all; the clauses no such run exercises (with the reason)."""
+    exercised in all; the family's clauses no such run exercises (with the reason)."""
     rows = [result_row(r, t, cmap) for r, t in zip(results, targets)]
     gate = {tc.target: tc.missing() for tc in found}
     report = {
@@ -124,7 +125,7 @@ def write_report(
         "coverage_missing": gate,
         "clauses": {tc.target: dict(sorted(tc.found.items())) for tc in per_clause},
         "clauses_missing": {tc.target: tc.missing() for tc in per_clause},
-        "clauses_not_exercised": dict(clauses.NOT_EXERCISED),
+        "clauses_not_exercised": clauses.unexercised_for(targets[0].family if targets else None),
     }
     path.write_text(json.dumps(report, indent=1))
 

@@ -28,3 +28,10 @@ _DATA = (
 # DATA-1..2 are mapped by the unified family, which runs the plane by default; its targets'
 # KV caches copy to the CPU themselves, so the plane's round trip (DATA-3) stays listed.
 NOT_EXERCISED["DATA-3"] = _DATA
+
+# The families whose runs each entry concerns: EXTEND-9 the single pools' call table, DATA-3 every
+# family whose executor checks KV bytes (overrides ``Engine._data_sides``).
+CONCERNS: dict[str, tuple[str, ...]] = {
+    "EXTEND-9": ("single",),
+    "DATA-3": ("single", "hybrid", "unified"),
+}

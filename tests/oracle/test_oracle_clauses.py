@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from kvpool.oracle.engine.core import Engine
 from kvpool.oracle.engine.families import FAMILY_MODULES, all_mapped, family
 from kvpool.oracle.engine.runner import Result
 from kvpool.oracle.engine.target import Config
@@ -112,3 +113,18 @@ def test_the_run_prints_and_reports_the_clauses(tmp_path: Path, capsys) -> None:
     assert row["clauses"]["ALLOC-3"] and row["clauses"]["ERR-1"]
     assert set(data["clauses_not_exercised"]) == set(clauses.NOT_EXERCISED)
     assert data["clauses"]["kvpool.oracle.families.single.targets:kvpool_paged"] == row["clauses"]
+
+
+def test_a_run_lists_only_its_own_familys_unexercised_clauses() -> None:
+    """Each unexercised entry names the families it concerns: the single family lists EXTEND-9
+    and DATA-3, the Mamba-slot family none (its clause section prints no such line); DATA-3
+    concerns exactly the families whose executor checks KV bytes."""
+    assert set(clauses.CONCERNS) == set(clauses.NOT_EXERCISED)
+    assert set(clauses.unexercised_for("single")) == {"EXTEND-9", "DATA-3"}
+    assert clauses.unexercised_for("mamba_slot") == {}
+    tc = clauses.TargetClauses("t", Counter({"MSLOT-1": 1}), {"MSLOT-1"})
+    assert "not exercised by this run" not in clauses.report([tc], gate=False, family="mamba_slot")
+    assert "EXTEND-9" in clauses.report([tc], gate=False, family="single")
+    planes = {name for name in FAMILY_MODULES
+              if family(name).executor._data_sides is not Engine._data_sides}
+    assert set(clauses.CONCERNS["DATA-3"]) == planes
