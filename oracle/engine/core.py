@@ -73,6 +73,24 @@ class Engine:
         self.data_plane = self.trace.data_plane = self.data_plane_default or dataplane.requested()
         self.plane: dataplane.DataPlane | None = None  # built for each target (dataplane)
 
+    def _begin(self, args: dict[str, Any], model: Any, **factory_args: Any) -> TraceStep:
+        """Start a run's target: record a ``create`` step of ``args``, take ``model`` as the spec
+        side and build the target with ``factory(**factory_args)``; returns the step (the caller
+        compares the fresh pair). Raises OracleError when the factory fails."""
+        step = TraceStep("create", args)
+        self.trace.steps.append(step)
+        self.model = model
+        self.target = self._build_target(**factory_args)
+        return step
+
+    def _build_target(self, **factory_args: Any) -> Any:
+        """``factory(**factory_args)``. Raises OracleError, naming the factory's error, when it
+        fails."""
+        try:
+            return self.factory(**factory_args)
+        except Exception as err:
+            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+
     # -- family hooks ----------------------------------------------------------------------------
     def create_from(self, args: Mapping[str, Any]) -> None:
         """Build a fresh target and model from a ``create`` step's arguments."""

@@ -49,13 +49,7 @@ class MambaSlotExecutor(Engine):
     def create(self, size: int) -> None:
         """A fresh target and model of ``size`` slots. Raises OracleError when the factory
         fails."""
-        step = TraceStep("create", {"size": size})
-        self.trace.steps.append(step)
-        self.model = MambaSlotModel(size)
-        try:
-            self.target = self.factory(size=size, device=self.device)
-        except Exception as err:
-            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+        step = self._begin({"size": size}, MambaSlotModel(size), size=size, device=self.device)
         self._checked(0, lambda: "", lambda: self._post(step))
         self.events["create"] += 1
 

@@ -88,20 +88,12 @@ class Executor(Engine):
     # -- public steps ------------------------------------------------------------------------
     def create(self, size: int) -> None:
         """Build a fresh target and model of ``size`` tokens."""
-        step = TraceStep(
-            "create", {"size": size, "page_size": self.page_size, "need_sort": self.need_sort}
-        )
-        self.trace.steps.append(step)
         self._staged_before = []
-        self.model = AllocatorModel(
-            size, self.page_size, paged=self.caps.paged, need_sort=self.need_sort
+        step = self._begin(
+            {"size": size, "page_size": self.page_size, "need_sort": self.need_sort},
+            AllocatorModel(size, self.page_size, paged=self.caps.paged, need_sort=self.need_sort),
+            size=size, page_size=self.page_size, need_sort=self.need_sort, device=self.device,
         )
-        try:
-            self.target = self.factory(
-                size=size, page_size=self.page_size, need_sort=self.need_sort, device=self.device
-            )
-        except Exception as err:
-            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
         self._checked(len(self.trace.steps) - 1, lambda: "", lambda: self._post(step))
         self.events.update(events_of(step, snapshot(self.model), self.model, None))
 

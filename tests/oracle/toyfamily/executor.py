@@ -32,13 +32,7 @@ class ToyExecutor(Engine):
     def create(self, size: int) -> None:
         """A fresh target and model of ``size`` slots. Raises OracleError when the factory
         fails."""
-        step = TraceStep("create", {"size": size})
-        self.trace.steps.append(step)
-        self.model = SlotModel(size)
-        try:
-            self.target = self.factory(size=size)
-        except Exception as err:
-            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+        step = self._begin({"size": size}, SlotModel(size), size=size)
         self._checked(0, lambda: "", lambda: self._post(step))
 
     def create_from(self, args: Mapping[str, Any]) -> None:
