@@ -21,6 +21,7 @@ from .paged import PagedTokenToKVPoolAllocator
 from .swa import SWATokenToKVPoolAllocator
 from .token import TokenToKVPoolAllocator
 from .unified_swa import UnifiedSWAAllocator
+from .unified_tri import UnifiedMambaSWAAllocator
 
 __all__ = ["MambaSlotAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
-           "TokenToKVPoolAllocator", "UnifiedSWAAllocator"]
+           "TokenToKVPoolAllocator", "UnifiedMambaSWAAllocator", "UnifiedSWAAllocator"]

@@ -48,6 +48,8 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         device: where the byte store and the returned tensors live.
         checked: validate ids (module docstring).
         need_sort: accepted for SGLang's signature; unused.
+        state_entry_bytes: bytes of one state slot of a state end sharing the buffer (its row
+            lies in the reserved sink too, ``UNI-2``); 0 without one.
         kv_store: an external byte store to drive instead of building a
             :class:`~.unified_store.UnifiedByteStore` (SGLang's ``UnifiedSWAKVPool``: its
             ``full_kv_pool`` / ``swa_kv_pool`` move and zero pages with their own
@@ -63,14 +65,16 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
                  swa_layout: SideLayout = DEFAULT_LAYOUT,
                  lazy: bool = False, full_max_total_num_tokens: int | None = None,
                  swa_max_total_num_tokens: int | None = None, device: str = "cpu",
-                 checked: bool = True, need_sort: bool = False, kv_store: Any = None) -> None:
+                 checked: bool = True, need_sort: bool = False, kv_store: Any = None,
+                 state_entry_bytes: int = 0) -> None:
         self.page_size, self.lazy, self.checked = page_size, lazy, checked
         self.lazy_compaction = lazy
         self.device = torch.device(device)
         self._on_cpu = self.device.type == "cpu"
         self.total_bytes = total_bytes
         full_entry, swa_entry = full_layout.entry_bytes, swa_layout.entry_bytes
-        self.floor_bytes = ul.reserved_floor_bytes(max(full_entry, swa_entry), 0, page_size)
+        self.floor_bytes = ul.reserved_floor_bytes(max(full_entry, swa_entry),
+                                                   state_entry_bytes, page_size)
         geometry = []
         for name, entry in (("full", full_entry), ("swa", swa_entry)):
             pages = ul.num_pages(total_bytes, entry, page_size)
@@ -86,8 +90,8 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         (f_pages, f_min, f_bytes), (s_pages, s_min, s_bytes) = geometry
         self.full = EndSubPool("full", False, f_min, f_pages, f_bytes, f_pages, lazy,
                                self._mover(self.store.full_kv_pool))
-        self.swa = EndSubPool("swa", True, s_min, s_pages, s_bytes, f_pages, lazy,
-                              self._mover(self.store.swa_kv_pool))
+        self.swa = self._swa_pool(s_min, s_pages, s_bytes, f_pages, lazy,
+                                  self._mover(self.store.swa_kv_pool))
         self.full_max_tokens = (full_max_total_num_tokens if full_max_total_num_tokens
                                 is not None else (f_pages - f_min) * page_size)
         self.swa_max_tokens = (swa_max_total_num_tokens if swa_max_total_num_tokens
@@ -98,6 +102,11 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         self._mark = np.zeros(f_pages, dtype=bool)
         self.free_virtual = np.empty(0, dtype=np.int64)
         self.clear()
+
+    def _swa_pool(self, min_page: int, num_pages: int, page_bytes: int, num_virtual: int,
+                  lazy: bool, mover: Callable[[np.ndarray, np.ndarray], None]) -> Any:
+        """The SWA sub-pool: an end growing up from the sink (a tri-pool's float overrides)."""
+        return EndSubPool("swa", True, min_page, num_pages, page_bytes, num_virtual, lazy, mover)
 
     def _mover(self, kv_pool: Any) -> Callable[[np.ndarray, np.ndarray], None]:
         device = self.device

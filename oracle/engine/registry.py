@@ -120,7 +120,8 @@ FAMILIES: dict[str, Registered] = {
         aliases=_each(f"{_PKG}.unified.targets", "sglang-unified-swa", "sglang-unified-swa-eager",
                       "sglang-unified-swa-lazy", "sglang-unified-tri") | _each(
             f"{_PKG}.unified.kvpool_target", "kvpool-unified", "kvpool-unified-eager",
-            "kvpool-unified-lazy"),
+            "kvpool-unified-lazy", "kvpool-unified-tri", "kvpool-unified-tri-eager",
+            "kvpool-unified-tri-lazy"),
         default_target="kvpool-unified", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),

@@ -7,6 +7,12 @@ and V), static caps of :data:`~kvpool.oracle.families.unified.peer.STATIC_CAP_PA
 checked mode on (declared ``checked``: a freed id freed or translated raises
 ``ContractViolation("UNI-11")``). Aliases:
 ``kvpool-unified`` (both compaction modes), ``kvpool-unified-eager``, ``kvpool-unified-lazy``.
+
+:func:`kvpool_unified_tri` builds kvpool's tri-pool
+(:class:`kvpool.impl.unified_tri.UnifiedMambaSWAAllocator`) with the geometry of SGLang's
+tri-pool fixture, judged as ``sglang-unified-tri`` is (its float chain's views exactly, its
+refusals as a bound): ``kvpool-unified-tri``, ``kvpool-unified-tri-eager``,
+``kvpool-unified-tri-lazy``.
 """
 
 from __future__ import annotations
@@ -15,11 +21,13 @@ from typing import Any
 
 from kvpool.impl.unified_store import SideLayout
 from kvpool.impl.unified_swa import UnifiedSWAAllocator
+from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
 
 from .peer import ENTRY_BYTES, STATIC_CAP_PAGES
 from .targets import FULL
 
-__all__ = ["kvpool_unified", "kvpool_unified_eager", "kvpool_unified_lazy"]
+__all__ = ["kvpool_unified", "kvpool_unified_eager", "kvpool_unified_lazy", "kvpool_unified_tri",
+           "kvpool_unified_tri_eager", "kvpool_unified_tri_lazy", "tri_total_bytes"]
 
 LAYOUT = SideLayout(layer_num=1, head_num=1, head_dim=8)
 assert LAYOUT.entry_bytes == ENTRY_BYTES
@@ -47,6 +55,47 @@ def _mode(name: str, modes: tuple[str, ...]) -> Any:
     return factory
 
 
+def _tri_mode(name: str, modes: tuple[str, ...]) -> Any:
+    def factory(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
+                need_sort: bool = False) -> UnifiedMambaSWAAllocator:
+        return kvpool_unified_tri(total_bytes=total_bytes, page_size=page_size, lazy=lazy,
+                                  device=device)
+
+    factory.__name__ = factory.__qualname__ = name
+    factory.__doc__ = f"kvpool_unified_tri, {' and '.join(modes)} compaction only."
+    factory.kvpool_unified_capabilities = TRI.replace(  # type: ignore[attr-defined]
+        compaction=modes)
+    return factory
+
+
+# the tri-pool: capacity judged on the float chain (UNI-14), refusals as a bound
+TRI = FULL.replace(capacity_exact=False, float_chain=True, capacity_hooks=False)
 kvpool_unified.kvpool_unified_capabilities = FULL  # type: ignore[attr-defined]
 kvpool_unified_eager = _mode("kvpool_unified_eager", ("eager",))
 kvpool_unified_lazy = _mode("kvpool_unified_lazy", ("lazy",))
+
+
+STATE_SLOT_BYTES = 176  # the fixture's Mamba layer: conv (3, 8) bf16, temporal (1, 4, 8) fp32
+STATE_SLOTS = 8  # the fixture's max_mamba_cache_size
+
+
+def tri_total_bytes(page_size: int) -> int:
+    """The tri-pool fixture's buffer: the static caps' full and SWA pages plus the state slots."""
+    return STATIC_CAP_PAGES * page_size * 2 * ENTRY_BYTES + STATE_SLOTS * STATE_SLOT_BYTES
+
+
+def kvpool_unified_tri(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
+                       need_sort: bool = False) -> UnifiedMambaSWAAllocator:
+    """kvpool's tri-pool with the geometry of SGLang 0.5.23's tri-pool fixture (its buffer
+    size is the fixture's, :func:`tri_total_bytes`; ``total_bytes`` is not used, as for
+    ``sglang-unified-tri``), checked mode on."""
+    cap = STATIC_CAP_PAGES * page_size
+    return UnifiedMambaSWAAllocator(tri_total_bytes(page_size), page_size, full_layout=LAYOUT,
+                                    swa_layout=LAYOUT, state_bytes=STATE_SLOT_BYTES, lazy=lazy,
+                                    full_max_total_num_tokens=cap, swa_max_total_num_tokens=cap,
+                                    device=device, checked=True)
+
+
+kvpool_unified_tri.kvpool_unified_capabilities = TRI  # type: ignore[attr-defined]
+kvpool_unified_tri_eager = _tri_mode("kvpool_unified_tri_eager", ("eager",))
+kvpool_unified_tri_lazy = _tri_mode("kvpool_unified_tri_lazy", ("lazy",))
