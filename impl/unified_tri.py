@@ -147,7 +147,9 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
 
     def prepare_state_allocation(self, count: int) -> None:
         """Make room for ``count`` state slots before taking them (SGLang's
-        ``prepare_mamba_allocation``): full compacted, then the shortfall ladder."""
+        ``prepare_mamba_allocation``): an open free group's deferred frees run (the group stays
+        open), then, when they are short, full is compacted and the shortfall ladder runs."""
+        self._flush_group()
         if count <= self.state_available_size():
             return
         if self.full.lazy and not self.moves_blocked():
