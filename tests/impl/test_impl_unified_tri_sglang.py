@@ -1,4 +1,4 @@
-"""kvpool's tri-pool against SGLang 0.5.23's ``UnifiedMambaSWATokenToKVPoolAllocator``, side by side.
+"""kvpool's tri-pool beside SGLang 0.5.23's ``UnifiedMambaSWATokenToKVPoolAllocator``.
 
 Both built with the geometry of SGLang's tri-pool fixture (``build_tri_pool``; kvpool's by
 ``kvpool_unified_tri``) and driven by the same random call sequences (:mod:`unified_driver`, with
