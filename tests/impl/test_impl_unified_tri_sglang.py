@@ -74,10 +74,10 @@ def run(seed: int, ps: int, lazy: bool, steps: int, build: Any = kvpool_unified_
         ids = driver.live_ids()
         assert views(ours, ids) == views(theirs, ids), f"{where}: views differ"
         mine, sglang = state_of(ours), state_of(theirs)
-        for side in ("state", "swa", "full"):
-            a, b = mine.sides[side], sglang.sides[side]
+        for member in ("state", "swa", "full"):
+            a, b = mine.sides[member], sglang.sides[member]
             assert (a.span_low, a.span_high, a.holes, dict(a.bindings)) == (
-                b.span_low, b.span_high, b.holes, dict(b.bindings)), f"{where}: {side} differs"
+                b.span_low, b.span_high, b.holes, dict(b.bindings)), f"{where}: {member} differs"
         assert mine.free_virtual == sglang.free_virtual, f"{where}: free ids differ"
         for side in (0, 1):
             assert logs[1][side].copies == logs[0][side].copies, f"{where}: page copies differ"
