@@ -17,6 +17,7 @@ and :class:`MambaSlotAllocator`, its request-slot allocator for Mamba state
 """
 
 from .mamba_slots import MambaSlotAllocator
+from .page_interleave import PageInterleavePoolAllocator as PageInterleavePoolAllocator
 from .paged import PagedTokenToKVPoolAllocator
 from .swa import SWATokenToKVPoolAllocator
 from .token import TokenToKVPoolAllocator

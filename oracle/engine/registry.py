@@ -136,6 +136,19 @@ FAMILIES: dict[str, Registered] = {
             f"{_PKG}.mamba_slot.targets:kvpool_mamba_slot",
             "kvpool.impl's MambaSlotAllocator")),
     ),
+    "page_interleave": Registered(
+        f"{_PKG}.page_interleave.machine", 40, 20,
+        "logical-page KV sharding over N ranks (PageInterleavePoolAllocator)",
+        calls=f"{_PKG}.page_interleave.calls:PAGE_INTERLEAVE_CALLS",
+        aliases=_each(f"{_PKG}.page_interleave.targets", "kvpool-page-interleave",
+                      "sglang-page-interleave"),
+        default_target="kvpool-page-interleave", repro_reads_available=True,
+        repro_imports=f"{_PKG}.page_interleave.calls:REPRO_IMPORTS",
+        correct=dict.fromkeys(("token", "paged"), Correct(
+            f"{_PKG}.page_interleave.targets:kvpool_page_interleave",
+            f"{_PKG}.page_interleave.targets:kvpool_page_interleave",
+            "kvpool.impl's PageInterleavePoolAllocator")),
+    ),
 }
 
 # the built-in families (a family added by ``KVPOOL_ORACLE_FAMILIES`` or a test is not here:

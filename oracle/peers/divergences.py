@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .known_divergence import KnownDivergence
 from .mamba_divergences import MAMBA_SLOT_DIVERGENCES
+from .page_interleave_divergences import PAGE_INTERLEAVE_DIVERGENCES
 
 REGISTRY: tuple[KnownDivergence, ...] = (
     KnownDivergence(
@@ -268,6 +269,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "assert a.full_attn_allocator.free_virtual_ids[-3:].tolist() == [3, 2, 1]",
     ),
     *MAMBA_SLOT_DIVERGENCES,
+    *PAGE_INTERLEAVE_DIVERGENCES,
     KnownDivergence(
         "VLLM-UNCHECKED",
         "vllm",
