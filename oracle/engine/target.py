@@ -42,3 +42,16 @@ class Config:
 
     def label(self) -> str:
         return f"ps={self.page_size} need_sort={self.need_sort!s:5s} {self.device} {self.order}"
+
+
+def probe_peer(factory: Callable[..., Any], path: str) -> None:
+    """Run the factory's ``kvpool_probe`` (a peer target's import of its library), if it has
+    one. Raises :class:`TargetError` from the probe's ImportError (``PeerNotInstalled`` when
+    the library is absent, so a test skips by the availability rule outside CI)."""
+    check = getattr(factory, "kvpool_probe", None)
+    if check is None:
+        return
+    try:
+        check()
+    except ImportError as err:
+        raise TargetError(f"{path} is unavailable: {err}") from err

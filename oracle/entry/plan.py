@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..engine.declaration import parse_declaration
 from ..engine.registry import DEFAULT_FAMILY
-from ..engine.target import Config, Target
+from ..engine.target import Config, Target, TargetError, probe_peer
 
 if TYPE_CHECKING:  # the family's module loads with its record, when a plan is made
     from ..engine.capabilities import Capabilities
@@ -151,6 +151,10 @@ def plan_family(
 def _planned(fam: Family, factory: Callable[..., Any], options: Options) -> Planned:
     """``factory`` as a target of ``fam`` with the options applied and its configurations."""
     page_sizes, need_sort = options.page_sizes, options.need_sort
+    try:
+        probe_peer(factory, getattr(factory, "__qualname__", repr(factory)))
+    except TargetError as err:
+        raise UsageError(str(err)) from err
     target = fam.target(factory, options.caps)
     apply_options(target, declare=options.declare, page_sizes=page_sizes, need_sort=need_sort,
                   declared=options.caps is not None or hasattr(factory, fam.caps_attr))

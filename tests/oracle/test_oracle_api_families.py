@@ -111,12 +111,17 @@ def _no_peer() -> None:
 _absent_peer_factory.kvpool_probe = _no_peer  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("family", sorted(FAMILIES))
 @pytest.mark.parametrize("ci", ["", "1"])
-def test_missing_peer_skips_outside_ci_only(monkeypatch: pytest.MonkeyPatch, ci: str) -> None:
-    """A target whose peer is not installed gives a test that skips by the availability rule:
-    outside CI it skips, under ``CI`` it fails."""
+def test_missing_peer_skips_outside_ci_only(
+    monkeypatch: pytest.MonkeyPatch, ci: str, family: str
+) -> None:
+    """A target of any family whose peer is not installed gives a test that skips by the
+    availability rule: outside CI it skips, under ``CI`` it fails."""
     monkeypatch.setenv("CI", ci)
-    test = conformance_test(_absent_peer_factory, caps=PAGED)
+    test = conformance_test(_absent_peer_factory, family=family,
+                            caps=PAGED if family == "single" else None)
     outcome = pytest.fail.Exception if ci else pytest.skip.Exception
     with pytest.raises(outcome, match="examplepeer is not installed"):
         test()
+

@@ -92,5 +92,6 @@ def declared_by_registry(base: MambaSlotCapabilities, target: str) -> MambaSlotC
 
 
 kvpool_mamba_slot.kvpool_mamba_slot_capabilities = FULL  # type: ignore[attr-defined]
+sglang_mamba_slot.kvpool_probe = load_sglang_mamba  # type: ignore[attr-defined]
 sglang_mamba_slot.kvpool_mamba_slot_capabilities = declared_by_registry(  # type: ignore[attr-defined]
     FULL, "sglang-mamba-slot")

@@ -22,7 +22,7 @@ from typing import Any
 
 from ...engine.capabilities import PAGED, TOKEN, Capabilities, declared_capabilities
 from ...engine.registry import FAMILIES
-from ...engine.target import Config, Target, TargetError
+from ...engine.target import Config, Target, TargetError, probe_peer
 from ...peers.divergences import divergences_for
 
 # the family's record: its aliases (alias -> the factories it runs) and its default target
@@ -265,10 +265,4 @@ def load_target(
 
 def probe(target: Target) -> None:
     """Raise :class:`TargetError` when the target's peer library cannot be imported here."""
-    check = getattr(target.factory, "kvpool_probe", None)
-    if check is None:
-        return
-    try:
-        check()
-    except ImportError as err:
-        raise TargetError(f"{target.path} is unavailable: {err}") from err
+    probe_peer(target.factory, target.path)

@@ -134,3 +134,15 @@ sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: 
                  census_frontiers=False),
     "sglang-unified")
 
+
+def _probe_sglang_unified() -> None:
+    """Import SGLang's unified pools (a peer target's ``kvpool_probe``). Raises
+    PeerNotInstalled where SGLang is absent, PeerUnavailable where it fails to import."""
+    from .peer import load_unified
+
+    load_unified()
+
+
+for _factory in (sglang_unified_swa, sglang_unified_swa_eager, sglang_unified_swa_lazy,
+                 sglang_unified_tri):
+    _factory.kvpool_probe = _probe_sglang_unified  # type: ignore[attr-defined]
