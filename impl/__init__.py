@@ -16,6 +16,7 @@ and :class:`MambaSlotAllocator`, its request-slot allocator for Mamba state
 (``kvpool.spec.mamba_slots``).
 """
 
+from .hisparse import HiSparseTokenToKVPoolAllocator as HiSparseTokenToKVPoolAllocator
 from .mamba_slots import MambaSlotAllocator
 from .page_interleave import PageInterleavePoolAllocator as PageInterleavePoolAllocator
 from .paged import PagedTokenToKVPoolAllocator

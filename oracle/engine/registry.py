@@ -150,6 +150,17 @@ FAMILIES: dict[str, Registered] = {
             "kvpool.impl's PageInterleavePoolAllocator")),
     ),
 }
+    "hisparse": Registered(
+        f"{_PKG}.hisparse.machine", 60, 25,
+        "HiSparse logical + device-buffer pools (HiSparseTokenToKVPoolAllocator)",
+        calls=f"{_PKG}.hisparse.calls:HISPARSE_CALLS",
+        aliases=_each(f"{_PKG}.hisparse.targets", "kvpool-hisparse", "sglang-hisparse"),
+        default_target="kvpool-hisparse", repro_reads_available=True,
+        correct=dict.fromkeys(("token", "paged"), Correct(
+            f"{_PKG}.hisparse.targets:kvpool_hisparse",
+            f"{_PKG}.hisparse.targets:kvpool_hisparse",
+            "kvpool.impl's HiSparseTokenToKVPoolAllocator")),
+    ),
 
 # the built-in families (a family added by ``KVPOOL_ORACLE_FAMILIES`` or a test is not here:
 # the clause accounting against SPEC.md, ``families.all_mapped``, covers these)

@@ -10,6 +10,7 @@ divergence with the registered clause, so the registry cannot drift from the beh
 from __future__ import annotations
 
 from .known_divergence import KnownDivergence
+from .hisparse_divergences import HISPARSE_DIVERGENCES
 from .mamba_divergences import MAMBA_SLOT_DIVERGENCES
 from .page_interleave_divergences import PAGE_INTERLEAVE_DIVERGENCES
 
@@ -269,6 +270,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
         "assert a.full_attn_allocator.free_virtual_ids[-3:].tolist() == [3, 2, 1]",
     ),
     *MAMBA_SLOT_DIVERGENCES,
+    *HISPARSE_DIVERGENCES,
     *PAGE_INTERLEAVE_DIVERGENCES,
     KnownDivergence(
         "VLLM-UNCHECKED",

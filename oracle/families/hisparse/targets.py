@@ -1,0 +1,87 @@
+"""The HiSparse family's targets and what they support.
+
+A HiSparse factory is called as ``factory(size=N, page_size=P, need_sort=B, ratio=R,
+device=...)`` and returns an allocator with SGLang 0.5.23's ``HiSparseTokenToKVPoolAllocator``
+methods and attributes (``logical_attn_allocator``, ``hisparse_attn_allocator`` and
+``full_to_hisparse_device_index_mapping`` are read after every call);
+``factory.kvpool_hisparse_capabilities`` declares what it supports
+(:class:`HiSparseCapabilities`). Targets: kvpool's own allocator (:mod:`kvpool.impl.hisparse`,
+checked) and SGLang's, loaded on first use (:mod:`.peer`), whose capabilities come from the
+divergence registry (target ``sglang-hisparse``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar, cast
+
+import torch
+
+from ...engine.capabilities import Capabilities, declare_all
+from ...peers.divergences import divergences_for
+
+
+@dataclass(frozen=True)
+class HiSparseCapabilities(Capabilities):
+    """What a HiSparse target supports (beside ``checked``, ``clear``, ``groups``,
+    ``divergences``, ``page_sizes`` and ``need_sort``):
+
+    Attributes:
+        checked: the types raised on caller errors (``True``: ContractViolation naming the
+            spec's clause; ``False``: no bad input is sent; per call: ``CHECKABLE_CALLS``).
+        groups: ``free_group_begin`` / ``free_group_end`` (no deferral, ``HSP-11``).
+        decode_ps1: ``alloc_decode`` is correct at page size 1 (``HSP-6``); ``False``: the
+            decode step uses ``alloc_logical_only`` there.
+        ratios: the ``host_to_device_ratio`` values drawn (one per example).
+    """
+
+    UNUSED: ClassVar[tuple[str, ...]] = (
+        "paged", "extend", "segments", "reference_order", "shortage_raises",
+        "page_ids", "base_api", "resize", "merge", "capacity_hooks", "capacity_context",
+        "ownership", "slot_forms")
+    CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (
+        "alloc", "alloc_extend", "alloc_device_buffer", "free", "free_hisparse_indices",
+        "get_last_loc_hisparse_device")
+
+    page_sizes: tuple[int, ...] = (1, 4)
+    need_sort: tuple[bool, ...] = (False, True)
+    ownership: bool = False
+    slot_forms: tuple[str, ...] = ()
+    ratios: tuple[int, ...] = (1, 2, 3)
+
+    def replace(self, **changes: Any) -> HiSparseCapabilities:
+        return cast(HiSparseCapabilities, super().replace(**changes))
+
+
+FULL = cast(HiSparseCapabilities, declare_all(HiSparseCapabilities(checked=True)))
+
+
+def kvpool_hisparse(*, size: int, page_size: int, need_sort: bool, ratio: int = 2,
+                    device: str = "cpu") -> Any:
+    """``kvpool.impl.hisparse.HiSparseTokenToKVPoolAllocator`` (checked)."""
+    from kvpool.impl.hisparse import HiSparseTokenToKVPoolAllocator
+
+    return HiSparseTokenToKVPoolAllocator(size, page_size, torch.float16, device, None,
+                                          need_sort, ratio)
+
+
+def sglang_hisparse(*, size: int, page_size: int, need_sort: bool, ratio: int = 2,
+                    device: str = "cpu") -> Any:
+    """SGLang 0.5.23's ``HiSparseTokenToKVPoolAllocator`` over a stand-in pool
+    (:func:`.peer.make_hisparse_kvcache`)."""
+    from .peer import load_sglang_hisparse, make_hisparse_kvcache
+
+    return load_sglang_hisparse().HiSparseTokenToKVPoolAllocator(
+        size, page_size, torch.float16, device, make_hisparse_kvcache(), need_sort, ratio)
+
+
+def declared_by_registry(base: HiSparseCapabilities, target: str) -> HiSparseCapabilities:
+    """``base`` with every rule excluded that a registry entry made for ``target`` names."""
+    entries = [d for d in divergences_for(target) if d.target == target]
+    changes = {d.excludes[0]: d.excludes[1] for d in entries}
+    return base.replace(divergences=tuple(d.id for d in entries), **changes)
+
+
+kvpool_hisparse.kvpool_hisparse_capabilities = FULL  # type: ignore[attr-defined]
+sglang_hisparse.kvpool_hisparse_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    FULL, "sglang-hisparse")
