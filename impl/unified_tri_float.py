@@ -56,17 +56,18 @@ class FloatSubPool:
         self.v2p = np.full(num_virtual, -1, dtype=np.int64)
         self.p2v = np.full(num_pages, -1, dtype=np.int64)
         self.last_run: tuple[int, int] | None = None
+        self.next_end = "low"  # the hole list's end the next draining take starts at
         self.clear()
 
     # -- state --
 
     def clear(self) -> None:
-        """Empty and parked (``UNI-12``)."""
+        """Empty and parked (``UNI-12``); the end the next draining take starts at is kept (as
+        SGLang keeps it)."""
         self.v2p.fill(-1)
         self.p2v.fill(-1)
         self.live = 0
         self._park()
-        self.next_end = "low"
 
     def _park(self) -> None:
         self.low = self.high = self.num_pages

@@ -1,0 +1,109 @@
+"""Deliberately broken tri-pools that run without SGLang: kvpool's own
+:class:`kvpool.impl.unified_tri.UnifiedMambaSWAAllocator`, subclassed with one planted bug each.
+
+The unified family judges them as it judges ``kvpool-unified-tri`` (the float chain's views
+exactly, refusals as a bound), through ``unified_state()``, ``set_state_slots`` and the public
+API alone: the float chain's byte accounting (``UNI-14``, the analogues of ``broken_tri.py``'s
+bugs planted in SGLang's tri-pool), the float's holes (``UNI-5``) and its page copies.
+``BROKEN_TRI_KVPOOL`` lists each with the one clause the family reports it under at the
+target's capabilities (both compaction modes, page sizes 1, 4 and 16). Each factory is
+published at module level as ``<name>_pool``, where a printed repro imports it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from broken_unified_kvpool import BrokenKvpool
+from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
+from kvpool.oracle.families.unified import targets  # noqa: F401  # before kvpool_target (a cycle)
+from kvpool.oracle.families.unified.kvpool_target import (
+    LAYOUT,
+    STATE_SLOT_BYTES,
+    tri_total_bytes,
+)
+from kvpool.oracle.families.unified.peer import STATIC_CAP_PAGES
+from kvpool.spec.unified_float import capacity_views
+
+
+class SwaIgnoresStateEnd(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """The capacity views price the float's low band from the buffer's bottom: the state end's
+    slots are not counted (its frontier read as 0), so the SWA and joint views overstate."""
+
+    def capacity_views(self) -> dict[str, int]:
+        chain = dataclasses.replace(self.float_chain(), state_high_byte=0)
+        return dict(capacity_views(chain))
+
+
+class FullIgnoresFloat(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """``schedulable_full_available_size()`` measures full's gap down to the state end through
+    a live float: the float's pages are not counted, so the view overstates."""
+
+    def schedulable_full_available_size(self) -> int:
+        f = self.full
+        gap = max(0, self.full_low_byte() - self.state_high_byte()) // f.page_bytes
+        room = min(gap, f.num_pages - f.min_page - f.span_pages()) + self._end_holes(f)
+        return int(room * self.page_size)
+
+
+class AllocShortByAPage(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """``alloc`` refuses a request that takes the last page ``available_size()`` reported (a
+    fit checked one page short); every view stays right."""
+
+    def alloc(self, need_size: int) -> Any:
+        if need_size > self.available_size() - self.page_size:
+            return None
+        return super().alloc(need_size)
+
+
+class FloatForgetsHoles(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """A window slide (``free_swa``) unbinds the float's pages but keeps none of them as holes:
+    the span holds pages that are neither live nor holes."""
+
+    def free_swa(self, free_index: Any) -> None:
+        before = len(self.swa.holes)
+        super().free_swa(free_index)
+        if self.swa.live:
+            self.swa.holes = self.swa.holes[:before]
+
+
+class StateOverrunsFloat(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """The state end measures its room up to full's frontier through a live float: state slots
+    are handed out over the float's pages."""
+
+    def state_available_size(self) -> int:
+        m = self.state
+        gap = max(0, self.full_low_byte() - self.state_high_byte())
+        return int(min(gap // m.page_bytes, m.num_pages - m.min_page - m.span_pages()))
+
+
+def _factory(cls: type[UnifiedMambaSWAAllocator], name: str) -> Callable[..., Any]:
+    def build(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
+              need_sort: bool = False) -> UnifiedMambaSWAAllocator:
+        cap = STATIC_CAP_PAGES * page_size
+        return cls(tri_total_bytes(page_size), page_size, full_layout=LAYOUT, swa_layout=LAYOUT,
+                   state_bytes=STATE_SLOT_BYTES, lazy=lazy, full_max_total_num_tokens=cap,
+                   swa_max_total_num_tokens=cap, device=device, checked=True)
+
+    build.__qualname__ = build.__name__ = name
+    return build
+
+
+class BrokenTriKvpool(BrokenKvpool):
+    """One planted bug in kvpool's tri-pool (as :class:`BrokenKvpool`), built with
+    ``kvpool-unified-tri``'s geometry."""
+
+    def factory(self) -> Callable[..., Any]:
+        return _factory(self.cls, f"{self.name}_pool")  # published below
+
+
+BROKEN_TRI_KVPOOL = [
+    BrokenTriKvpool(SwaIgnoresStateEnd, ("UNI-14",)),
+    BrokenTriKvpool(FullIgnoresFloat, ("UNI-14",)),
+    BrokenTriKvpool(AllocShortByAPage, ("UNI-14",)),
+    BrokenTriKvpool(FloatForgetsHoles, ("UNI-5",)),
+    BrokenTriKvpool(StateOverrunsFloat, ("UNI-13",)),
+]
+globals().update({f"{b.name}_pool": b.factory() for b in BROKEN_TRI_KVPOOL})
