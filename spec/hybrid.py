@@ -102,6 +102,14 @@ class HybridModel(HybridSegmentReleases):
     def _peers(self, slots: Sequence[int]) -> list[int]:
         return [self.peer_of(s) for s in slots]
 
+    def mapping_pairs(self) -> dict[int, int]:
+        """The live pairs as ``full_to_swa_index_mapping`` lists them (``SWA-1``)."""
+        return dict(self.mapping)
+
+    def paired_slots(self) -> list[int]:
+        """The full slots whose SWA KV is live (they have a peer)."""
+        return list(self.mapping)
+
     def translate_loc_from_full_to_swa(self, kv_indices: Sequence[int]) -> list[int]:
         """The mapped SWA slot of each index: 0 where the peer is released, -1 for -1 (``SWA-16``).
 

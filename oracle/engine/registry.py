@@ -107,7 +107,8 @@ FAMILIES: dict[str, Registered] = {
     "hybrid": Registered(
         f"{_PKG}.hybrid.machine", 60, 30, "sliding-window allocators (SWATokenToKVPoolAllocator)",
         calls=f"{_PKG}.hybrid.calls:HYBRID_CALLS",
-        aliases=_each(f"{_PKG}.hybrid.targets", "kvpool-swa", "kvpool-swa-unchecked", "sglang-swa"),
+        aliases=_each(f"{_PKG}.hybrid.targets", "kvpool-swa", "kvpool-swa-unchecked", "sglang-swa",
+                      "kvpool-pure-swa", "sglang-pure-swa"),
         default_target="kvpool-swa", repro_imports=f"{_PKG}.hybrid.calls:REPRO_IMPORTS",
         correct=dict.fromkeys(("token", "paged"), Correct(
             f"{_PKG}.hybrid.targets:kvpool_swa", f"{_PKG}.hybrid.targets:kvpool_swa_unchecked",

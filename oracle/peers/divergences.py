@@ -13,6 +13,7 @@ from .known_divergence import KnownDivergence
 from .hisparse_divergences import HISPARSE_DIVERGENCES
 from .mamba_divergences import MAMBA_SLOT_DIVERGENCES
 from .page_interleave_divergences import PAGE_INTERLEAVE_DIVERGENCES
+from .pure_swa_divergences import PURE_SWA_DIVERGENCES
 
 REGISTRY: tuple[KnownDivergence, ...] = (
     KnownDivergence(
@@ -271,6 +272,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
     ),
     *MAMBA_SLOT_DIVERGENCES,
     *HISPARSE_DIVERGENCES,
+    *PURE_SWA_DIVERGENCES,
     *PAGE_INTERLEAVE_DIVERGENCES,
     KnownDivergence(
         "VLLM-UNCHECKED",

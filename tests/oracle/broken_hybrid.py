@@ -11,7 +11,9 @@ from typing import Any
 
 import torch
 from kvpool.impl import SWATokenToKVPoolAllocator
-from kvpool.oracle.families.hybrid.targets import FULL, HybridCapabilities
+from kvpool.impl.swa_pure import PureSWATokenToKVPoolAllocator
+from kvpool.impl.token import TokenToKVPoolAllocator
+from kvpool.oracle.families.hybrid.targets import FULL, PURE, HybridCapabilities
 from kvpool.spec import ContractViolation
 
 
@@ -307,13 +309,79 @@ class TranslateMemoNotInvalidated(SWATokenToKVPoolAllocator):
         return torch.tensor(rows, dtype=out.dtype, device=out.device)
 
 
+# -- the pure sliding-window variant (SWA-21..25): one bug each on kvpool's pure allocator -----
+class PureSeparateSwaSide(PureSWATokenToKVPoolAllocator):
+    """SWA-21: the SWA side is a second token pool, never used (the one pool is the full side),
+    so the SWA side's census stays all free while slots are held."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        pool = self.full_attn_allocator
+        self.swa_attn_allocator = TokenToKVPoolAllocator(pool.size, self.dtype, self.device,
+                                                         None, self.need_sort)
+
+    def alloc(self, need_size: int) -> torch.Tensor | None:
+        return self.full_attn_allocator.alloc(need_size)
+
+    def _release_slots(self, free_index: torch.Tensor, call: str) -> None:
+        if free_index.numel():
+            self.full_attn_allocator.free(free_index)
+
+    def clear(self) -> None:
+        super().clear()
+        if self.full_attn_allocator is not self.swa_attn_allocator:
+            self.full_attn_allocator.size = self.swa_attn_allocator.size
+            self.full_attn_allocator.clear()
+
+    def verify_byte_accounting(self) -> list[str]:  # its census does not look at the sides
+        return list(self.full_attn_allocator.verify_byte_accounting())
+
+
+class PureTranslateCopies(PureSWATokenToKVPoolAllocator):
+    """SWA-22: the identity translation returns an int64 copy, not its input (an int32 row
+    comes back int64)."""
+
+    def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        return super().translate_loc_from_full_to_swa(kv_indices).to(torch.int64)
+
+
+class PureFullViewStale(PureSWATokenToKVPoolAllocator):
+    """SWA-23: ``full_available_size()`` reports the pool's size, as if nothing were held (the
+    three views are one number)."""
+
+    def full_available_size(self) -> int:
+        return int(self.swa_attn_allocator.size)
+
+
+class PureFreeFullReleases(PureSWATokenToKVPoolAllocator):
+    """SWA-24: ``free_full`` releases the slots again, as the two-pool allocator's full side
+    does, though they went to the pool with their SWA side (a double free: the checked pool
+    raises FREE-3)."""
+
+    def free_full(self, free_index: torch.Tensor) -> None:
+        if free_index.numel():
+            self.swa_attn_allocator.free(free_index)
+
+
+class PureResizeUnchecked(PureSWATokenToKVPoolAllocator):
+    """SWA-25: ``resize`` to unequal full and SWA sizes is accepted (the pool takes the SWA
+    size) in checked mode."""
+
+    def resize(self, config: Any) -> None:
+        self.checked = False
+        try:
+            super().resize(config)
+        finally:
+            self.checked = True
+
+
 @dataclass(frozen=True)
 class BrokenHybrid:
     """One broken allocator, the page sizes that reach its bug, the clause it is reported
     under (a 1-tuple) and the clause its bug breaks (``cause``; default: the reported one;
     where they differ ``broken_causes.SYMPTOM_OF`` says why)."""
 
-    cls: type[SWATokenToKVPoolAllocator]
+    cls: type[SWATokenToKVPoolAllocator]  # a PureSWATokenToKVPoolAllocator: the pure variant
     page_sizes: tuple[int, ...]
     clauses: tuple[str, ...]
     cause: str = ""  # the clause the bug breaks, where the report names another one
@@ -326,8 +394,12 @@ class BrokenHybrid:
         cls = self.cls
 
         def make(
-            *, size: int, size_swa: int, page_size: int, need_sort: bool, device: str = "cpu"
+            *, size: int, size_swa: int, page_size: int, need_sort: bool, device: str = "cpu",
+            pure_swa: bool = False,
         ) -> Any:
+            if issubclass(cls, PureSWATokenToKVPoolAllocator):
+                return cls(size_swa, page_size, torch.float16, device, None, need_sort,
+                           checked=True)
             return cls(
                 size, size_swa, page_size, torch.float16, device, None, need_sort, checked=True
             )
@@ -337,7 +409,8 @@ class BrokenHybrid:
         return make
 
     def caps(self) -> HybridCapabilities:
-        return FULL.replace(page_sizes=self.page_sizes, need_sort=(False,))
+        base = PURE if issubclass(self.cls, PureSWATokenToKVPoolAllocator) else FULL
+        return base.replace(page_sizes=self.page_sizes, need_sort=(False,))
 
 
 BROKEN_HYBRID = (
@@ -365,6 +438,11 @@ BROKEN_HYBRID = (
     BrokenHybrid(ResizeRejectsLargerSwa, (1, 4), ("SWA-18",)),
     BrokenHybrid(ExtendInLastLocDtype, (4,), ("SWA-7",)),
     BrokenHybrid(TranslateReadsStorage, (1, 4), ("SWA-16",)),
+    BrokenHybrid(PureSeparateSwaSide, (1,), ("SWA-21",)),
+    BrokenHybrid(PureTranslateCopies, (1,), ("SWA-22",)),
+    BrokenHybrid(PureFullViewStale, (1,), ("SWA-23",)),
+    BrokenHybrid(PureFreeFullReleases, (1,), ("SWA-24",)),
+    BrokenHybrid(PureResizeUnchecked, (1,), ("SWA-25",)),
 )
 
 # broken allocators only the data plane sees (run with it on: ``test_oracle_dataplane.py``);

@@ -15,6 +15,7 @@ capacity hooks take a tree cache: the executor passes an :class:`EvictRecorder` 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -26,7 +27,8 @@ from ...engine import callforms as forms
 from ...engine.call import Call
 from ...engine.callforms import Args
 
-__all__ = ["HYBRID_CALLS", "HYBRID_DTYPES", "REPRO_IMPORTS", "EvictRecorder", "t"]
+__all__ = ["HYBRID_CALLS", "HYBRID_DTYPES", "PURE_CALLS", "PURE_DTYPES", "REPRO_IMPORTS",
+           "EvictRecorder", "t"]
 
 # the lines a hybrid repro imports beside the single-pool ones (``trace.to_pytest``)
 REPRO_IMPORTS = (
@@ -176,8 +178,9 @@ def _capacity(name: str) -> Call:
 
 
 def _create_source(a: Args, var: str) -> list[str]:
+    pure = ", pure_swa=True" if a.get("pure_swa") else ""  # the pure variant (SWA-21)
     return [f"a = factory(size={a['size']}, size_swa={a['size_swa']}, "
-            f"page_size={a['page_size']}, need_sort={a['need_sort']}, device=DEVICE)"]
+            f"page_size={a['page_size']}, need_sort={a['need_sort']}, device=DEVICE{pure})"]
 
 
 def _resize_target(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
@@ -248,3 +251,27 @@ HYBRID_DTYPES: dict[str, tuple[str, str]] = {
     "alloc_extend_swa_tail": ("SWA-20", "int64"), "alloc_decode": ("SWA-9", "int64"),
     "translate_loc_from_full_to_swa": ("SWA-16", "int64"),
 }
+# the pure variant (page size 1): int64 slots, and a translation that is its input (SWA-22)
+PURE_DTYPES: dict[str, tuple[str, str]] = {
+    "alloc": ("SWA-23", "int64"), "translate_loc_from_full_to_swa": ("SWA-22", "input"),
+}
+# the pure variant's clause of each call it takes (SWA-21..25): its table is the hybrid one's
+# with these clauses for the raise, order and result checks
+_PURE_CLAUSES = {
+    "create": "SWA-21", "clear": "SWA-21", "alloc": "SWA-23",
+    "translate_loc_from_full_to_swa": "SWA-22", "resize": "SWA-25",
+    **dict.fromkeys(("free", "free_swa", "free_full", "free_swa_segment", "free_segments",
+                     "free_full_segments", "free_group_begin", "free_group_end"), "SWA-24"),
+}
+
+
+def _pure(call: Call) -> Call:
+    clause = _PURE_CLAUSES.get(call.name)
+    if clause is None:
+        return call
+    result = clause if call.result_clause is not None else None
+    return dataclasses.replace(call, raise_clause=clause, order_clause=clause,
+                               result_clause=result)
+
+
+PURE_CALLS: dict[str, Call] = {name: _pure(call) for name, call in HYBRID_CALLS.items()}

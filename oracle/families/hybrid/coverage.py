@@ -28,6 +28,7 @@ _NEEDS: dict[str, Needs] = {
     "shared": lambda c, ps, ns: ps > 1 and c.segments == "shared",
     "atomic": lambda c, ps, ns: ps > 1 and getattr(c, "atomic_decode", True),
     "swa_tail": lambda c, ps, ns: ps > 1 and getattr(c, "swa_tail", True),
+    "pure": lambda c, ps, ns: getattr(c, "pure_swa", False),
 }
 _ROWS = event_rows("""
 arrive                  SWA-7    always              new requests were admitted
@@ -64,6 +65,13 @@ alias.held              ALIAS-1  always              a result re-checked after l
 alias.inputs            ALIAS-2  cap:ownership       the caller overwrote a free's input
 input.int32             SWA-13   form:int32          a call passed int32 slot tensors
 input.strided           SWA-13   form:strided        a call passed strided slot tensor views
+pure.one_pool           SWA-21   pure                a pure pool was created: one pool as both sides
+pure.identity           SWA-22   pure                a pure pool translated its held slots
+pure.alloc              SWA-23   pure                a pure pool handed out slots
+pure.short              SWA-23   pure                a pure pool refused an alloc (one view short)
+pure.slide              SWA-24   pure                a pure window slide gave slots back to the pool
+pure.reuse              SWA-24   pure                a slid-out slot was handed out again
+pure.resize             SWA-25   pure                a pure pool was resized (one size)
 """, _NEEDS)
 # bad-input kinds of the hybrid scheduler model -> the clause the spec rejects each with
 BAD_CLAUSES: dict[str, str] = {
@@ -73,6 +81,7 @@ BAD_CLAUSES: dict[str, str] = {
     "free_full_live": "SWA-12",
     "translate_freed": "SWA-16",
     "extend_released": "SWA-8",
+    "resize_unequal": "SWA-25",
 }
 # bad-input kinds -> the call each is sent to (a partially checked target gets its calls' kinds)
 BAD_KIND_CALLS: dict[str, str] = {
@@ -82,8 +91,12 @@ BAD_KIND_CALLS: dict[str, str] = {
     "free_full_live": "free_full",
     "translate_freed": "translate_loc_from_full_to_swa",
     "extend_released": "alloc_extend",
+    "resize_unequal": "resize",
 }
-_BAD_NEEDS: dict[str, Needs] = {"extend_released": _paged}
+_BAD_NEEDS: dict[str, Needs] = {
+    "extend_released": _paged, "resize_unequal": _NEEDS["pure"],
+    "free_full_live": lambda c, ps, ns: not getattr(c, "pure_swa", False),
+}
 EVENTS = event_table(
     _ROWS, {kind: _checked_and(kind, _BAD_NEEDS.get(kind, always)) for kind in BAD_CLAUSES}
 )
@@ -107,6 +120,11 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "SWA-18": ("life.resize",),
     "SWA-19": ("cap.byte_accounting",),
     "SWA-20": ("prealloc",),
+    "SWA-21": ("pure.one_pool",),
+    "SWA-22": ("pure.identity",),
+    "SWA-23": ("pure.alloc", "pure.short"),
+    "SWA-24": ("pure.slide", "pure.reuse"),
+    "SWA-25": ("pure.resize", "bad.resize_unequal"),
     "INV-1": ("finish-free", "finish-segments"),
     "GROUP-3": ("group.input_reused",),
     "ALIAS-1": ("alias.held",),

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from kvpool.spec import ContractViolation, HybridModel
 from kvpool.spec.contract import Divergence
+from kvpool.spec.hybrid_pure import PureSWAModel
 
 from ...engine.callforms import choose_form
 from ...engine.core import Engine
@@ -26,16 +27,19 @@ from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import owners_from_steps, render, spec_line, target_line
 from ..single.calls import as_list
-from .calls import HYBRID_CALLS, HYBRID_DTYPES, EvictRecorder
+from .calls import HYBRID_CALLS, HYBRID_DTYPES, PURE_CALLS, PURE_DTYPES, EvictRecorder
 from .coverage import events_of
 
 __all__ = ["CLAUSES", "FIELDS", "HybridExecutor", "census", "spec_census"]
 
 
-def census(target: Any) -> tuple[object, ...]:
-    """Everything the oracle compares, read from a target with SGLang's attributes."""
+def census(target: Any, pure: bool = False) -> tuple[object, ...]:
+    """Everything the oracle compares, read from a target with SGLang's attributes (``pure``:
+    the mapping's entries up to the pool's size, ``SWA-22``)."""
     mapping = target.full_to_swa_index_mapping
     values = mapping[:-1].tolist()
+    if pure:
+        values = values[:int(target.swa_attn_allocator.size) + 1]
     pairs = {f: s for f, s in enumerate(values) if s}
     return (target.full_attn_allocator.get_all_free_pages().tolist(),
             target.swa_attn_allocator.get_all_free_pages().tolist(), pairs, int(mapping[-1]),
@@ -44,13 +48,15 @@ def census(target: Any) -> tuple[object, ...]:
 
 def spec_census(model: HybridModel) -> tuple[object, ...]:
     """The spec's side of :func:`census`."""
-    return (model.full.get_all_free_pages(), model.swa.get_all_free_pages(), dict(model.mapping),
+    return (model.full.get_all_free_pages(), model.swa.get_all_free_pages(), model.mapping_pairs(),
             -1, model.available_size(), model.full_available_size(), model.swa_available_size())
 
 
 FIELDS = ("full free census", "SWA free census", "mapping pairs", "mapping's trailing entry",
           "available_size()", "full_available_size()", "swa_available_size()")
 CLAUSES = ("INV-1", "INV-1", "SWA-2", "SWA-1", "SWA-5", "SWA-5", "SWA-5")
+# the pure variant's clauses of the same fields (one pool; identity mapping; one capacity view)
+PURE_CLAUSES = ("INV-1", "SWA-21", "SWA-22", "SWA-22", "SWA-23", "SWA-23", "SWA-23")
 # each field as the repro reads it from the target ``a``
 _SOURCES = (
     "a.full_attn_allocator.get_all_free_pages().tolist()",
@@ -73,16 +79,27 @@ class HybridExecutor(Engine):
         self._field: int | None = None  # the census field that differed (the repro asserts it)
         self._group_reused = False  # a free inside the open group had its inputs overwritten
         self._evict_want: list[tuple[int, int]] | None = None  # the spec's SWA-17 requests
+        self.calls = PURE_CALLS if self.pure else HYBRID_CALLS  # the pure variant's clauses
+
+    @property
+    def pure(self) -> bool:
+        """Whether the target is the pure sliding-window variant (``SWA-21..25``)."""
+        return bool(getattr(self.caps, "pure_swa", False))
 
     def create(self, size: int, size_swa: int) -> None:
-        """A fresh target and model of ``size`` / ``size_swa`` tokens."""
+        """A fresh target and model of ``size`` / ``size_swa`` tokens (the pure variant: one
+        pool of ``size_swa``)."""
         step = TraceStep("create", {"size": size, "size_swa": size_swa,
-                                    "page_size": self.page_size, "need_sort": self.need_sort})
+                                    "page_size": self.page_size, "need_sort": self.need_sort,
+                                    **({"pure_swa": True} if self.pure else {})})
         self.trace.steps.append(step)
-        self.model = HybridModel(size, size_swa, self.page_size, need_sort=self.need_sort)
+        self.model = (PureSWAModel(size_swa, self.page_size, need_sort=self.need_sort)
+                      if self.pure else
+                      HybridModel(size, size_swa, self.page_size, need_sort=self.need_sort))
         try:
+            pure = {"pure_swa": True} if self.pure else {}  # a pure factory's marker (repros)
             self.target = self.factory(size=size, size_swa=size_swa, page_size=self.page_size,
-                                       need_sort=self.need_sort, device=self.device)
+                                       need_sort=self.need_sort, device=self.device, **pure)
         except Exception as err:
             raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
         self._checked(0, lambda: "", lambda: self._post(step))
@@ -102,10 +119,10 @@ class HybridExecutor(Engine):
         return [CheckedBuffer("full", TensorStore(),
                               lambda slot: live_slot(self._spec().full, slot),
                               live_mask=lambda slots: live_slots_mask(self._spec().full, slots)),
-                CheckedBuffer("swa", TensorStore(), lambda slot: slot in self._spec().mapping,
+                CheckedBuffer("swa", TensorStore(), lambda slot: self._spec().peer_of(slot) > 0,
                               translate=self.target.translate_loc_from_full_to_swa,
                               live_mask=lambda slots: torch.isin(slots, torch.tensor(
-                                  list(self._spec().mapping), dtype=torch.int64)))]
+                                  self._spec().paired_slots(), dtype=torch.int64)))]
 
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors
@@ -133,7 +150,7 @@ class HybridExecutor(Engine):
         if step.clobber:
             self._clobber(step, inputs, group_open=group_open)
             self._group_reused |= group_open and bool(inputs)
-        self._check_dtype(step, got_obj, HYBRID_DTYPES)
+        self._check_dtype(step, got_obj, PURE_DTYPES if self.pure else HYBRID_DTYPES)
         got = as_list(got_obj) if isinstance(got_obj, torch.Tensor) else got_obj
         if got != want:
             raise Divergence(call.result_clause or "SWA-17",
@@ -151,7 +168,8 @@ class HybridExecutor(Engine):
         assert model is not None
         step.available_after = model.available_size()
         got, want = self._census(), spec_census(model)
-        for i, (name, clause, g, w) in enumerate(zip(FIELDS, CLAUSES, got, want)):
+        clauses = PURE_CLAUSES if self.pure else CLAUSES
+        for i, (name, clause, g, w) in enumerate(zip(FIELDS, clauses, got, want)):
             if g != w:
                 self._field = i
                 raise Divergence(clause, f"after {step.call}: {name} is {_short(g)}, "
@@ -184,7 +202,7 @@ class HybridExecutor(Engine):
                            f"passed to the group's frees, not what they held: [{clause}] {detail}")
 
     def _census(self) -> tuple[object, ...]:
-        return census(self.target)
+        return census(self.target, self.pure)
 
     def _record_rejected_state(self, step: TraceStep, census: Any) -> None:
         step.available_after = census[4]

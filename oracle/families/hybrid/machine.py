@@ -7,7 +7,9 @@ tokens, to a page boundary (``window.slide_end``) or to any position (the rest o
 loses its peer too, ``window.released_frontier``). A request finishes with ``free_full`` of its
 slid-out head and ``free`` of the rest, or the segment forms, in or out of a free group;
 translations, capacity hooks, ``clear`` / ``resize`` and (checked targets) bad input run between.
-Each row remembers ``front``: positions below it have no SWA peer.
+Each row remembers ``front``: positions below it have no SWA peer. The pure variant
+(``caps.pure_swa``, ``SWA-21..25``) runs the same requests on one pool: its slid-out slots are
+free again (another request may take them), so translations and the bad releases read the pool.
 """
 
 from __future__ import annotations
@@ -59,11 +61,21 @@ class HybridMachine(FamilyMachine, ActionMachine):
         ``ALIAS-2`` probe; inside a group it tests that deferred frees copied them)."""
         return self.caps.ownership or self.group_open
 
+    @property
+    def pure(self) -> bool:
+        """The pure sliding-window variant: one pool as both sides (``SWA-21``)."""
+        return self.caps.pure_swa
+
     def start(self, data: Draws) -> None:
-        """Two fresh pools: 10-28 full pages (maybe a partial page more), 5-20 SWA pages."""
+        """Two fresh pools: 10-28 full pages (maybe a partial page more), 5-20 SWA pages; the
+        pure variant: one pool of 5-20 slots."""
         full_pages, swa_pages, ragged = data.integer(10, 28), data.integer(5, 20), data.boolean()
         extra = self.ps - 1 if ragged else 0
-        self.ex.create(full_pages * self.ps + extra, swa_pages * self.ps)
+        if self.pure:
+            self.ex.create(swa_pages, swa_pages)
+            self.ex.note("pure.one_pool")
+        else:
+            self.ex.create(full_pages * self.ps + extra, swa_pages * self.ps)
         self.ready = True
 
     # -- growth --------------------------------------------------------------------------------
@@ -85,6 +97,7 @@ class HybridMachine(FamilyMachine, ActionMachine):
             out = self.ex.call("alloc_extend", prefix_lens=[0] * len(seqs), seq_lens=seqs,
                                last_loc=[-1] * len(seqs), extend_num_tokens=sum(seqs))
         self.ex.note("short" if out is None else "arrive")
+        self._note_pure(out)
         if out is not None:
             start = 0
             for n in seqs:
@@ -139,6 +152,7 @@ class HybridMachine(FamilyMachine, ActionMachine):
                                seq_lens=[p + c for p, c in zip(pre, chunks)],
                                last_loc=[r.slots[-1] for r in rows], extend_num_tokens=sum(chunks))
         self.ex.note(("decode" if decode else "extend") + ("-short" if out is None else ""))
+        self._note_pure(out)
         if out is not None:
             start = 0
             for row, n in zip(rows, chunks):
@@ -149,6 +163,15 @@ class HybridMachine(FamilyMachine, ActionMachine):
                 for row in rows:
                     self._slide_to(row, slide_end(len(row.slots), window, self.ps),
                                    data.boolean())
+
+    def _note_pure(self, out: list[int] | None) -> None:
+        """The pure variant's allocation events: a refusal, a grant, a slid-out slot reused."""
+        if not self.pure:
+            return
+        self.ex.note("pure.short" if out is None else "pure.alloc")
+        heads = {s for r in self.rows for s in r.slots[:r.front]}
+        if out and heads.intersection(out):
+            self.ex.note("pure.reuse")
 
     def _decode_refused(self, rows: list[Row]) -> bool:
         m = self.ex.model
@@ -185,6 +208,8 @@ class HybridMachine(FamilyMachine, ActionMachine):
         else:
             self.ex.call("free_swa", free_index=part, clobber=self.clobber)
         self.ex.note("slide-" + ("aligned" if end % self.ps == 0 else "unaligned"))
+        if self.pure:
+            self.ex.note("pure.slide")
         row.front = min(released_frontier(end, self.ps), max(len(row.slots), end))
 
     # -- release ---------------------------------------------------------------------------------
@@ -233,8 +258,13 @@ class HybridMachine(FamilyMachine, ActionMachine):
     @action(lambda self: self.rows)
     def translate(self, data: Draws) -> None:
         row = data.choice(self.rows)
-        picks = [data.choice(row.slots) for _ in range(data.integer(1, 4))]
+        live = row.slots[row.front:] if self.pure else row.slots  # pure: slid-out slots are free
+        if not live:
+            return
+        picks = [data.choice(live) for _ in range(data.integer(1, 4))]
         self.ex.call("translate_loc_from_full_to_swa", kv_indices=[*picks, -1])
+        if self.pure:
+            self.ex.note("pure.identity")
 
     @action(lambda self: self.caps.capacity_hooks)
     def capacity(self, data: Draws) -> None:
@@ -253,8 +283,10 @@ class HybridMachine(FamilyMachine, ActionMachine):
             assert m is not None
             top = 32 if self.caps.resize_grow else m.full.size // self.ps
             full = data.integer(4, max(4, top)) * self.ps
-            swa = data.integer(3, 14) * self.ps
+            swa = full if self.pure else data.integer(3, 14) * self.ps  # pure: one size (SWA-25)
             self.ex.call("resize", size=full, size_swa=swa)
+            if self.pure:
+                self.ex.note("pure.resize")
         elif self.caps.clear:
             self.ex.call("clear")
         self.rows = []
@@ -265,22 +297,29 @@ class HybridMachine(FamilyMachine, ActionMachine):
         row = data.choice(self.rows) if self.rows else None
         if row is None:
             return
-        kinds = ["free_full_live", "translate_freed"]
-        if row.front > 0:
+        kinds = ([] if self.pure else ["free_full_live"]) + ["translate_freed"]
+        head = self._released_head(row)
+        if head:
             kinds += ["swa_double", "free_released", "segment_released"]
+        if self.pure:
+            kinds.append("resize_unequal")
         if self.ps > 1 and len(row.slots) % self.ps:
             kinds.append("extend_released")
         kinds = [k for k in kinds if self.caps.checks(BAD_KIND_CALLS[k])]  # partially checked
         if not kinds:
             return
         kind = data.choice(kinds)
-        head = row.slots[:row.front]
-        if kind == "swa_double":
+        if kind == "resize_unequal":
+            m = self.ex.model
+            assert m is not None
+            self._bad(kind, "resize", size=m.size, size_swa=m.size + 1)
+        elif kind == "swa_double":
             self._bad(kind, "free_swa", free_index=[data.choice(head)])
         elif kind == "free_released":
             self._bad(kind, "free", free_index=[data.choice(head)])
         elif kind == "segment_released":
-            self._bad(kind, "free_swa_segment", free_index=head[:self.ps], start_pos=0)
+            self._bad(kind, "free_swa_segment", free_index=head[:self.ps],
+                      start_pos=row.slots.index(head[0]))
         elif kind == "free_full_live":
             if row.front < len(row.slots):
                 self._bad(kind, "free_full", free_index=[row.slots[-1]])
@@ -295,6 +334,16 @@ class HybridMachine(FamilyMachine, ActionMachine):
             self._slide_to(row, n, segment=False)
             self._bad(kind, "alloc_extend", prefix_lens=[n], seq_lens=[n + 1],
                       last_loc=[row.slots[-1]], extend_num_tokens=1)
+
+    def _released_head(self, row: Row) -> list[int]:
+        """The slots of ``row`` whose SWA side is released (pure: those still free in the pool,
+        since another request may hold a slid-out slot again)."""
+        head = row.slots[:row.front]
+        if not self.pure:
+            return head
+        m = self.ex.model
+        assert m is not None
+        return [s for s in head if m.peer_of(s) == 0 and s <= m.full.num_pages]
 
     def _bad(self, kind: str, name: str, **args: object) -> None:
         """Send one bad call of ``kind`` (the coverage event ``bad.<kind>``)."""

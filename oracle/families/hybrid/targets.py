@@ -39,6 +39,9 @@ class HybridCapabilities(Capabilities):
         resize_grow: ``resize`` may grow the full pool past the constructor's size.
         swa_tail: ``alloc_extend_swa_tail``, SGLang's PD-decode pre-allocation (``SWA-20``):
             page sizes above 1 admit some requests with SWA pages for their window tail only.
+        pure_swa: the target is the pure sliding-window variant (``SWA-21..25``): one token
+            pool as both sides, identity mapping; created with ``size == size_swa``, page
+            size 1 only; ``free_full`` releases nothing.
         slot_forms: the forms of slot tensors (slots, segments, ``last_loc``, ``kv_indices``)
             the target accepts beside int64 contiguous ones: ``"int32"`` rows and
             ``"strided"`` views, as SGLang's scheduler passes them (by default both).
@@ -49,6 +52,7 @@ class HybridCapabilities(Capabilities):
     atomic_decode: bool = True
     resize_grow: bool = True
     swa_tail: bool = True
+    pure_swa: bool = False
 
     # single-pool fields that say nothing about a hybrid target (not printed)
     UNUSED: ClassVar[tuple[str, ...]] = (
@@ -58,13 +62,15 @@ class HybridCapabilities(Capabilities):
     # the calls the hybrid run sends bad input to
     CHECKABLE_CALLS: ClassVar[tuple[str, ...]] = (
         "free", "free_swa", "free_swa_segment", "free_full", "translate_loc_from_full_to_swa",
-        "alloc_extend")
+        "alloc_extend", "resize")
 
     def replace(self, **changes: Any) -> HybridCapabilities:
         return cast(HybridCapabilities, super().replace(**changes))
 
 
 FULL = cast(HybridCapabilities, declare_all(HybridCapabilities()))
+# the pure sliding-window variant: page size 1, no PD pre-allocation (SWA-21)
+PURE = FULL.replace(page_sizes=(1,), swa_tail=False, pure_swa=True)
 
 
 def _dtype() -> Any:
@@ -74,19 +80,28 @@ def _dtype() -> Any:
 
 
 def kvpool_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
-               device: str = "cpu") -> Any:
-    """``kvpool.impl.SWATokenToKVPoolAllocator`` in checked mode."""
+               device: str = "cpu", pure_swa: bool = False) -> Any:
+    """``kvpool.impl.SWATokenToKVPoolAllocator`` in checked mode (``pure_swa``: the pure
+    variant, as a pure run's repro builds it)."""
     from kvpool.impl import SWATokenToKVPoolAllocator
 
+    if pure_swa:
+        return kvpool_pure_swa(size=size, size_swa=size_swa, page_size=page_size,
+                               need_sort=need_sort, device=device)
     return SWATokenToKVPoolAllocator(size, size_swa, page_size, _dtype(), device, None,
                                      need_sort, checked=True)
 
 
 def kvpool_swa_unchecked(*, size: int, size_swa: int, page_size: int, need_sort: bool,
-                         device: str = "cpu") -> Any:
-    """``kvpool.impl.SWATokenToKVPoolAllocator`` in production (unchecked) mode."""
+                         device: str = "cpu", pure_swa: bool = False) -> Any:
+    """``kvpool.impl.SWATokenToKVPoolAllocator`` in production (unchecked) mode (``pure_swa``:
+    the pure variant)."""
     from kvpool.impl import SWATokenToKVPoolAllocator
+    from kvpool.impl.swa_pure import PureSWATokenToKVPoolAllocator
 
+    if pure_swa:
+        return PureSWATokenToKVPoolAllocator(size_swa, page_size, _dtype(), device, None,
+                                             need_sort)
     return SWATokenToKVPoolAllocator(size, size_swa, page_size, _dtype(), device, None,
                                      need_sort)
 
@@ -101,6 +116,26 @@ def sglang_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
         size, size_swa, page_size, _dtype(), device, make_swa_kv_pool(), need_sort)
 
 
+def kvpool_pure_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+                    device: str = "cpu", pure_swa: bool = True) -> Any:
+    """``kvpool.impl.swa_pure.PureSWATokenToKVPoolAllocator`` in checked mode (one pool of
+    ``size_swa`` slots; ``size`` is the same number, SWA-21)."""
+    from kvpool.impl.swa_pure import PureSWATokenToKVPoolAllocator
+
+    return PureSWATokenToKVPoolAllocator(size_swa, page_size, _dtype(), device, None, need_sort,
+                                         checked=True)
+
+
+def sglang_pure_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+                    device: str = "cpu", pure_swa: bool = True) -> Any:
+    """SGLang 0.5.23 ``PureSWATokenToKVPoolAllocator`` with a KV pool object of its own
+    ``BaseSWAKVPool`` type (:mod:`kvpool.oracle.peers.peer_swa`)."""
+    from ...peers.peer_swa import load_sglang_swa, make_swa_kv_pool
+
+    return load_sglang_swa().PureSWATokenToKVPoolAllocator(
+        size_swa, page_size, _dtype(), device, make_swa_kv_pool(), need_sort)
+
+
 def declared_by_registry(base: HybridCapabilities, target: str) -> HybridCapabilities:
     """``base`` with every rule excluded that a registry entry for ``target`` names."""
     entries = divergences_for(target)
@@ -111,6 +146,19 @@ def declared_by_registry(base: HybridCapabilities, target: str) -> HybridCapabil
 kvpool_swa.kvpool_hybrid_capabilities = FULL  # type: ignore[attr-defined]
 kvpool_swa_unchecked.kvpool_hybrid_capabilities = FULL.replace(checked=False)  # type: ignore[attr-defined]
 sglang_swa.kvpool_hybrid_capabilities = declared_by_registry(FULL, "sglang-swa")  # type: ignore[attr-defined]
+kvpool_pure_swa.kvpool_hybrid_capabilities = PURE  # type: ignore[attr-defined]
+sglang_pure_swa.kvpool_hybrid_capabilities = declared_by_registry(PURE, "sglang-pure-swa")  # type: ignore[attr-defined]
 
 # the family's aliases (its registry record names them), each to its factory above
 HYBRID_TARGETS = {name: load(path) for name, (path,) in FAMILIES["hybrid"].aliases.items()}
+
+
+def _probe_sglang_swa() -> None:
+    """Import SGLang's SWA module (a peer target's ``kvpool_probe``). Raises PeerNotInstalled
+    where SGLang is absent, PeerUnavailable where it fails to import."""
+    from ...peers.peer_swa import load_sglang_swa
+
+    load_sglang_swa()
+
+
+sglang_swa.kvpool_probe = sglang_pure_swa.kvpool_probe = _probe_sglang_swa  # type: ignore[attr-defined]
