@@ -15,6 +15,9 @@ built on the CPU in one process:
   over the same byte buffer (checked mode on, its own byte store: pages zeroed at hand-out and
   copied on compaction as SGLang's are).
 
+The tri-pools (SGLang's and kvpool's, Mamba state end + SWA float + full end) get a table of
+their own, side by side on one trace (:mod:`benchmarks.unified_tri`).
+
 Every target first holds a quarter of its pages. Calls (the same trace on every target; each
 step times only its call and restores the state untimed):
 
@@ -321,9 +324,13 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import unified_trace
 
     serving = unified_trace.run(300 if ns.quick else unified_trace.NUM_STEPS)
+    from benchmarks import unified_tri
+
+    tri = unified_tri.rows(settings)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "unified.json").write_text(json.dumps(
-        {"calls": rows, "metadata_bytes_per_page": meta, "serving_trace": serving},
+        {"calls": rows, "metadata_bytes_per_page": meta, "serving_trace": serving,
+         "tri_pool_calls": tri},
         indent=1) + "\n")
     (ns.out / "unified.md").write_text(
         f"SGLang 0.5.23 and kvpool on the CPU, {POOL_PAGES:,} pages a side, a quarter held: µs "
@@ -336,7 +343,10 @@ def main(argv: list[str] | None = None) -> int:
         "both sides' pages counted; the KV buffer left out):\n\n" + metadata_md(meta)
         + "\nA W5 serving trace with sliding-window releases (benchmarks/unified_trace.py): "
         "µs per step, kvpool's unified pools beside kvpool's static SWA allocator, steps "
-        "interleaved, medians of 10 window means:\n\n" + unified_trace.markdown(serving))
+        "interleaved, medians of 10 window means:\n\n" + unified_trace.markdown(serving)
+        + "\nThe tri-pools (Mamba state end, SWA float, full end; SGLang's fixture geometry, "
+        "a quarter held and two state slots; benchmarks/unified_tri.py): µs per call\n\n"
+        + unified_tri.markdown(tri))
     print(f"wrote {ns.out / 'unified.md'}")
     return 0
 
