@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 from kvpool.spec.errors import ContractViolation
-from kvpool.spec.page_interleave import class_counts, least_full_class, new_pages_of
+from kvpool.spec.page_interleave import chain_classes, least_full_class, new_pages_of
 
 
 class PageInterleavePoolAllocator:
@@ -100,27 +100,38 @@ class PageInterleavePoolAllocator:
         sim, plans = self.class_free_page_counts(), []
         for i, (prefix, seq) in enumerate(zip(prefixes, seqs)):
             if rotation_bases[i] is None:
-                rotation_bases[i] = least_full_class(sim)
+                rotation_bases[i] = self._new_chain_base(sim)
             first = (int(rotation_bases[i] or 0) + prefix // ps) % n
-            opened = -(-seq // ps) - prefix // ps
-            plans.append((first, opened, seq - prefix))
-            sim = [s - k for s, k in zip(sim, class_counts(first, opened, n))]
+            classes = self._chain_classes(first, -(-seq // ps) - prefix // ps)
+            plans.append((classes, seq - prefix))
+            for c in classes:
+                sim[c] -= 1
         if min(sim) < 0:
             return None
         needs = [c - s for c, s in zip(self.class_free_page_counts(), sim)]
         if self.need_sort and any(needs[c] > len(self.class_free_pages[c]) for c in range(n)):
             self.merge_and_sort_free()
         parts = []
-        for first, opened, tokens in plans:
-            pages: torch.Tensor = torch.empty(opened, dtype=torch.int64, device=self.device)
-            for c, count in enumerate(class_counts(first, opened, n)):
-                pages[(c - first) % n::n] = self.class_free_pages[c][:count]
+        for classes, tokens in plans:
+            where = torch.tensor(classes, dtype=torch.int64)
+            pages: torch.Tensor = torch.empty(len(classes), dtype=torch.int64, device=self.device)
+            for c in range(n):
+                count = int((where == c).sum())
+                pages[where == c] = self.class_free_pages[c][:count]
                 self.class_free_pages[c] = self.class_free_pages[c][count:]
             self._held[pages] = True
             offsets = torch.arange(tokens, dtype=torch.int64, device=self.device)
             parts.append(pages[offsets // ps] * ps + offsets % ps)
         out: torch.Tensor = torch.cat(parts)
         return out
+
+    def _new_chain_base(self, counts: list[int]) -> int:
+        """A new chain's rotation base over ``counts`` (``PINTER-4``)."""
+        return int(least_full_class(counts))
+
+    def _chain_classes(self, first: int, num_pages: int) -> list[int]:
+        """The classes of a chain's ``num_pages`` new pages from ``first`` (``PINTER-5``)."""
+        return list(chain_classes(first, num_pages, self.shard_size))
 
     def alloc_cyclic(self, start_class: int, need_size: int) -> torch.Tensor | None:
         """One new chain of ``need_size`` tokens cycling from ``start_class`` (``PINTER-5``)."""

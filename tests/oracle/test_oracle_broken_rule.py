@@ -44,6 +44,7 @@ BROKEN_LISTS = (
     ("broken_hybrid", "BROKEN_HYBRID_DATA", False),
     ("broken_hybrid_census", "HYBRID_CENSUS_BROKEN", False),
     ("broken_mamba_slot", "BROKEN_MAMBA_SLOT", False),
+    ("broken_page_interleave", "BROKEN_PAGE_INTERLEAVE", False),
     ("broken_hisparse", "BROKEN_HISPARSE", False),
     ("broken_unified", "BROKEN_UNIFIED", False),
 )

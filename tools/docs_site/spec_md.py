@@ -34,6 +34,7 @@ PAGE_NAMES = {
     "EXTEND": "alloc-extend", "DECODE": "alloc-decode", "FREE": "free", "SEG": "segments",
     "GROUP": "free-groups", "SORT": "need-sort", "CAP": "capacity-hooks", "LIFE": "lifecycle",
     "ALIAS": "aliasing", "SWA": "hybrid-swa", "UNI": "unified", "MSLOT": "mamba-slots",
+    "PINTER": "page-interleave",
     "HSP": "hisparse",
 }
 

@@ -37,7 +37,8 @@ class MirrorBreak:
 
     def _lists(self) -> list[torch.Tensor]:
         x = self.inner
-        return x.class_release_pages if x.need_sort else x.class_free_pages
+        lists: list[torch.Tensor] = x.class_release_pages if x.need_sort else x.class_free_pages
+        return lists
 
     def _after_release(self, before: list[int]) -> None:
         """Reorder what the last release prepended to each class list."""

@@ -5,8 +5,8 @@ returns the slots and resolves the caller's ``rotation_bases`` list in place) an
 source (the target is ``a``, a result ``var``, :func:`extend_args` the repro's helper).
 
 An ``alloc_extend`` step's arguments are ``requests`` (``[prefix_len, seq_len]`` each) and
-``bases`` (a rotation base or None each); its result, on both sides, is ``[slots or None,
-resolved bases]``.
+``bases`` (a rotation base or None each); the target's result is ``[slots or None, resolved
+bases]``, the spec's ``{"slots": .., "bases": ..}`` (``bases`` None for ``alloc_cyclic``).
 """
 
 from __future__ import annotations
@@ -51,8 +51,13 @@ def _free(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
     return None, [slots]
 
 
+def _expect(slots: list[int] | None, bases: list[int] | None) -> dict[str, Any]:
+    """An allocation's answer as a trace stores it: ``{"slots": .., "bases": ..}``."""
+    return {"slots": slots, "bases": bases}
+
+
 def _alloc_checks(a: Args, expect: Any, var: str) -> list[str]:
-    slots, bases = expect
+    slots, bases = expect["slots"], expect["bases"]
     lines = [f"assert (None if {var} is None else {var}.tolist()) == {slots!r}"]
     return lines + ([f"assert b_{var} == {bases!r}"] if bases is not None else [])
 
@@ -67,7 +72,7 @@ PAGE_INTERLEAVE_CALLS: dict[str, Call] = {
         raise_clause="PINTER-1", order_clause="PINTER-1"),
     "alloc_extend": Call(
         "alloc_extend", "alloc", ("requests", "bases"),
-        spec=lambda m, a: list(m.alloc_extend([tuple(r) for r in a["requests"]], a["bases"])),
+        spec=lambda m, a: _expect(*m.alloc_extend([tuple(r) for r in a["requests"]], a["bases"])),
         target=_extend,
         source=lambda a, var: [f"b_{var} = {list(a['bases'])!r}",
                                f"{var} = a.alloc_extend(**extend_args({a['requests']!r}, DEVICE), "
@@ -76,7 +81,7 @@ PAGE_INTERLEAVE_CALLS: dict[str, Call] = {
         checks=_alloc_checks),
     "alloc_cyclic": Call(
         "alloc_cyclic", "alloc", ("start_class", "need_size"),
-        spec=lambda m, a: [m.alloc_cyclic(a["start_class"], a["need_size"]), None],
+        spec=lambda m, a: _expect(m.alloc_cyclic(a["start_class"], a["need_size"]), None),
         target=_cyclic,
         source=lambda a, var: [f"{var} = a.alloc_cyclic({a['start_class']}, {a['need_size']})"],
         raise_clause="PINTER-5", order_clause="PINTER-5", result_clause="PINTER-5",

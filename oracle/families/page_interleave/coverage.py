@@ -123,7 +123,7 @@ def events_of(call: str, args: Any, result: Any, rule: str) -> list[str]:
     simple = {"create": "create", "clear": "life.clear", "free_group_begin": "group.begin",
               "free_group_end": "group.end", "merge_and_sort_free": "merge.call"}
     out = [simple[call]] if call in simple else []
-    if call == "alloc_cyclic" and result is not None and result[0] is not None:
+    if call == "alloc_cyclic" and result is not None and result["slots"] is not None:
         out.append("chain.cyclic")
     if call in ("alloc_extend", "alloc_cyclic") and rule == "PINTER-9":
         out.append("merge.auto")

@@ -94,20 +94,21 @@ class PageInterleaveExecutor(Engine):
             raise Divergence("PINTER-12", f"{step.call}: rank 0 got {mine[0]} (bases "
                                           f"{mine[1]}), its mirror {theirs[0]} (bases "
                                           f"{theirs[1]}) from the same call stream")
-        if (got[0] is None) != (want[0] is None):
+        slots, bases = want["slots"], want["bases"]
+        if (got[0] is None) != (slots is None):
             raise Divergence("PINTER-6", f"{step.call} returned {mine[0]}, the spec says "
-                                         f"{want[0]} (class counts {model.counts()})")
-        if want[1] is not None and got[1] != want[1]:
+                                         f"{slots} (class counts {model.counts()})")
+        if bases is not None and got[1] != bases:
             raise Divergence("PINTER-4", f"{step.call} resolved rotation bases {got[1]}, the "
-                                         f"spec's {want[1]} (least-full class, lowest id on a tie)")
+                                         f"spec's {bases} (least-full class, lowest id on a tie)")
         if got[0] is None:
             return
         if not isinstance(got[0], torch.Tensor) or got[0].dtype != torch.int64:
             raise Divergence("PINTER-5", f"{step.call} returned {got[0]!r}, not int64 slots")
         self._judge_balance(step, mine[0] or [])
-        if mine[0] != want[0]:
+        if mine[0] != slots:
             raise Divergence(model.rule, f"{step.call} returned slots {mine[0]}, the spec says "
-                                         f"{want[0]}")
+                                         f"{slots}")
 
     def _judge_balance(self, step: TraceStep, slots: list[int]) -> None:
         """Each request's new pages: per-class counts differ by at most one (PINTER-7)."""
@@ -169,7 +170,7 @@ class PageInterleaveExecutor(Engine):
 
     def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
         """A valid call that raised is reported under the clause that decided its effect."""
-        if step.raised is not None and self.model is not None:
+        if step.raised is not None and step.raises is None and self.model is not None:
             return self.model.rule, detail
         return clause, detail
 
@@ -182,9 +183,14 @@ class PageInterleaveExecutor(Engine):
         out = call.checks(step.args, step.expect, f"r{index}") if call.checks else []
         free = [list(f) for f in self.model.free_lists]
         release = [list(r) for r in self.model.release_lists]
+        m = self.model
         return [*out, f"assert [x.tolist() for x in a.class_free_pages] == {free!r}  "
                       f"# [{self.trace.clause}]",
-                f"assert [x.tolist() for x in a.class_release_pages] == {release!r}"]
+                f"assert [x.tolist() for x in a.class_release_pages] == {release!r}",
+                f"assert a.class_free_page_counts() == {m.counts()!r}",
+                f"assert a.get_all_free_pages().tolist() == {m.all_free_pages()!r}",
+                f"assert a.aggregate_free_size() == {m.aggregate_free_size()}",
+                f"assert a.least_full_class() == {m.least_full_class()}"]
 
     def _events_of(self, step: TraceStep, state: Any, result: Any) -> list[str]:
         model = self.model
@@ -193,11 +199,11 @@ class PageInterleaveExecutor(Engine):
         out = census_events(model.counts(), ps) + events_of(step.call, step.args, result,
                                                               model.rule)
         if step.call == "alloc_extend":
-            if result[0] is None:
+            if result["slots"] is None:
                 out += ["short"] + (["short.batch"] if len(step.args["requests"]) > 1 else [])
             else:
                 out += extend_events(step.args["requests"], step.args["bases"], state[4], n, ps)
-        if step.call == "alloc_cyclic" and result[0] is None:
+        if step.call == "alloc_cyclic" and result["slots"] is None:
             out.append("short")
         if step.call == "free":
             out += free_events(step.args["slots"], ps, n, state[5], self.need_sort)

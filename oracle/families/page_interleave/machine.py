@@ -89,16 +89,16 @@ class PageInterleaveMachine(FamilyMachine, ActionMachine):
             bases.append(base)
             chains.append(chain)
         out = self.ex.call("alloc_extend", requests=requests, bases=bases)
-        if out[0] is not None:
-            self._record(out[1], requests, out[0], chains)
+        if out["slots"] is not None:
+            self._record(out["bases"], requests, out["slots"], chains)
 
     @action(rank=2)
     def cyclic(self, data: Draws) -> None:
         """``alloc_cyclic(c, n)``: one chain at a fixed rotation (a HiCache copy)."""
         start, need = data.integer(0, self.n - 1), self._tokens(data)
         out = self.ex.call("alloc_cyclic", start_class=start, need_size=need)
-        if out[0] is not None:
-            self._record([start], [[0, need]], out[0], [None])
+        if out["slots"] is not None:
+            self._record([start], [[0, need]], out["slots"], [None])
 
     @action(lambda self: self.rows, rank=0)
     def finish(self, data: Draws) -> None:

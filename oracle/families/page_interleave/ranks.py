@@ -152,7 +152,7 @@ def run_ranks(shape: Shape, num_calls: int, seed: int = 0, target: str = "kvpool
     ``divergence`` (None, or the first diverging call, its name, the part and each rank's
     value), ``ownership`` and ``balance`` errors, ``spec_mismatch`` and ``seconds``. The
     processes are forked (``start_method``; ``"spawn"`` starts fresh interpreters, slower)."""
-    import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import start_processes
 
     stream = generate(shape, num_calls, seed)
     if target == "sglang":  # imported once, before the fork
@@ -162,7 +162,7 @@ def run_ranks(shape: Shape, num_calls: int, seed: int = 0, target: str = "kvpool
     with tempfile.TemporaryDirectory() as tmp:
         store, out = str(Path(tmp) / "store"), str(Path(tmp) / "report.json")
         began = time.perf_counter()
-        mp.start_processes(_rank_main, args=(shape, stream, target, brk, store, out),
+        start_processes(_rank_main, args=(shape, stream, target, brk, store, out),  # type: ignore[no-untyped-call]
                            nprocs=shape.ranks, join=True, start_method=start_method)
         report: dict[str, Any] = json.loads(Path(out).read_text())
     report["wall_seconds"] = round(time.perf_counter() - began, 3)

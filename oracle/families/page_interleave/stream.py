@@ -38,7 +38,9 @@ class Shape:
 
 def _extend(rng: random.Random, shape: Shape, chains: list[dict[str, Any]]) -> dict[str, Any]:
     ps, n = shape.page_size, shape.ranks
-    requests, bases, picked = [], [], []
+    requests: list[list[int]] = []
+    bases: list[int | None] = []
+    picked: list[dict[str, Any] | None] = []
     for _ in range(rng.randint(1, 3)):
         chain = rng.choice(chains) if chains and rng.random() < 0.3 else None
         if chain is not None and any(chain is c for c in picked):
