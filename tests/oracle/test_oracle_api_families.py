@@ -125,3 +125,20 @@ def test_missing_peer_skips_outside_ci_only(
     with pytest.raises(outcome, match="examplepeer is not installed"):
         test()
 
+
+
+def test_every_peer_alias_probes_its_library() -> None:
+    """Each factory a family's ``sglang-*`` / ``vllm-*`` / ``kvcached-*`` alias names carries a
+    ``kvpool_probe``, so a conformance test of it skips (outside CI) where the peer is absent
+    instead of failing in the factory."""
+    from kvpool.oracle.engine.families import family as family_of
+
+    lacking = [
+        (name, alias, path)
+        for name, record in FAMILIES.items()
+        for alias, paths in record.aliases.items()
+        if alias.split("-")[0] in ("sglang", "vllm", "kvcached")
+        for path in paths
+        if not hasattr(family_of(name).factory(path), "kvpool_probe")
+    ]
+    assert not lacking, lacking

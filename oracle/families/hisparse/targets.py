@@ -85,3 +85,14 @@ def declared_by_registry(base: HiSparseCapabilities, target: str) -> HiSparseCap
 kvpool_hisparse.kvpool_hisparse_capabilities = FULL  # type: ignore[attr-defined]
 sglang_hisparse.kvpool_hisparse_capabilities = declared_by_registry(  # type: ignore[attr-defined]
     FULL, "sglang-hisparse")
+
+
+def _probe_sglang_hisparse() -> None:
+    """Import SGLang's HiSparse module (a peer target's ``kvpool_probe``). Raises
+    PeerNotInstalled where SGLang is absent, PeerUnavailable where it fails to import."""
+    from .peer import load_sglang_hisparse
+
+    load_sglang_hisparse()
+
+
+sglang_hisparse.kvpool_probe = _probe_sglang_hisparse  # type: ignore[attr-defined]

@@ -96,3 +96,6 @@ def declared_by_registry(base: PageInterleaveCapabilities,
 kvpool_page_interleave.kvpool_page_interleave_capabilities = FULL  # type: ignore[attr-defined]
 sglang_page_interleave.kvpool_page_interleave_capabilities = (  # type: ignore[attr-defined]
     declared_by_registry(FULL, "sglang-page-interleave"))
+
+
+sglang_page_interleave.kvpool_probe = load_sglang_page_interleave  # type: ignore[attr-defined]
