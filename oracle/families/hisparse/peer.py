@@ -94,3 +94,50 @@ class HiSparseKVCache:
 def make_hisparse_kvcache() -> HiSparseKVCache:
     """A fresh :class:`HiSparseKVCache`."""
     return HiSparseKVCache()
+
+
+def sglang_hisparse_dsv4(*, size: int, size_swa: int, page_size: int, size_hisparse: int,
+                         hisparse_page_size: int, c4_logical_size: int,
+                         need_sort: bool = False, device: str = "cpu") -> Any:
+    """SGLang 0.5.23's ``DeepSeekV4HiSparseTokenToKVPoolAllocator`` over its
+    ``SWATokenToKVPoolAllocator`` (the logical side, as SGLang's configurator builds it), on a
+    stand-in pool that is both a ``DeepSeekV4TokenToKVPool`` and SGLang's ``BaseSWAKVPool``
+    (:func:`kvpool.oracle.peers.peer_swa.make_swa_kv_pool`) and holds a stand-in C4 device pool
+    (``size_hisparse`` slots of ``hisparse_page_size``) translating as SGLang's
+    ``HiSparseC4DevicePool`` does. Raises PeerUnavailable as :func:`load_sglang_hisparse`."""
+    import torch
+
+    from ...peers.peer_swa import load_sglang_swa, make_swa_kv_pool
+
+    module = load_sglang_hisparse()
+    swa = load_sglang_swa()
+    dsv4 = sys.modules["sglang.srt.mem_cache.deepseek_v4_memory_pool"]
+
+    class C4Pool(dsv4.HiSparseC4DevicePool):  # type: ignore[misc, name-defined]
+        full_to_hisparse_device_index_mapping: Any = None
+
+        def __init__(self) -> None:  # the real pool sizes KV buffers; none here
+            self.size, self.page_size = size_hisparse, hisparse_page_size
+            self.dtype, self.device, self.compress_ratio = torch.float16, device, 4
+
+        def register_mapping(self, mapping: Any) -> None:
+            self.full_to_hisparse_device_index_mapping = mapping
+
+        def translate_loc_from_full_to_compressed(self, full: Any) -> Any:
+            return full[(full + 1) % self.compress_ratio == 0] // self.compress_ratio
+
+        def translate_loc_to_hisparse_device(self, compressed: Any) -> Any:
+            return self.full_to_hisparse_device_index_mapping[compressed].to(torch.int32)
+
+        def _translate_loc_to_hisparse_device(self, compressed: Any) -> Any:
+            return self.full_to_hisparse_device_index_mapping[compressed]
+
+    class DSV4Pool(type(make_swa_kv_pool()), dsv4.DeepSeekV4TokenToKVPool):  # type: ignore[misc, name-defined]
+        pass
+
+    kvcache = DSV4Pool()
+    kvcache.c4_kv_pool = C4Pool()
+    kvcache.c4_logical_size = c4_logical_size
+    logical = swa.SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.float16, device,
+                                            kvcache, need_sort)
+    return module.DeepSeekV4HiSparseTokenToKVPoolAllocator(logical)
