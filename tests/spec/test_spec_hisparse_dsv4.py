@@ -1,4 +1,5 @@
-"""SGLang 0.5.23's ``DeepSeekV4HiSparseTokenToKVPoolAllocator`` against
+"""SGLang 0.5.23's ``DeepSeekV4HiSparseTokenToKVPoolAllocator`` and kvpool's
+(:class:`kvpool.impl.hisparse_dsv4.DeepSeekV4HiSparseAllocator`) against
 :class:`kvpool.spec.hisparse_dsv4.HiSparseDSV4Model`: the compressed capacity (``HSP-2`` at
 compress ratio 4), the compressed last locations (``HSP-10``), and on random prefill / decode /
 device-buffer / free / free-group sequences the whole census after every call (the logical
@@ -34,6 +35,21 @@ def sglang() -> Any:
     return sglang_hisparse_dsv4(**SIZES)  # not installed: skipped outside CI (conftest.py)
 
 
+def kvpool() -> Any:
+    """kvpool's variant over kvpool's SWA allocator (checked)."""
+    from kvpool.impl import SWATokenToKVPoolAllocator
+    from kvpool.impl.hisparse_dsv4 import DeepSeekV4HiSparseAllocator
+
+    logical = SWATokenToKVPoolAllocator(SIZES["size"], SIZES["size_swa"], PS, torch.float16,
+                                        "cpu", None, False, checked=True)
+    return DeepSeekV4HiSparseAllocator(logical, size_hisparse=SIZES["size_hisparse"],
+                                       hisparse_page_size=HPS,
+                                       c4_logical_size=SIZES["c4_logical_size"])
+
+
+TARGETS = {"kvpool": kvpool, "sglang": sglang}
+
+
 def t(values: list[int]) -> torch.Tensor:
     return torch.tensor(values, dtype=torch.int64)
 
@@ -66,8 +82,9 @@ def test_the_model_binds_every_fourth_position_HSP_5() -> None:
     assert m.alloc_device_buffer([2, 3], 4) == [2, 3, 4, 5] and not m.mapping
 
 
-def test_sglang_matches_the_model_on_a_prefill_and_its_buffer_HSP_7() -> None:
-    x, m = sglang(), model()
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_target_matches_the_model_on_a_prefill_and_its_buffer_HSP_7(name: str) -> None:
+    x, m = TARGETS[name](), model()
     assert census(x) == model_census(m)
     row = m.alloc_extend([0], [30], [-1])
     assert x.alloc_extend(t([0]), t([0]), t([30]), t([30]), t([-1]), 30).tolist() == row
@@ -84,13 +101,14 @@ OPS = st.lists(st.tuples(st.sampled_from(["arrive", "chunk", "decode", "buffer",
                          st.integers(0, 7), st.integers(1, 20)), max_size=25)
 
 
+@pytest.mark.parametrize("name", sorted(TARGETS))
 @settings(max_examples=30, deadline=None)
-@given(OPS)
-def test_random_sequences_agree_with_sglang_HSP_2_HSP_10(ops: list[tuple[str, int, int]]
-                                                         ) -> None:
+@given(ops=OPS)
+def test_random_sequences_agree_with_the_model_HSP_2_HSP_10(
+        name: str, ops: list[tuple[str, int, int]]) -> None:
     """Each op on both (an op the model finds short or invalid is skipped on both); the whole
     census equal after every one."""
-    x, m = sglang(), model()
+    x, m = TARGETS[name](), model()
     rows: list[list[int]] = []
     buffers: list[list[int]] = []
     for op, pick, n in ops:
