@@ -9,8 +9,8 @@ divergence with the registered clause, so the registry cannot drift from the beh
 
 from __future__ import annotations
 
-from .known_divergence import KnownDivergence
 from .hisparse_divergences import HISPARSE_DIVERGENCES
+from .known_divergence import KnownDivergence
 from .mamba_divergences import MAMBA_SLOT_DIVERGENCES
 from .page_interleave_divergences import PAGE_INTERLEAVE_DIVERGENCES
 from .pure_swa_divergences import PURE_SWA_DIVERGENCES

@@ -280,6 +280,24 @@ def load_sglang_allocators() -> types.ModuleType:
         return module
 
 
+def load_sglang_module(name: str) -> types.ModuleType:
+    """SGLang's ``sglang.srt.mem_cache.allocator.<name>`` module (``"mamba"``,
+    ``"page_interleave"``, ...), imported on a CPU after :func:`load_sglang_allocators`.
+
+    Raises:
+        PeerNotInstalled: sglang is not installed.
+        PeerUnavailable: the module fails to import (the message names the underlying error).
+    """
+    load_sglang_allocators()
+    module = f"{ALLOCATOR_MODULE}.{name}"
+    try:
+        return importlib.import_module(module)
+    except PeerUnavailable:
+        raise
+    except Exception as exc:
+        raise classify(f"cannot import {module} ({type(exc).__name__}: {exc}); "
+                       "expected sglang==0.5.23", exc) from exc
+
 def load_sglang_runtime() -> dict[str, types.ModuleType]:
     """Import SGLang 0.5.23's scheduler-side memory modules (:data:`RUNTIME_MODULES`) on CPU.
 

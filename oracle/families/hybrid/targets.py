@@ -14,7 +14,7 @@ from typing import Any, ClassVar, cast
 
 from ...engine.capabilities import Capabilities, declare_all
 from ...engine.registry import FAMILIES, load
-from ...peers.divergences import divergences_for
+from ...peers.declared import declared_by_registry
 
 
 @dataclass(frozen=True)
@@ -136,18 +136,13 @@ def sglang_pure_swa(*, size: int, size_swa: int, page_size: int, need_sort: bool
         size_swa, page_size, _dtype(), device, make_swa_kv_pool(), need_sort)
 
 
-def declared_by_registry(base: HybridCapabilities, target: str) -> HybridCapabilities:
-    """``base`` with every rule excluded that a registry entry for ``target`` names."""
-    entries = divergences_for(target)
-    changes = {d.excludes[0]: d.excludes[1] for d in entries}
-    return base.replace(divergences=tuple(d.id for d in entries), **changes)
-
-
 kvpool_swa.kvpool_hybrid_capabilities = FULL  # type: ignore[attr-defined]
 kvpool_swa_unchecked.kvpool_hybrid_capabilities = FULL.replace(checked=False)  # type: ignore[attr-defined]
-sglang_swa.kvpool_hybrid_capabilities = declared_by_registry(FULL, "sglang-swa")  # type: ignore[attr-defined]
+sglang_swa.kvpool_hybrid_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    FULL, "sglang-swa", own=False)
 kvpool_pure_swa.kvpool_hybrid_capabilities = PURE  # type: ignore[attr-defined]
-sglang_pure_swa.kvpool_hybrid_capabilities = declared_by_registry(PURE, "sglang-pure-swa")  # type: ignore[attr-defined]
+sglang_pure_swa.kvpool_hybrid_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    PURE, "sglang-pure-swa", own=False)
 
 # the family's aliases (its registry record names them), each to its factory above
 HYBRID_TARGETS = {name: load(path) for name, (path,) in FAMILIES["hybrid"].aliases.items()}

@@ -11,15 +11,11 @@ capabilities come from the divergence registry (target ``sglang-mamba-slot``).
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from ...engine.capabilities import Capabilities, declare_all
-from ...peers.availability import classify
-from ...peers.divergences import divergences_for
-
-SGLANG_MODULE = "sglang.srt.mem_cache.allocator.mamba"
+from ...peers.declared import declared_by_registry
 
 
 @dataclass(frozen=True)
@@ -65,16 +61,11 @@ def kvpool_mamba_slot(*, size: int, need_sort: bool = False, device: str = "cpu"
 
 def load_sglang_mamba() -> Any:
     """SGLang 0.5.23's ``sglang.srt.mem_cache.allocator.mamba`` module, imported on a CPU as
-    the other allocators are (:func:`~kvpool.oracle.peers.peer_import.load_sglang_allocators`).
+    the other allocators are (:func:`~kvpool.oracle.peers.peer_import.load_sglang_module`).
     Raises PeerNotInstalled when SGLang is absent, PeerUnavailable when it fails to import."""
-    from ...peers.peer_import import load_sglang_allocators
+    from ...peers.peer_import import load_sglang_module
 
-    load_sglang_allocators()
-    try:
-        return importlib.import_module(SGLANG_MODULE)
-    except Exception as exc:
-        raise classify(f"cannot import {SGLANG_MODULE} ({type(exc).__name__}: {exc}); "
-                       "expected sglang==0.5.23", exc) from exc
+    return load_sglang_module("mamba")
 
 
 def sglang_mamba_slot(*, size: int, need_sort: bool = False, device: str = "cpu") -> Any:
@@ -82,13 +73,6 @@ def sglang_mamba_slot(*, size: int, need_sort: bool = False, device: str = "cpu"
     return load_sglang_mamba().MambaSlotAllocator(size, device)
 
 
-def declared_by_registry(base: MambaSlotCapabilities, target: str) -> MambaSlotCapabilities:
-    """``base`` with every rule excluded that a registry entry made for ``target`` itself
-    names (the entries for all of SGLang's token allocators, target ``sglang``, describe other
-    classes)."""
-    entries = [d for d in divergences_for(target) if d.target == target]
-    changes = {d.excludes[0]: d.excludes[1] for d in entries}
-    return base.replace(divergences=tuple(d.id for d in entries), **changes)
 
 
 kvpool_mamba_slot.kvpool_mamba_slot_capabilities = FULL  # type: ignore[attr-defined]

@@ -11,17 +11,13 @@ declares what it supports (:class:`PageInterleaveCapabilities`). Targets: kvpool
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 import torch
 
 from ...engine.capabilities import Capabilities, declare_all
-from ...peers.availability import classify
-from ...peers.divergences import divergences_for
-
-SGLANG_MODULE = "sglang.srt.mem_cache.allocator.page_interleave"
+from ...peers.declared import declared_by_registry
 
 
 @dataclass(frozen=True)
@@ -68,14 +64,9 @@ def load_sglang_page_interleave() -> Any:
     """SGLang 0.5.23's ``sglang.srt.mem_cache.allocator.page_interleave`` module, imported on a
     CPU as the other allocators are. Raises PeerNotInstalled when SGLang is absent,
     PeerUnavailable when it fails to import."""
-    from ...peers.peer_import import load_sglang_allocators
+    from ...peers.peer_import import load_sglang_module
 
-    load_sglang_allocators()
-    try:
-        return importlib.import_module(SGLANG_MODULE)
-    except Exception as exc:
-        raise classify(f"cannot import {SGLANG_MODULE} ({type(exc).__name__}: {exc}); "
-                       "expected sglang==0.5.23", exc) from exc
+    return load_sglang_module("page_interleave")
 
 
 def sglang_page_interleave(*, size: int, page_size: int, shard_size: int,
@@ -85,12 +76,6 @@ def sglang_page_interleave(*, size: int, page_size: int, shard_size: int,
     return cls(size, page_size, shard_size, torch.int64, device, None, need_sort)
 
 
-def declared_by_registry(base: PageInterleaveCapabilities,
-                         target: str) -> PageInterleaveCapabilities:
-    """``base`` with every rule excluded that a registry entry for ``target`` itself names."""
-    entries = [d for d in divergences_for(target) if d.target == target]
-    changes = {d.excludes[0]: d.excludes[1] for d in entries}
-    return base.replace(divergences=tuple(d.id for d in entries), **changes)
 
 
 kvpool_page_interleave.kvpool_page_interleave_capabilities = FULL  # type: ignore[attr-defined]

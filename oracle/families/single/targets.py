@@ -23,7 +23,7 @@ from typing import Any
 from ...engine.capabilities import PAGED, TOKEN, Capabilities, declared_capabilities
 from ...engine.registry import FAMILIES
 from ...engine.target import Config, Target, TargetError, probe_peer
-from ...peers.divergences import divergences_for
+from ...peers.declared import declared_by_registry
 
 # the family's record: its aliases (alias -> the factories it runs) and its default target
 RECORD = FAMILIES["single"]
@@ -116,16 +116,10 @@ def sglang_paged(*, size: int, page_size: int, need_sort: bool, device: str = "c
     return _sglang().PagedTokenToKVPoolAllocator(size, page_size, _dtype(), device, None, need_sort)
 
 
-def declared_by_registry(base: Capabilities, target: str) -> Capabilities:
-    """``base`` with every rule excluded that a registry entry for ``target`` names."""
-    entries = divergences_for(target)
-    changes: dict[str, Any] = {d.excludes[0]: d.excludes[1] for d in entries}
-    return base.replace(divergences=tuple(d.id for d in entries), **changes)
-
-
-sglang_token.kvpool_capabilities = declared_by_registry(TOKEN, "sglang-token")  # type: ignore[attr-defined]
+sglang_token.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    TOKEN, "sglang-token", own=False)
 sglang_paged.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
-    PAGED.replace(page_sizes=(1, 4, 16)), "sglang-paged"
+    PAGED.replace(page_sizes=(1, 4, 16)), "sglang-paged", own=False
 )
 sglang_token.kvpool_probe = sglang_paged.kvpool_probe = _sglang  # type: ignore[attr-defined]
 
@@ -151,7 +145,8 @@ def _vllm_base() -> Capabilities:
     return VLLM_BASE
 
 
-vllm_block_pool.kvpool_capabilities = declared_by_registry(_vllm_base(), "vllm")  # type: ignore[attr-defined]
+vllm_block_pool.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    _vllm_base(), "vllm", own=False)
 vllm_block_pool.kvpool_probe = _vllm  # type: ignore[attr-defined]
 
 
@@ -199,11 +194,9 @@ KVCACHED_BASE = {
     ),
 }
 kvcached_token.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
-    KVCACHED_BASE["kvcached-token"], "kvcached-token"
-)
+    KVCACHED_BASE["kvcached-token"], "kvcached-token", own=False)
 kvcached_paged.kvpool_capabilities = declared_by_registry(  # type: ignore[attr-defined]
-    KVCACHED_BASE["kvcached-paged"], "kvcached-paged"
-)
+    KVCACHED_BASE["kvcached-paged"], "kvcached-paged", own=False)
 kvcached_token.kvpool_probe = kvcached_paged.kvpool_probe = _kvcached  # type: ignore[attr-defined]
 
 
