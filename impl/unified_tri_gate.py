@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kvpool.spec.unified_float import FloatChain, Grid, capacity_views, fits_on_chain
+from kvpool.spec.unified_float import (
+    FloatChain,
+    Grid,
+    capacity_views,
+    fits_on_chain,
+    state_available_slots,
+)
 
 from .unified_end import EndSubPool
 
@@ -97,13 +103,9 @@ class TriCapacityGate:
         return self.capacity_views()["swa_available_size"]
 
     def state_available_size(self) -> int:
-        """State slots the state end takes now: its gap up to the float (or full through an
-        empty float) and its index room, plus its holes under lazy compaction."""
-        m = self.state
-        above = self.full_low_byte() if self.swa.transparent else self.swa.band()[0]
-        gap = max(0, above - self.state_high_byte())
-        room = m.num_pages - m.min_page - m.span_pages()
-        return min(gap // m.page_bytes, room) + self._end_holes(m)
+        """State slots the state end takes now (``UNI-16``): its gap up to the float (or full
+        through an empty float) within its index room, plus its holes under lazy compaction."""
+        return int(state_available_slots(self.float_chain()))
 
     # -- the gate --
 

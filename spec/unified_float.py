@@ -162,6 +162,19 @@ def schedulable_swa_tokens(c: FloatChain) -> int:
     return (min(max(gap_low, gap_high), index_room) + c.swa_holes) * c.page_size
 
 
+def state_available_slots(c: FloatChain) -> int:
+    """The state end's available slots (``UNI-16``; SGLang's ``mamba_allocator.available_size()``):
+    whole slots of its grid between its frontier and the member above it (the float's low
+    frontier, or full's through an empty float), within its index space (its pages above the
+    sink less its span), plus its drainable holes (lazy compaction; none under eager). Holes of
+    the member above are not credited: a state take moves the float only when it is short."""
+    m = c.state
+    above = c.full_low_byte if c.transparent else c.swa_low_page * c.swa.page_bytes
+    gap_slots = max(0, above - c.state_high_byte) // m.page_bytes
+    span = c.state_high_byte // m.page_bytes - m.min_page
+    return min(gap_slots, max(0, m.num_pages - m.min_page - span)) + c.state_holes
+
+
 def capacity_views(c: FloatChain) -> dict[str, int]:
     """The tri-pool's capacity views by name (``UNI-14``): ``available_size`` (joint),
     ``schedulable_*`` (per side), ``full_available_size`` / ``swa_available_size`` (the

@@ -104,6 +104,6 @@ BROKEN_TRI_KVPOOL = [
     BrokenTriKvpool(FullIgnoresFloat, ("UNI-14",)),
     BrokenTriKvpool(AllocShortByAPage, ("UNI-14",)),
     BrokenTriKvpool(FloatForgetsHoles, ("UNI-5",)),
-    BrokenTriKvpool(StateOverrunsFloat, ("UNI-13",)),
+    BrokenTriKvpool(StateOverrunsFloat, ("UNI-16",)),
 ]
 globals().update({f"{b.name}_pool": b.factory() for b in BROKEN_TRI_KVPOOL})

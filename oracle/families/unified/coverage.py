@@ -110,6 +110,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UNI-13": ("cap.byte_accounting", "probe.census"),
     "UNI-14": ("cap.float_chain", "state-slots", "prealloc-float-holes"),
     "UNI-15": ("decode-gate",),
+    "UNI-16": ("state-slots",),
     "DATA-1": ("data.check",),
     "DATA-2": ("data.hand_out",),
     "DATA-4": ("data.hand_out",),  # every hand-out first reads the fresh slots' bytes

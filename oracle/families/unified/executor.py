@@ -53,7 +53,7 @@ from .bound import Bounded, model_of
 from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
 from .fits import fitting, hint
-from .float_views import chain_of, float_available, promised_alloc, view_problems
+from .float_views import chain_of, float_available, promised_alloc, view_clause, view_problems
 from .holes import model_breach, own_breach
 from .peer_state import state_of
 from .placement import MoveLog, pages_of, placement_assert, placement_problems
@@ -245,7 +245,7 @@ class UnifiedExecutor(Engine):
         if self.caps.float_chain:
             self.events["cap.float_chain"] += 1
             for detail in view_problems(self.target, model, state)[:1]:
-                raise Divergence("UNI-14", f"after {step.call}: {detail}")
+                raise Divergence(view_clause(detail), f"after {step.call}: {detail}")
         for clause, detail in placement_problems(model, ids, got[3], got[4])[:1]:
             self._placement_line = placement_assert(model, ids, clause)
             raise Divergence(clause, f"after {step.call}: {detail}")
@@ -356,10 +356,10 @@ class UnifiedExecutor(Engine):
             return self._hole_lines
         if self._placement_line is not None:
             return [self._placement_line]
-        if clause == "UNI-14":  # a refused alloc it promised, else the views
+        if clause in ("UNI-14", "UNI-16"):  # a refused alloc it promised, else the views
             if "refused within" in (self.trace.detail or ""):
                 return [f"assert r{index} is not None  # [UNI-14] within available_size()"]
-            return ["assert view_problems(a) == []  # [UNI-14]"]
+            return [f"assert view_problems(a) == []  # [{clause}]"]
         if self._field is not None and self.model is not None:
             ids = live_tokens(self.model)
             want = spec_census(self.model)[self._field]

@@ -8,7 +8,8 @@ hold); given the chain's frontiers, every capacity view is fixed
 :class:`~kvpool.spec.unified_state.UnifiedState` (:func:`chain_from`, :func:`chain_of`),
 requires them to agree with the model's live pages (the float's live pages are the model's
 SWA-bound ones, the full end's live pages the model's live ones), and compares the views
-(:func:`view_problems`). The request pool's state slots on the state end (one per request, not
+(:func:`view_problems`), the state end's available slots too where the target shows them
+(``UNI-16``). The request pool's state slots on the state end (one per request, not
 on the token surface) are taken and released by the ``state_slots`` call
 (:func:`~.peer_state.set_state_slots`, :data:`STATE_CALL`).
 """
@@ -19,19 +20,20 @@ from typing import Any
 
 import torch
 from kvpool.spec.unified import UnifiedSWAModel
-from kvpool.spec.unified_float import FloatChain, Grid, capacity_views
+from kvpool.spec.unified_float import FloatChain, Grid, capacity_views, state_available_slots
 from kvpool.spec.unified_state import SubPoolState, UnifiedState
 
 from ...engine.call import Call
 from ...engine.report import OracleError
-from .peer_state import set_state_slots, state_of
+from .peer_state import set_state_slots, state_available, state_of
 
-__all__ = ["STATE_CALL", "VIEWS", "chain_from", "chain_of", "float_available",
-           "observed_views", "promised_alloc", "set_state_slots", "view_problems"]
+__all__ = ["STATE_CALL", "STATE_VIEW", "VIEWS", "chain_from", "chain_of", "float_available",
+           "observed_views", "promised_alloc", "set_state_slots", "view_clause", "view_problems"]
 
 VIEWS = ("available_size", "full_available_size", "swa_available_size",
          "schedulable_full_available_size", "schedulable_swa_available_size")
 CHAIN = (("state", "up"), ("swa", "float"), ("full", "down"))  # the members, bottom to top
+STATE_VIEW = "state slots available"  # the state end's view (UNI-16), named in its problems
 
 
 def _grid(sub: SubPoolState) -> Grid:
@@ -101,7 +103,16 @@ def view_problems(target: Any, model: UnifiedSWAModel | None = None,
     got = observed_views(target)
     out += [f"{name}() is {got[name]}, the float chain's frontiers give {want_views[name]}"
             for name in VIEWS if got[name] != want_views[name]]
+    slots, want_slots = state_available(target), state_available_slots(chain)
+    if slots is not None and slots != want_slots:
+        out.append(f"{STATE_VIEW}: {slots}, the float chain's frontiers give {want_slots}")
     return out
+
+
+def view_clause(detail: str) -> str:
+    """The clause a problem of :func:`view_problems` breaks: ``UNI-16`` for the state end's
+    view, else ``UNI-14``."""
+    return "UNI-16" if detail.startswith(STATE_VIEW) else "UNI-14"
 
 
 def promised_alloc(target: Any, model: UnifiedSWAModel, call: str,

@@ -28,7 +28,8 @@ from kvpool.spec.unified_state import PLANTABLE, SubPoolState, UnifiedState
 
 from ...engine.report import OracleError
 
-__all__ = ["is_sglang_unified", "plant_fault", "set_state_slots", "sglang_state", "state_of"]
+__all__ = ["is_sglang_unified", "plant_fault", "set_state_slots", "sglang_state",
+           "state_available", "state_of"]
 
 COMPOSITES = "sglang.srt.mem_cache.allocator.unified_hybrid_swa"
 BASE_CLASS = "UnifiedSWAAllocatorBase"  # both of SGLang's unified composites derive from it
@@ -143,6 +144,18 @@ def plant_fault(target: Any, fault: str) -> bool:
 
 
 # -- state slots on the tri-pool's state end ----------------------------------------------------
+def state_available(target: Any) -> int | None:
+    """The state slots ``target``'s state end takes now (``UNI-16``): its
+    ``state_available_size()``, else SGLang's ``mamba_allocator.available_size()``; None when
+    it shows neither."""
+    own = getattr(target, "state_available_size", None)
+    if callable(own):
+        return int(own())
+    ma = getattr(target, "mamba_allocator", None)
+    return int(ma.available_size()) if is_sglang_unified(target) and ma is not None else None
+
+
+
 def set_state_slots(target: Any, count: int) -> None:
     """Take or release state slots on ``target``'s state end until ``count`` are live: its
     ``set_state_slots`` hook, else on SGLang's tri-pool as its request pool does
