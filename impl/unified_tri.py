@@ -156,6 +156,19 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
             self.full.flush(urgent=True)
         self._relieve_state(count)
 
+    prepare_mamba_allocation = prepare_state_allocation
+
+    def flush_deferred_full_frees(self) -> None:
+        """Run an open free group's deferred frees; the group stays open."""
+        self._flush_group()
+
+    def mamba_slot_full_token_cost(self) -> int:
+        """Tokens (a full and an SWA entry each) whose bytes one state slot takes, rounded up
+        (SGLang's ``mamba_slot_full_token_cost``)."""
+        ps = self.page_size
+        token_bytes = self.full.page_bytes // ps + self.swa.page_bytes // ps
+        return int(-(-self.state_bytes // token_bytes))
+
     def set_state_slots(self, count: int) -> None:
         """Take or release state slots until ``count`` are live, as a request pool does: the
         lowest live slots released first, one at a time; the missing ones prepared, then taken

@@ -67,6 +67,7 @@ def run(seed: int, ps: int, lazy: bool, steps: int, build: Any = kvpool_unified_
         driver.do_decode = driver.do_translate  # type: ignore[method-assign]
     if ps == 1 and lazy:  # there its free_group_end appends the groups' ids unsorted
         driver.do_group = driver.do_translate  # type: ignore[method-assign]
+    assert ours.mamba_slot_full_token_cost() == theirs.mamba_slot_full_token_cost()
     for i in range(steps):
         name, (_, want, got) = driver.step()
         where = f"seed {seed} step {i} {name}"
