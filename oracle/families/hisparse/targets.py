@@ -18,7 +18,7 @@ from typing import Any, ClassVar, cast
 import torch
 
 from ...engine.capabilities import Capabilities, declare_all
-from ...peers.divergences import divergences_for
+from ...peers.declared import declared_by_registry
 
 
 @dataclass(frozen=True)
@@ -73,13 +73,6 @@ def sglang_hisparse(*, size: int, page_size: int, need_sort: bool, ratio: int = 
 
     return load_sglang_hisparse().HiSparseTokenToKVPoolAllocator(
         size, page_size, torch.float16, device, make_hisparse_kvcache(), need_sort, ratio)
-
-
-def declared_by_registry(base: HiSparseCapabilities, target: str) -> HiSparseCapabilities:
-    """``base`` with every rule excluded that a registry entry made for ``target`` names."""
-    entries = [d for d in divergences_for(target) if d.target == target]
-    changes = {d.excludes[0]: d.excludes[1] for d in entries}
-    return base.replace(divergences=tuple(d.id for d in entries), **changes)
 
 
 kvpool_hisparse.kvpool_hisparse_capabilities = FULL  # type: ignore[attr-defined]
