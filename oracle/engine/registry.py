@@ -150,7 +150,6 @@ FAMILIES: dict[str, Registered] = {
             f"{_PKG}.page_interleave.targets:kvpool_page_interleave",
             "kvpool.impl's PageInterleavePoolAllocator")),
     ),
-}
     "hisparse": Registered(
         f"{_PKG}.hisparse.machine", 60, 25,
         "HiSparse logical + device-buffer pools (HiSparseTokenToKVPoolAllocator)",
@@ -162,6 +161,7 @@ FAMILIES: dict[str, Registered] = {
             f"{_PKG}.hisparse.targets:kvpool_hisparse",
             "kvpool.impl's HiSparseTokenToKVPoolAllocator")),
     ),
+}
 
 # the built-in families (a family added by ``KVPOOL_ORACLE_FAMILIES`` or a test is not here:
 # the clause accounting against SPEC.md, ``families.all_mapped``, covers these)
