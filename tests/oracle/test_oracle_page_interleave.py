@@ -126,3 +126,24 @@ def test_the_command_line_fails_a_broken_allocator_and_replays(tmp_path: Path) -
     assert again.returncode == 1 and "[PINTER-8]" in again.stdout, again.stdout + again.stderr
     clean = _oracle(["replay", str(trace), "--target", "kvpool-page-interleave"], tmp_path)
     assert clean.returncode == 0 and "replays without divergence" in clean.stdout, clean.stderr
+
+
+def test_declared_shard_sizes_are_the_ones_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--declare shard_sizes=4``: every example's pool has four ranks; a size below two is
+    refused."""
+    assert cli.main(["--family", FAMILY, "--declare", "shard_sizes=4", "--page-sizes", "4",
+                     "--need-sort", "false", "--examples", "10"]) == 0
+    assert "shard_sizes=4 (option)" in capsys.readouterr().out
+    fam, seen = family(FAMILY), []
+    kvpool_factory = fam.factory("kvpool-page-interleave")
+
+    def factory(**kwargs: object) -> object:
+        seen.append(kwargs["shard_size"])
+        return kvpool_factory(**kwargs)
+
+    target = fam.target(factory, FULL.replace(shard_sizes="4"))
+    result = run_config(target, Config(4, False), max_examples=10, step_count=5)
+    assert result.failure is None and result.error is None
+    assert seen and set(seen) == {4}
+    with pytest.raises(ValueError):
+        FULL.replace(shard_sizes=(1,))

@@ -43,6 +43,18 @@ class PageInterleaveCapabilities(Capabilities):
     capacity_hooks: bool = False
     shard_sizes: tuple[int, ...] = (2, 4)
 
+    def __post_init__(self) -> None:
+        """``shard_sizes`` as ints (``--declare shard_sizes=2+4`` gives text); each at least 2.
+        Raises ValueError otherwise."""
+        super().__post_init__()
+        sizes: Any = self.shard_sizes
+        if isinstance(sizes, str):
+            sizes = [part for part in sizes.split("+") if part]
+        sizes = tuple(int(n) for n in (sizes if isinstance(sizes, (tuple, list)) else (sizes,)))
+        if not sizes or min(sizes) < 2:
+            raise ValueError(f"shard_sizes must be at least 2 each, got {sizes!r}")
+        object.__setattr__(self, "shard_sizes", sizes)
+
     def replace(self, **changes: Any) -> PageInterleaveCapabilities:
         return cast(PageInterleaveCapabilities, super().replace(**changes))
 
