@@ -14,6 +14,21 @@ IMPL_TESTS = ("tests/impl",)
 ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
     "broken", "broken_events", "calls", "coverage", "executor_paths", "first_run", "reports",
     "shortage_raises", "targets"))
+# the hybrid family's in-process oracle tests (broken allocators caught, kvpool's and the pure
+# variant's runs, the engine's hybrid paths); SGLang's runs are marked peers
+HYBRID_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
+    "hybrid", "hybrid_engine", "hybrid_tail_call", "hybrid_pure", "hybrid_executor"))
+# the unified family on kvpool's own unified pools (no SGLang): broken subclasses caught under
+# their clause, placement and hole bookkeeping faults named, the protocol target driven
+UNIFIED_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
+    "unified_kvpool_broken", "unified_tri_kvpool_broken", "unified_placement", "unified_holes",
+    "unified_protocol"))
+# the unified model's own tests (the rest of tests/spec does not import it)
+UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
+    "", "_idle", "_reclaim", "_tail", "_state", "_bands")),
+    "tests/formal/test_formal_z3_unified.py")
+DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane.py", *HYBRID_ORACLE_TESTS[:2],
+                   "tests/oracle/test_oracle_unified_kvpool_broken.py")
 
 TARGETS: dict[str, tuple[str, ...]] = {
     "spec/layout.py": SPEC_TESTS,
@@ -49,6 +64,14 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "spec/model_segments.py": SPEC_TESTS,
     "spec/hybrid_segments.py": SPEC_TESTS,
     "oracle/families/single/executor.py": ORACLE_TESTS,
+    "oracle/families/hybrid/executor.py": HYBRID_ORACLE_TESTS,
+    "oracle/families/unified/executor.py": UNIFIED_ORACLE_TESTS,
+    "oracle/engine/dataplane.py": DATAPLANE_TESTS,
+    "spec/unified.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_float.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_layout.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_state.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_tables.py": UNIFIED_SPEC_TESTS,
 }
 
 MARKERS = "not slow and not crosshair and not peers"

@@ -65,7 +65,9 @@ class Outcome:
 
 
 def pytest_args(tests: Sequence[str], seed: int | None) -> list[str]:
-    args = ["-x", "-q", "-p", "no:cacheprovider", "-m", MARKERS, *tests]
+    # -n 0: in this process (pyproject's addopts asks for xdist workers, which the line tracer
+    # and the fork's sandbox path would not see)
+    args = ["-x", "-q", "-p", "no:cacheprovider", "-n", "0", "-m", MARKERS, *tests]
     return args if seed is None else [*args, f"--hypothesis-seed={seed}"]
 
 
