@@ -92,3 +92,64 @@ def run(seed: int, ps: int, lazy: bool, steps: int, build: Any = kvpool_unified_
 def test_tri_pool_against_sglang(ps: int, lazy: bool) -> None:
     for seed in range(4):
         run(seed, ps, lazy, 80)
+
+
+def agree(pools: tuple[Any, Any], logs: list[tuple[MoveLog, MoveLog]], where: str) -> int:
+    """Both pools' views, members and page copies since the last call agree; the SWA float's
+    copies counted."""
+    theirs, ours = pools
+    assert views(ours, []) == views(theirs, []), f"{where}: views differ"
+    mine, sglang = state_of(ours), state_of(theirs)
+    for member in ("state", "swa", "full"):
+        a, b = mine.sides[member], sglang.sides[member]
+        assert (a.span_low, a.span_high, a.holes, dict(a.bindings)) == (
+            b.span_low, b.span_high, b.holes, dict(b.bindings)), f"{where}: {member} differs"
+    moved = len(logs[1][1].copies)
+    for side in (0, 1):
+        assert logs[1][side].copies == logs[0][side].copies, f"{where}: page copies differ"
+        logs[0][side].copies.clear()
+        logs[1][side].copies.clear()
+    return moved
+
+
+def pressure(seed: int, ps: int, lazy: bool, steps: int = 60) -> int:
+    """Large allocs, frees, window slides of a row's first pages and state-slot counts, which
+    drive the gate past ``available_size()`` (the float retreats: ``make_room``); both pools
+    agree after every call. The SWA float's page copies made. Freed and slid ids go ascending:
+    at page size 1 SGLang appends a free's pages to the holes in the order given (kvpool's
+    ascending), and a take of every hole hands them out in that order."""
+    rng, rows, moved = random.Random(seed), [], 0
+    pools = pair(ps, lazy)
+    logs = [(MoveLog(a.get_kvcache().full_kv_pool), MoveLog(a.get_kvcache().swa_kv_pool))
+            for a in pools]
+    for i in range(steps):
+        pick = rng.random()
+        if pick < 0.45:
+            need = rng.randrange(1, 30) * ps
+            got = [a.alloc(need) for a in pools]
+            assert [g is None for g in got] == [got[0] is None] * 2, f"step {i}: alloc"
+            if got[1] is not None:
+                assert got[0].tolist() == got[1].tolist()
+                rows.append(got[1])
+        elif pick < 0.7 and rows:
+            row = rows.pop(rng.randrange(len(rows))).sort().values  # ascending, as in run()
+            for a in pools:
+                a.free(row)
+        elif pick < 0.9 and rows:
+            row = rows[rng.randrange(len(rows))]
+            head = row[: rng.randrange(1, len(row) // ps + 1) * ps].sort().values
+            if set((head // ps).tolist()) <= set(state_of(pools[1]).sides["swa"].bindings):
+                for a in pools:
+                    a.free_swa(head)
+        else:
+            count = rng.randrange(0, 4)
+            for a in pools:
+                set_state_slots(a, count)
+        moved += agree(pools, logs, f"seed {seed} step {i}")
+    return moved
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+@pytest.mark.parametrize("ps", [1, 4])
+def test_tri_pool_against_sglang_under_pressure(ps: int, lazy: bool) -> None:
+    assert sum(pressure(seed, ps, lazy) for seed in range(6)) > 0  # the float moved
