@@ -5,7 +5,9 @@ Both built with the geometry of SGLang's tri-pool fixture (``build_tri_pool``; k
 state slots taken and released on the state end as a request pool does): every result and
 refusal, the five capacity views and the state end's, both translations of every live token,
 every member's span, holes and bindings, the page copies each issues (both stores'
-``move_physical_pages`` wrapped) and the census agree after every call. The sequences avoid
+``move_physical_pages`` wrapped) and the census agree after every call; so do they under
+pressure (:func:`pressure`: allocations past ``available_size()``, where the gate moves the
+float). The sequences avoid
 what SGLang departs from the contract on (as ``test_impl_unified_sglang`` does: ascending frees,
 no ``alloc_decode`` at page size 1, no free group at page size 1 under lazy compaction) and
 send no ``evict_to_free_tokens`` (the tri-pool's takes no SWA demand). Skipped where SGLang is
