@@ -151,7 +151,7 @@ class Driver:
         self.rng.shuffle(ids)
         return ids
 
-    def _free(self, name: str, ids: list[int], **kw: Any) -> Any:
+    def _free(self, name: str, ids: list[int], **kw: Any) -> list[Any]:
         spec = UNIFIED_CALLS[name].spec
         return self.each(lambda m: spec(m, {"free_index": ids, **kw}),
                          lambda t: getattr(t, name)(form(ids, self.rng), **kw))
