@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from ...engine.capabilities import Capabilities, declare_all
+from ...peers.declared import declared_by_registry
 from ...peers.divergences import divergences_for
 from .peer import ENTRY_BYTES, STATIC_CAP_PAGES, build_unified_swa
 
@@ -96,15 +97,6 @@ def _sglang(lazy_modes: tuple[str, ...]) -> Any:
     return factory
 
 
-def declared_by_registry(base: UnifiedCapabilities, target: str) -> UnifiedCapabilities:
-    """``base`` with every rule excluded that a registry entry made for ``target`` itself
-    names (the entries for all of SGLang's static allocators, target ``sglang``, describe
-    other classes)."""
-    entries = registered_for(target)
-    changes = {d.excludes[0]: d.excludes[1] for d in entries}
-    return base.replace(divergences=tuple(d.id for d in entries), **changes)
-
-
 def registered_for(target: str) -> list[Any]:
     """The registry entries made for ``target`` by name."""
     return [d for d in divergences_for(target) if d.target == target]
@@ -145,4 +137,4 @@ def _probe_sglang_unified() -> None:
 
 for _factory in (sglang_unified_swa, sglang_unified_swa_eager, sglang_unified_swa_lazy,
                  sglang_unified_tri):
-    _factory.kvpool_probe = _probe_sglang_unified  # type: ignore[attr-defined]
+    setattr(_factory, "kvpool_probe", _probe_sglang_unified)  # noqa: B010 (a function attribute)
