@@ -111,3 +111,61 @@ def test_each_noted_event_counts_once() -> None:
     ex.note("pure.slide")
     ex.note("pure.slide")
     assert ex.events["pure.slide"] == 2
+
+
+def test_a_call_the_spec_rejects_is_the_harness_error_and_results_are_recorded() -> None:
+    ex = _pure_executor()
+    assert ex.call("alloc", need_size=2) == [1, 2]
+    assert ex.trace.steps[-1].expect == [1, 2]  # the repro asserts it
+    with pytest.raises(OracleError, match="is invalid under the spec"):
+        ex.call("free", free_index=[5])  # never handed out: the scheduler model's mistake
+
+
+def _group_end_raises(on_call: int) -> Any:
+    """kvpool's pure allocator whose ``on_call``-th ``free_group_end`` raises."""
+    from kvpool.impl.swa_pure import PureSWATokenToKVPoolAllocator
+
+    class EndRaises(PureSWATokenToKVPoolAllocator):
+        ends = 0
+
+        def free_group_end(self) -> None:
+            self.ends += 1
+            if self.ends == on_call:
+                raise RuntimeError("group end failed")
+            super().free_group_end()
+
+    def factory(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+                device: str = "cpu", pure_swa: bool = True) -> Any:
+        return EndRaises(size_swa, page_size, torch.float16, device, None, need_sort,
+                         checked=True)
+
+    factory.kvpool_hybrid_capabilities = PURE  # type: ignore[attr-defined]
+    return factory
+
+
+def _clause_of_failing_group_end(on_call: int, clobbered: list[bool]) -> str:
+    """Groups of one free each (its input overwritten by the caller or not), until the
+    ``on_call``-th group end raises: the clause that failure is reported under."""
+    ex = HybridExecutor(hybrid_target(_group_end_raises(on_call)), Config(1, False))
+    ex.create(6, 6)
+    with pytest.raises(OracleFailure) as err:
+        for clobber in clobbered:
+            row = ex.call("alloc", need_size=1)
+            ex.call("free_group_begin")
+            ex.call("free", free_index=row, clobber=clobber)
+            ex.call("free_group_end")
+    return str(err.value.failure.clause)
+
+
+def test_a_failing_group_end_after_an_overwritten_input_is_group_3() -> None:
+    """A group end that fails after the caller overwrote a deferred free's input is reported
+    as GROUP-3 (the group kept the caller's tensor); a later group without such an overwrite,
+    and a group end without a group, under the call's own clause."""
+    assert _clause_of_failing_group_end(1, [True]) == "GROUP-3"
+    assert _clause_of_failing_group_end(1, [False]) == "SWA-24"
+    assert _clause_of_failing_group_end(2, [True, False]) == "SWA-24"
+    ex = HybridExecutor(hybrid_target(_group_end_raises(1)), Config(1, False))
+    ex.create(6, 6)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free_group_end")
+    assert err.value.failure.clause == "SWA-24"

@@ -17,7 +17,8 @@ ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
 # the hybrid family's in-process oracle tests (broken allocators caught, kvpool's and the pure
 # variant's runs, the engine's hybrid paths); SGLang's runs are marked peers
 HYBRID_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
-    "hybrid", "hybrid_engine", "hybrid_tail_call", "hybrid_pure", "hybrid_executor"))
+    "hybrid", "hybrid_engine", "hybrid_tail_call", "hybrid_pure", "hybrid_executor",
+    "dataplane"))
 # the unified family on kvpool's own unified pools (no SGLang): broken subclasses caught under
 # their clause, placement and hole bookkeeping faults named, the protocol target driven
 UNIFIED_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
