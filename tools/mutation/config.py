@@ -23,7 +23,7 @@ HYBRID_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
 # their clause, placement and hole bookkeeping faults named, the protocol target driven
 UNIFIED_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
     "unified_kvpool_broken", "unified_tri_kvpool_broken", "unified_placement", "unified_holes",
-    "unified_protocol"))
+    "unified_protocol", "unified_executor"))
 # the unified model's own tests (the rest of tests/spec does not import it)
 UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
     "", "_idle", "_reclaim", "_tail", "_state", "_bands")),
