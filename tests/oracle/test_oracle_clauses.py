@@ -50,14 +50,16 @@ def test_the_mapping_names_real_events_and_every_bad_kind() -> None:
 
 
 def test_the_hybrid_matrix_expects_every_swa_clause() -> None:
-    """The hybrid run against kvpool's SWA allocator (its declared matrix) can exercise every
-    SWA clause of SPEC.md: none is exempted from clause accounting."""
+    """The hybrid runs against kvpool's SWA allocator and its pure one (their declared
+    matrices) can exercise every SWA clause of SPEC.md: none is exempted from clause
+    accounting."""
     hybrid = family("hybrid")
-    target = hybrid.target(hybrid.factory("kvpool-swa"))
     wanted: set[str] = set()
-    for ps in target.caps.page_sizes:
-        for ns in target.caps.need_sort:
-            wanted |= hybrid.clauses.expected(target.caps, ps, ns, "exact")
+    for alias in ("kvpool-swa", "kvpool-pure-swa"):  # the two-pool allocator and the pure one
+        target = hybrid.target(hybrid.factory(alias))
+        for ps in target.caps.page_sizes:
+            for ns in target.caps.need_sort:
+                wanted |= hybrid.clauses.expected(target.caps, ps, ns, "exact")
     swa = {c for c in _spec_clauses() if c.startswith("SWA-")} - set(clauses.NOT_EXERCISED)
     assert swa <= wanted, sorted(swa - wanted)
     assert wanted == hybrid.clauses.mapped(), sorted(hybrid.clauses.mapped() - wanted)
