@@ -8,7 +8,7 @@ Every fourth position of a row is compressed: full slot ``f`` has compressed id 
 trailing ``-1``) binds compressed ids to device slots. The sizes come from the keywords or, as
 SGLang reads them, from ``logical_attn_allocator._kvcache`` (its ``c4_kv_pool.size`` /
 ``.page_size`` and ``c4_logical_size``). A device buffer's size that is not a positive page
-multiple, or a device side too short for it, raises ContractViolation (``HSP-7``) before
+multiple, or a device side too short for it, raises ContractViolation (``HSP-16``) before
 anything changes (SGLang asserts, or indexes outside the bound slots).
 """
 
@@ -44,7 +44,7 @@ class DeepSeekV4HiSparseAllocator:
         self.logical_attn_allocator = logical_attn_allocator
         self.page_size: int = logical_attn_allocator.page_size
         if self.page_size % COMPRESS_RATIO:
-            raise ContractViolation("HSP-1", f"page size {self.page_size}: a multiple of 4")
+            raise ContractViolation("HSP-12", f"page size {self.page_size}: a multiple of 4")
         self.hisparse_page_size: int = int(hisparse_page_size or c4.page_size)
         self._size_hisparse = int(size_hisparse if size_hisparse is not None else c4.size)
         self.c4_logical_size = int(c4_logical_size if c4_logical_size is not None
@@ -131,18 +131,18 @@ class DeepSeekV4HiSparseAllocator:
     def alloc_device_buffer(self, allocated_indices: torch.Tensor, need_size: int
                             ) -> torch.Tensor:
         """The buffer of ``need_size`` device slots from those bound to the compressed ids
-        ``allocated_indices`` (see the model); ContractViolation (``HSP-7``) first for a size
+        ``allocated_indices`` (see the model); ContractViolation (``HSP-16``) first for a size
         that is not a positive page multiple or too few free device pages."""
         hps = self.hisparse_page_size
         if need_size < hps or need_size % hps:
-            raise ContractViolation("HSP-7", f"need_size {need_size}: a page multiple >= {hps}")
+            raise ContractViolation("HSP-16", f"need_size {need_size}: a page multiple >= {hps}")
         mapping = self.full_to_hisparse_device_index_mapping
         bound = mapping[allocated_indices]
         bound = bound[bound > 0].clone()
         _, pad, extra = sizing.device_buffer_split(int(bound.numel()), need_size, hps)
         if int(bound.numel()) < need_size and \
                 extra > self.hisparse_attn_allocator.available_size():
-            raise ContractViolation("HSP-7", f"{extra} device slots needed")
+            raise ContractViolation("HSP-16", f"{extra} device slots needed")
         mapping[allocated_indices] = 0
         dbs = need_size - hps
         if bound.numel() > dbs + 1:
@@ -199,7 +199,7 @@ class DeepSeekV4HiSparseAllocator:
 
     def free_group_begin(self) -> None:
         if self.free_group is not None:
-            raise ContractViolation("HSP-11", "free groups cannot be nested")
+            raise ContractViolation("HSP-15", "free groups cannot be nested")
         self.free_group, self.full_free_group = [], []
 
     def free_group_end(self) -> None:

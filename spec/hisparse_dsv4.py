@@ -44,9 +44,9 @@ class HiSparseDSV4Model:
     def __init__(self, size: int, size_swa: int, page_size: int, *, size_hisparse: int,
                  hisparse_page_size: int, c4_logical_size: int, need_sort: bool = False) -> None:
         """Both sides empty and the compressed mapping all 0 but its trailing ``-1``. Raises
-        ContractViolation (``HSP-1``) for a logical page size that is not a multiple of 4."""
+        ContractViolation (``HSP-12``) for a logical page size that is not a multiple of 4."""
         if page_size % COMPRESS_RATIO or hisparse_page_size < 1:
-            raise ContractViolation("HSP-1", f"page size {page_size}: a multiple of 4")
+            raise ContractViolation("HSP-12", f"page size {page_size}: a multiple of 4")
         self.page_size, self.hisparse_page_size = page_size, hisparse_page_size
         self.c4_logical_size = c4_logical_size
         self.logical = HybridModel(size, size_swa, page_size, need_sort=need_sort)
@@ -55,17 +55,28 @@ class HiSparseDSV4Model:
         self.mapping: dict[int, int] = {}  # compressed id -> device slot
         self.group: list[list[int]] | None = None  # deferred free() inputs
         self.full_group: list[list[int]] = []  # deferred free_full() inputs
+        self.rule = "HSP-12"  # the clause that decided the last call (the oracle's attribution)
+
+    def check_invariants(self) -> None:
+        """Both logical sides' and the device side's invariants; every bound device slot is
+        distinct, held and past the padding page (``HSP-12``)."""
+        self.logical.check_invariants()
+        self.device.check_invariants()
+        bound = list(self.mapping.values())
+        assert len(set(bound)) == len(bound), f"HSP-12: a device slot bound twice: {bound}"
+        assert all(d >= self.hisparse_page_size for d in bound), f"HSP-12: {bound}"
 
     # -- queries ---------------------------------------------------------------------------
     def _device_tokens(self) -> int:
         return self.device.available_size() * COMPRESS_RATIO
 
     def available_size(self) -> int:
-        """``min(logical, 4 * device)``: a device slot holds one compressed token of four."""
+        """``min(logical, 4 * device)``: a device slot holds one compressed token of four
+        (``HSP-13``)."""
         return sizing.capacity(self.logical.available_size(), self._device_tokens())
 
     def full_available_size(self) -> int:
-        """``min(full side, 4 * device)``."""
+        """``min(full side, 4 * device)`` (``HSP-13``)."""
         return sizing.capacity(self.logical.full_available_size(), self._device_tokens())
 
     def swa_available_size(self) -> int:
@@ -97,6 +108,7 @@ class HiSparseDSV4Model:
         else the logical extend, then the device extend of the compressed positions from the
         device slot of each prefix's last complete block, the new compressed ids bound in
         order."""
+        self.rule = "HSP-14"
         ps, hps, c = self.page_size, self.hisparse_page_size, COMPRESS_RATIO
         logical_pages = sum(num_new_pages(p, s, ps) for p, s in zip(prefix_lens, seq_lens))
         device_pages = sum(num_new_pages(p // c, s // c, hps)
@@ -118,6 +130,7 @@ class HiSparseDSV4Model:
 
     def alloc_decode(self, seq_lens: Sequence[int], last_loc: Sequence[int]) -> list[int] | None:
         """The logical side's decode; no compressed id is bound."""
+        self.rule = "HSP-14"
         return self.logical.alloc_decode(seq_lens, last_loc)
 
     def alloc_device_buffer(self, compressed: Sequence[int], need_size: int) -> list[int]:
@@ -125,17 +138,18 @@ class HiSparseDSV4Model:
         order, unbound skipped; all unbound after): the newest bound slot swapped into position
         ``need_size - hps`` when more are bound than that plus one; then the first
         ``need_size`` with the pages wholly outside them freed, or, when fewer are bound, the
-        last one's page padded and whole pages added. Raises ContractViolation (``HSP-7``) for
+        last one's page padded and whole pages added. Raises ContractViolation (``HSP-16``) for
         a size that is not a positive page multiple (SGLang's swap then indexes outside the
         bound slots) or too few free device pages."""
+        self.rule = "HSP-16"
         hps = self.hisparse_page_size
         if need_size < hps or need_size % hps:  # the swap reads position need_size - hps
-            raise ContractViolation("HSP-7", f"need_size {need_size}: a page multiple >= "
+            raise ContractViolation("HSP-16", f"need_size {need_size}: a page multiple >= "
                                              f"{hps}")
         bound = [self.mapping[x] for x in compressed if x in self.mapping]
         _, pad, extra = sizing.device_buffer_split(len(bound), need_size, hps)
         if len(bound) < need_size and extra // hps > self.device.available_size() // hps:
-            raise ContractViolation("HSP-7", "too few free device pages")
+            raise ContractViolation("HSP-16", "too few free device pages")
         for x in compressed:
             self.mapping.pop(x, None)
         dbs = need_size - hps
@@ -156,6 +170,7 @@ class HiSparseDSV4Model:
     # -- release ---------------------------------------------------------------------------
     def free_hisparse_indices(self, buffer_indices: Sequence[int]) -> None:
         """Free the device pages of ``buffer_indices`` at or above ``hps``."""
+        self.rule = "HSP-15"
         kept = [s for s in buffer_indices if s >= self.hisparse_page_size]
         if kept:
             self.device.free(kept)
@@ -169,6 +184,7 @@ class HiSparseDSV4Model:
     def free(self, free_index: Sequence[int]) -> None:
         """Both logical sides, then the device slots of the compressed ids among the slots
         (unbound); inside a free group, at its end."""
+        self.rule = "HSP-15"
         if not free_index:
             return
         if self.group is not None:
@@ -178,6 +194,7 @@ class HiSparseDSV4Model:
 
     def free_full(self, free_index: Sequence[int]) -> None:
         """The logical full side alone (no device page moves); inside a group, at its end."""
+        self.rule = "HSP-15"
         if not free_index:
             return
         if self.group is not None:
@@ -187,16 +204,19 @@ class HiSparseDSV4Model:
 
     def free_swa(self, free_index: Sequence[int]) -> None:
         """The logical SWA side alone."""
+        self.rule = "HSP-15"
         self.logical.free_swa(list(free_index))
 
     def free_group_begin(self) -> None:
         """Defer ``free`` and ``free_full`` until ``free_group_end``."""
+        self.rule = "HSP-15"
         if self.group is not None:
-            raise ContractViolation("HSP-11", "free groups cannot be nested")
+            raise ContractViolation("HSP-15", "free groups cannot be nested")
         self.group, self.full_group = [], []
 
     def free_group_end(self) -> None:
         """The deferred ``free`` inputs as one free, then the ``free_full`` inputs as one."""
+        self.rule = "HSP-15"
         pending, self.group = self.group or [], None
         if pending:
             self._free_now([s for part in pending for s in part])
@@ -206,6 +226,7 @@ class HiSparseDSV4Model:
 
     def clear(self) -> None:
         """Both sides whole, the mapping all 0 but its ``-1``, no group."""
+        self.rule = "HSP-12"
         self.logical.clear()
         self.device.clear()
         self.mapping.clear()

@@ -154,7 +154,8 @@ FAMILIES: dict[str, Registered] = {
         f"{_PKG}.hisparse.machine", 60, 25,
         "HiSparse logical + device-buffer pools (HiSparseTokenToKVPoolAllocator)",
         calls=f"{_PKG}.hisparse.calls:HISPARSE_CALLS",
-        aliases=_each(f"{_PKG}.hisparse.targets", "kvpool-hisparse", "sglang-hisparse"),
+        aliases=_each(f"{_PKG}.hisparse.targets", "kvpool-hisparse", "sglang-hisparse",
+                      "kvpool-hisparse-dsv4", "sglang-hisparse-dsv4"),
         default_target="kvpool-hisparse", repro_reads_available=True,
         correct=dict.fromkeys(("token", "paged"), Correct(
             f"{_PKG}.hisparse.targets:kvpool_hisparse",

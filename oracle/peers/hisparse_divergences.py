@@ -36,4 +36,20 @@ HISPARSE_DIVERGENCES: tuple[KnownDivergence, ...] = (
         "d = a.alloc_decode(t([3]), t([3]), t([2]))\n"
         "assert d.tolist() == y.tolist() == [3]  # slot 3 handed out twice",
     ),
+    KnownDivergence("SGL-HSP-DSV4-DECODE-LEAK", "sglang-hisparse-dsv4", "HSP-14",
+        ("atomic_decode", False),
+        "DeepSeekV4HiSparseTokenToKVPoolAllocator.alloc_decode is its logical "
+        "SWATokenToKVPoolAllocator's, which has no capacity pre-check (SGL-SWA-DECODE-LEAK): "
+        "when the full side is out of pages the SWA side still takes one and keeps it, the "
+        "call returns None. The scheduler checks capacity before a decode; the target is "
+        "sent no decode while a logical side lacks a page.",
+        "sglang/srt/mem_cache/allocator/hisparse.py@0.5.23 "
+        "DeepSeekV4HiSparseTokenToKVPoolAllocator.alloc_decode; swa.py alloc_decode",
+        ("HSP-12", "HSP-13"),
+        sequence='a = make("sglang-hisparse-dsv4", size=12, size_swa=16, page_size=4,\n'
+        "         size_hisparse=2, hisparse_page_size=1, c4_logical_size=4)\n"
+        "a.alloc_extend(t([0, 0]), t([0, 0]), t([1, 5]), t([1, 5]), t([-1, -1]), 6)\n"
+        "assert a.alloc_decode(t([5]), t([5]), t([7])) is None\n"
+        "assert a.swa_available_size() == 0  # the SWA side kept the page it took",
+    ),
 )

@@ -144,7 +144,7 @@ class BrokenHiSparse:
     """A broken HiSparse allocator, the clause the family reports it under (``clauses``, a
     1-tuple) and the clause its bug breaks (``cause``; the same for every one here)."""
 
-    cls: type[HiSparseTokenToKVPoolAllocator]
+    cls: type[Any]  # HiSparseTokenToKVPoolAllocator, or the DSV4 allocator
     clauses: tuple[str, ...]
     module: str = "broken_hisparse"
     cause: str = ""
@@ -168,7 +168,7 @@ class BrokenHiSparse:
 
     def run(self, **budget: Any) -> Result:
         """The HiSparse family's run on this allocator, configuration by configuration as the
-        command line runs them (page size 1, then 4; need_sort off, then on), up to the first
+        command line runs them (its page sizes in order; need_sort off, then on), up to the first
         failure, at the family's default budget unless ``budget`` (``run_config``'s keywords)
         says otherwise. Returns that failing run, else the last one."""
         fam = family("hisparse")
@@ -176,8 +176,9 @@ class BrokenHiSparse:
                   **budget}
         target = fam.target(self.factory)
         result: Result | None = None
-        for page_size in FULL.page_sizes:
-            for need_sort in FULL.need_sort:
+        caps = getattr(self.factory, "kvpool_hisparse_capabilities", FULL)
+        for page_size in caps.page_sizes:
+            for need_sort in caps.need_sort:
                 result = run_config(target, Config(page_size, need_sort), **budget)
                 if result.failure is not None or result.error is not None:
                     return result

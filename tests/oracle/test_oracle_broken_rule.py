@@ -46,6 +46,7 @@ BROKEN_LISTS = (
     ("broken_mamba_slot", "BROKEN_MAMBA_SLOT", False),
     ("broken_page_interleave", "BROKEN_PAGE_INTERLEAVE", False),
     ("broken_hisparse", "BROKEN_HISPARSE", False),
+    ("broken_hisparse_dsv4", "BROKEN_HISPARSE_DSV4", False),
     ("broken_unified", "BROKEN_UNIFIED", False),
 )
 # Lists whose entries may still accept several clauses: only their one-clause entries count.

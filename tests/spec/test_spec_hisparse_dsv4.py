@@ -77,7 +77,7 @@ def test_the_model_binds_every_fourth_position_HSP_5() -> None:
     assert m.available_size() == min(16, 4 * 6) and m.swa_available_size() == 16  # SWA side
     assert m.get_last_loc_compressed([-1, 10, 11]) == [-1, 1, 2]
     assert m.get_last_loc_hisparse_device([-1, 11, 15]) == [-1, 2, 3]
-    with pytest.raises(ContractViolation, match=r"\[HSP-7\]"):
+    with pytest.raises(ContractViolation, match=r"\[HSP-16\]"):
         m.alloc_device_buffer([2, 3], 3)
     assert m.alloc_device_buffer([2, 3], 4) == [2, 3, 4, 5] and not m.mapping
 

@@ -62,12 +62,25 @@ def _decode(x: Any, a: Args, dev: str) -> tuple[Any, list[torch.Tensor]]:
     return no_inputs(x.alloc_decode(seq, seq.cpu(), _t(list(a["last_loc"]), dev)))
 
 
+def _logical_free(name: str) -> Call:
+    """A DSV4 logical-side free (``free_swa`` / ``free_full``, ``HSP-15``)."""
+
+    def spec(m: Any, a: Args) -> Any:
+        return getattr(m, name)(list(a["slots"]))
+
+    def source(a: Args, var: str) -> list[str]:
+        return [f"a.{name}({tensor_source(a['slots'])})"]
+
+    return Call(name, "free", ("slots",), spec=spec, target=_free(name), source=source,
+                raise_clause="HSP-15", order_clause="HSP-15", slot_args=("slots",))
+
+
 HISPARSE_CALLS: dict[str, Call] = {
     "create": Call(
         "create", "state", ("size", "page_size", "need_sort", "ratio"),
         spec=performed_by_executor, target=performed_by_executor,
-        source=lambda a, var: [f"a = factory(size={a['size']}, page_size={a['page_size']}, "
-                               f"need_sort={a['need_sort']}, ratio={a['ratio']}, device=DEVICE)"],
+        source=lambda a, var: [f"a = factory({', '.join(f'{k}={v}' for k, v in a.items())}, "
+                               f"device=DEVICE)"],
         raise_clause="HSP-1", order_clause="HSP-1"),
     "alloc": Call(
         "alloc", "alloc", ("need_size",),
@@ -108,6 +121,8 @@ HISPARSE_CALLS: dict[str, Call] = {
         "free", "free", ("slots",), spec=lambda m, a: m.free(list(a["slots"])),
         target=_free("free"), source=lambda a, var: [f"a.free({tensor_source(a['slots'])})"],
         raise_clause="HSP-8", order_clause="HSP-8", slot_args=("slots",)),
+    "free_swa": _logical_free("free_swa"),
+    "free_full": _logical_free("free_full"),
     "free_hisparse_indices": Call(
         "free_hisparse_indices", "free", ("slots",),
         spec=lambda m, a: m.free_hisparse_indices(list(a["slots"])),

@@ -15,36 +15,59 @@ _NEEDS: dict[str, Needs] = {
     "groups": lambda c, ps, ns: bool(c.groups),
     "sorted": lambda c, ps, ns: ns,
     "decode": lambda c, ps, ns: ps > 1 or bool(c.decode_ps1),
+    "plain": lambda c, ps, ns: not getattr(c, "dsv4", False),
+    "dsv4": lambda c, ps, ns: bool(getattr(c, "dsv4", False)),
 }
 _ROWS = event_rows("""
-create              HSP-1   always          a fresh pair (logical size * ratio, device size)
-ratio.one           HSP-1   always          a pair of ratio 1 (both sides the same size)
-census              HSP-2   always          available_size() read after a call (the min)
-capacity.device     HSP-2   always          the device side was the smaller (the min's right)
-mapping             HSP-3   always          the whole mapping compared after a call
-alloc.ok            HSP-4   ps1             alloc bound logical to device slots
-alloc.short         HSP-4   ps1             alloc returned None
-alloc.rollback      HSP-4   ps1             the device side was short: logical slots freed back
-extend.new          HSP-5   always          a prefill of fresh requests bound its slots
-extend.continue     HSP-5   paged           a chunk continued a prefix mid-page (device last_loc)
-extend.short        HSP-5   always          a prefill refused (a side lacked pages)
-decode.ok           HSP-6   decode          a decode took unbound logical slots
-logical_only.ok     HSP-6   always          alloc_logical_only took unbound logical slots
-logical.short       HSP-6   always          a logical-only allocation refused
-buffer.reuse        HSP-7   always          a device buffer from bound slots, surplus freed
-buffer.exact        HSP-7   always          a device buffer of exactly the bound slots
-buffer.grow         HSP-7   always          a device buffer grown by new device pages
-buffer.pad          HSP-7   paged           a device buffer padded to its last page
-finish              HSP-8   always          a request freed its logical slots
-finish.tail         HSP-8   paged           a row's tail freed from a page boundary
-finish.bound        HSP-8   always          a free released bound device pages
-buffer.free         HSP-9   always          a device buffer freed
-buffer.sink         HSP-9   always          a free_hisparse_indices named the padding page
-translate           HSP-10  always          get_last_loc_hisparse_device (bound, unbound, -1)
-compressed          HSP-10  always          get_last_loc_compressed (the identity)
-group               HSP-11  groups          a free inside free_group_begin/end (immediate)
-life.clear          HSP-11  cap:clear       clear() mid-run
-need_sort           HSP-4   sorted          a pair with need_sort (frees staged)
+create              HSP-1   plain           a fresh pair (logical size * ratio, device size)
+ratio.one           HSP-1   plain           a pair of ratio 1 (both sides the same size)
+census              HSP-2   plain           available_size() read after a call (the min)
+capacity.device     HSP-2   plain           the device side was the smaller (the min's right)
+mapping             HSP-3   plain           the whole mapping compared after a call
+alloc.ok            HSP-4   ps1+plain       alloc bound logical to device slots
+alloc.short         HSP-4   ps1+plain       alloc returned None
+alloc.rollback      HSP-4   ps1+plain       the device side was short: logical slots freed back
+extend.new          HSP-5   plain           a prefill of fresh requests bound its slots
+extend.continue     HSP-5   paged+plain     a chunk continued a prefix mid-page (device last_loc)
+extend.short        HSP-5   plain           a prefill refused (a side lacked pages)
+decode.ok           HSP-6   decode+plain    a decode took unbound logical slots
+logical_only.ok     HSP-6   plain           alloc_logical_only took unbound logical slots
+logical.short       HSP-6   plain           a logical-only allocation refused
+buffer.reuse        HSP-7   plain           a device buffer from bound slots, surplus freed
+buffer.exact        HSP-7   plain           a device buffer of exactly the bound slots
+buffer.grow         HSP-7   plain           a device buffer grown by new device pages
+buffer.pad          HSP-7   paged+plain     a device buffer padded to its last page
+finish              HSP-8   plain           a request freed its logical slots
+finish.tail         HSP-8   paged+plain     a row's tail freed from a page boundary
+finish.bound        HSP-8   plain           a free released bound device pages
+buffer.free         HSP-9   plain           a device buffer freed
+buffer.sink         HSP-9   plain           a free_hisparse_indices named the padding page
+translate           HSP-10  plain           get_last_loc_hisparse_device (bound, unbound, -1)
+compressed          HSP-10  plain           get_last_loc_compressed (the identity)
+group               HSP-11  groups+plain    a free inside free_group_begin/end (immediate)
+life.clear          HSP-11  cap:clear+plain clear() mid-run
+need_sort           HSP-4   sorted+plain    a pair with need_sort (frees staged)
+dsv4.create         HSP-12  dsv4            a fresh DSV4 pair (hybrid logical side, C4 device side)
+dsv4.hps1           HSP-12  dsv4            a device page of one compressed slot
+dsv4.hps2           HSP-12  dsv4            a device page of two compressed slots
+dsv4.clear          HSP-12  dsv4            clear() mid-run (every side whole, mapping 0 but -1)
+dsv4.census         HSP-13  dsv4            the three capacity views read after a call
+dsv4.capacity.device HSP-13 dsv4            4 * device was below the logical side (the min's right)
+dsv4.mapping        HSP-14  dsv4            the whole compressed mapping compared after a call
+dsv4.extend         HSP-14  dsv4            a prefill bound the compressed ids of fresh requests
+dsv4.extend.chunk   HSP-14  dsv4            a chunk continued a prefix (device last_loc)
+dsv4.extend.short   HSP-14  dsv4            a prefill refused (a side lacked pages)
+dsv4.decode         HSP-14  dsv4            a decode took logical slots, nothing bound
+dsv4.translate      HSP-14  dsv4            get_last_loc_compressed / _hisparse_device read
+dsv4.free           HSP-15  dsv4            free of a row none of whose compressed ids is bound
+dsv4.free.bound     HSP-15  dsv4            free of a row released its bound device slots
+dsv4.free_swa       HSP-15  dsv4            a window slid: free_swa of leading pages
+dsv4.free_full      HSP-15  dsv4            free_full of a row whose SWA side is gone
+dsv4.group          HSP-15  dsv4            frees inside a free group (free, free_full deferred)
+dsv4.buffer.free    HSP-15  dsv4            free_hisparse_indices of a device buffer
+dsv4.buffer.reuse   HSP-16  dsv4            a device buffer from bound slots, surplus freed
+dsv4.buffer.exact   HSP-16  dsv4            a device buffer of exactly the bound slots
+dsv4.buffer.grow    HSP-16  dsv4            a device buffer grown by new device pages
 """, _NEEDS)
 # bad-input kinds -> the call they go to and the clause the spec rejects each with
 BAD_KIND_CALLS: dict[str, str] = {
@@ -79,6 +102,13 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "HSP-9": ("buffer.free", "buffer.sink"),
     "HSP-10": ("translate", "compressed"),
     "HSP-11": ("group", "life.clear"),
+    "HSP-12": ("dsv4.create", "dsv4.hps1", "dsv4.hps2", "dsv4.clear"),
+    "HSP-13": ("dsv4.census", "dsv4.capacity.device"),
+    "HSP-14": ("dsv4.mapping", "dsv4.extend", "dsv4.extend.chunk", "dsv4.extend.short",
+               "dsv4.decode", "dsv4.translate"),
+    "HSP-15": ("dsv4.free", "dsv4.free.bound", "dsv4.free_swa", "dsv4.free_full", "dsv4.group",
+               "dsv4.buffer.free"),
+    "HSP-16": ("dsv4.buffer.reuse", "dsv4.buffer.exact", "dsv4.buffer.grow"),
 }
 HISPARSE = ClauseMap(EVENTS, CLAUSE_EVENTS, BAD_CLAUSES)
 
@@ -89,3 +119,10 @@ def events_of(step: TraceStep, result: Any) -> list[str]:
               "get_last_loc_hisparse_device": "translate",
               "get_last_loc_compressed": "compressed"}
     return ["census", "mapping", *([simple[step.call]] if step.call in simple else [])]
+
+
+def dsv4_events_of(step: TraceStep, result: Any) -> list[str]:
+    """The DSV4 variant's events of one performed call by its kind."""
+    simple = {"create": "dsv4.create", "clear": "dsv4.clear",
+              "get_last_loc_hisparse_device": "dsv4.translate"}
+    return ["dsv4.census", "dsv4.mapping", *([simple[step.call]] if step.call in simple else [])]

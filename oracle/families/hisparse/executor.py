@@ -18,13 +18,15 @@ import torch
 from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 from kvpool.spec.hisparse import HiSparseModel
+from kvpool.spec.hisparse_dsv4 import HiSparseDSV4Model
 
 from ...engine.core import Engine
 from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import render
 from .calls import HISPARSE_CALLS
-from .coverage import events_of
+from .coverage import dsv4_events_of, events_of
+from .dsv4_census import CLAUSES, FIELDS, census, census_asserts, spec_census
 
 Census = tuple[list[int], list[int], list[int], int]
 
@@ -44,7 +46,7 @@ class HiSparseExecutor(Engine):
 
     family = "hisparse"
     calls = HISPARSE_CALLS
-    model: HiSparseModel | None
+    model: Any
 
     def create(self, size: int, ratio: int) -> None:
         """A fresh target and model of ``size`` device slots and ratio ``ratio``. Raises
@@ -72,21 +74,49 @@ class HiSparseExecutor(Engine):
                                           f"(size * ratio)")
         self._post(step)
 
+    @property
+    def dsv4(self) -> bool:
+        """Whether the target is the DeepSeek V4 variant (``HSP-12..16``)."""
+        return bool(getattr(self.caps, "dsv4", False))
+
+    def create_dsv4(self, sizes: Mapping[str, int]) -> None:
+        """A fresh DSV4 target and model (``sizes``: :func:`.dsv4.dsv4_sizes`). Raises
+        OracleError when the factory fails."""
+        args = {**sizes, "page_size": self.page_size, "need_sort": self.need_sort}
+        step = TraceStep("create", args)
+        self.trace.steps.append(step)
+        self.model = HiSparseDSV4Model(
+            sizes["size"], sizes["size_swa"], self.page_size,
+            size_hisparse=sizes["size_hisparse"], hisparse_page_size=sizes["hisparse_page_size"],
+            c4_logical_size=sizes["c4_logical_size"], need_sort=self.need_sort)
+        try:
+            self.target = self.factory(**args, device=self.device)
+        except Exception as err:
+            raise OracleError(f"the factory failed: {type(err).__name__}: {err}") from err
+        self._checked(0, lambda: "", lambda: self._post(step))
+        self.events["dsv4.create"] += 1
+
     def create_from(self, args: Mapping[str, Any]) -> None:
+        if "size_swa" in args:
+            self.create_dsv4({k: args[k] for k in ("size", "size_swa", "size_hisparse",
+                                                   "hisparse_page_size", "c4_logical_size")})
+            return
         self.create(args["size"], args["ratio"])
 
     def note(self, event: str) -> None:
         """Count a coverage event of the scheduler model."""
         self.events[event] += 1
 
-    def _census(self) -> Census:
+    def _census(self) -> Any:
+        if self.dsv4:
+            return census(self.target)
         x = self.target
         return (_ints(x.logical_attn_allocator.get_all_free_pages()),
                 _ints(x.hisparse_attn_allocator.get_all_free_pages()),
                 _ints(x.full_to_hisparse_device_index_mapping), int(x.available_size()))
 
-    def _record_rejected_state(self, step: TraceStep, census: Any) -> None:
-        step.available_after = census[3]
+    def _record_rejected_state(self, step: TraceStep, state: Any) -> None:
+        step.available_after = state[4 if self.dsv4 else 3]
 
     def _valid(self, step: TraceStep) -> Any:
         model = self.model
@@ -115,6 +145,9 @@ class HiSparseExecutor(Engine):
     def _post(self, step: TraceStep) -> None:
         model = self.model
         assert model is not None
+        if self.dsv4:
+            self._post_dsv4(step)
+            return
         step.available_after = model.available_size()
         logical, device, mapping, size = self._census()
         for side, got, want in (("logical", logical, model.logical.get_all_free_pages()),
@@ -134,13 +167,27 @@ class HiSparseExecutor(Engine):
             raise Divergence("HSP-2", f"after {step.call}: available_size() {size}, the spec's "
                                       f"{model.available_size()} (min of both sides)")
 
+    def _post_dsv4(self, step: TraceStep) -> None:
+        """The DSV4 census (:func:`.dsv4.census`), field by field against the spec's."""
+        model = self.model
+        step.available_after = model.available_size()
+        for name, clause, got, want in zip(FIELDS, CLAUSES, census(self.target),
+                                           spec_census(model)):
+            if got != want:
+                raise Divergence(clause or model.rule,
+                                 f"after {step.call}: {name} {got}, the spec's {want}")
+
     def _snapshot(self) -> Any:
         m = self.model
         assert m is not None
+        if self.dsv4:
+            return ("dsv4", spec_census(m))
         return (m.logical.num_pages, m.logical.get_all_free_pages(), m.device.num_pages,
                 m.device.get_all_free_pages())
 
     def _before_line(self, state: Any) -> Callable[[], str]:
+        if state[0] == "dsv4":
+            return lambda: " ".join(f"{n}={v}" for n, v in zip(FIELDS, state[1]))
         return lambda: f"logical {side_map(state[0], state[1])} device {side_map(*state[2:])}"
 
     def _maps(self, index: int, before: Callable[[], str]) -> tuple[str, str]:
@@ -156,6 +203,8 @@ class HiSparseExecutor(Engine):
         call = self.calls[step.call]
         out = call.checks(step.args, step.expect, f"r{index}") if call.checks else []
         m, clause = self.model, self.trace.clause
+        if self.dsv4:
+            return [*out, *census_asserts(m, clause or "HSP-12")]
         return [*out,
                 f"assert a.logical_attn_allocator.get_all_free_pages().tolist() == "
                 f"{m.logical.get_all_free_pages()!r}  # [{clause}]",
@@ -166,4 +215,4 @@ class HiSparseExecutor(Engine):
                 f"assert a.available_size() == {m.available_size()}  # [{clause}]"]
 
     def _events_of(self, step: TraceStep, state: Any, result: Any) -> list[str]:
-        return events_of(step, result)
+        return (dsv4_events_of if self.dsv4 else events_of)(step, result)

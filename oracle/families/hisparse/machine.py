@@ -228,8 +228,15 @@ class HiSparseMachine(FamilyMachine, BadCalls, ActionMachine):
             record_example(type(self), self.ex, sys.exc_info()[1])
 
 
-def hisparse_machine_for(target: Target, config: Config) -> type[HiSparseMachine]:
-    """A machine class bound to one HiSparse configuration."""
+def hisparse_machine_for(target: Target, config: Config) -> type[FamilyMachine]:
+    """A machine class bound to one HiSparse configuration (the DSV4 variant's own scheduler
+    model, :mod:`.dsv4`, where the target declares ``dsv4``)."""
+    if getattr(target.caps, "dsv4", False):
+        from .dsv4 import HiSparseDSV4Machine
+
+        return bind(HiSparseDSV4Machine,
+                    f"HiSparseDSV4_ps{config.page_size}_ns{int(config.need_sort)}", target,
+                    config)
     return bind(HiSparseMachine, f"HiSparse_ps{config.page_size}_ns{int(config.need_sort)}",
                 target, config)
 

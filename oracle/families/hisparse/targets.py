@@ -33,6 +33,13 @@ class HiSparseCapabilities(Capabilities):
         decode_ps1: ``alloc_decode`` is correct at page size 1 (``HSP-6``); ``False``: the
             decode step uses ``alloc_logical_only`` there.
         ratios: the ``host_to_device_ratio`` values drawn (one per example).
+        dsv4: the target is SGLang's DeepSeek V4 variant (``HSP-12..16``): a hybrid full + SWA
+            logical side, a compressed device side (one device slot per four tokens), built as
+            ``factory(size=, size_swa=, page_size=, need_sort=, size_hisparse=,
+            hisparse_page_size=, c4_logical_size=, device=)`` and driven by
+            :mod:`.dsv4` (its page sizes are multiples of 4).
+        atomic_decode: (DSV4) a decode refused by one logical side changes neither side
+            (``HSP-14``); ``False``: no decode is sent while a logical side lacks a page.
     """
 
     UNUSED: ClassVar[tuple[str, ...]] = (
@@ -48,12 +55,17 @@ class HiSparseCapabilities(Capabilities):
     ownership: bool = False
     slot_forms: tuple[str, ...] = ()
     ratios: tuple[int, ...] = (1, 2, 3)
+    dsv4: bool = False
+    atomic_decode: bool = True
 
     def replace(self, **changes: Any) -> HiSparseCapabilities:
         return cast(HiSparseCapabilities, super().replace(**changes))
 
 
 FULL = cast(HiSparseCapabilities, declare_all(HiSparseCapabilities(checked=True)))
+# the DeepSeek V4 variant: no bad input is sent (its caller rules are HSP-16's, checked by the
+# model's own tests), no ratio (a device slot is four tokens)
+DSV4 = FULL.replace(dsv4=True, checked=False, page_sizes=(4, 8), ratios=(1,), decode_ps1=False)
 
 
 def kvpool_hisparse(*, size: int, page_size: int, need_sort: bool, ratio: int = 2,
@@ -80,6 +92,38 @@ sglang_hisparse.kvpool_hisparse_capabilities = declared_by_registry(  # type: ig
     FULL, "sglang-hisparse")
 
 
+def kvpool_hisparse_dsv4(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+                         size_hisparse: int, hisparse_page_size: int, c4_logical_size: int,
+                         device: str = "cpu") -> Any:
+    """``kvpool.impl.hisparse_dsv4.DeepSeekV4HiSparseAllocator`` over kvpool's checked
+    ``SWATokenToKVPoolAllocator``."""
+    from kvpool.impl import SWATokenToKVPoolAllocator
+    from kvpool.impl.hisparse_dsv4 import DeepSeekV4HiSparseAllocator
+
+    logical = SWATokenToKVPoolAllocator(size, size_swa, page_size, torch.float16, device, None,
+                                        need_sort, checked=True)
+    return DeepSeekV4HiSparseAllocator(logical, size_hisparse=size_hisparse,
+                                       hisparse_page_size=hisparse_page_size,
+                                       c4_logical_size=c4_logical_size)
+
+
+def sglang_hisparse_dsv4(*, size: int, size_swa: int, page_size: int, need_sort: bool,
+                         size_hisparse: int, hisparse_page_size: int, c4_logical_size: int,
+                         device: str = "cpu") -> Any:
+    """SGLang 0.5.23's ``DeepSeekV4HiSparseTokenToKVPoolAllocator``
+    (:func:`.peer.sglang_hisparse_dsv4`)."""
+    from .peer import sglang_hisparse_dsv4 as make
+
+    return make(size=size, size_swa=size_swa, page_size=page_size, size_hisparse=size_hisparse,
+                hisparse_page_size=hisparse_page_size, c4_logical_size=c4_logical_size,
+                need_sort=need_sort, device=device)
+
+
+kvpool_hisparse_dsv4.kvpool_hisparse_capabilities = DSV4  # type: ignore[attr-defined]
+sglang_hisparse_dsv4.kvpool_hisparse_capabilities = declared_by_registry(  # type: ignore[attr-defined]
+    DSV4, "sglang-hisparse-dsv4")
+
+
 def _probe_sglang_hisparse() -> None:
     """Import SGLang's HiSparse module (a peer target's ``kvpool_probe``). Raises
     PeerNotInstalled where SGLang is absent, PeerUnavailable where it fails to import."""
@@ -89,3 +133,4 @@ def _probe_sglang_hisparse() -> None:
 
 
 sglang_hisparse.kvpool_probe = _probe_sglang_hisparse  # type: ignore[attr-defined]
+sglang_hisparse_dsv4.kvpool_probe = _probe_sglang_hisparse  # type: ignore[attr-defined]
