@@ -14,6 +14,8 @@ from broken_hisparse_dsv4 import BROKEN_HISPARSE_DSV4
 from kvpool.oracle.engine import registry
 from kvpool.oracle.engine.families import family
 from kvpool.oracle.engine.replay import replay
+from kvpool.oracle.engine.repro import to_pytest
+from kvpool.oracle.engine.reprocheck import run_source
 from kvpool.oracle.engine.runner import run_config
 from kvpool.oracle.engine.target import Config
 from kvpool.oracle.entry import cli
@@ -22,6 +24,7 @@ from kvpool.oracle.families.hisparse.targets import DSV4
 from kvpool.oracle.peers.divergences import REGISTRY
 
 FAMILY = "hisparse"
+CORRECT = "kvpool.oracle.families.hisparse.targets:kvpool_hisparse_dsv4"
 
 
 def test_the_variant_is_registered_beside_the_plain_pair() -> None:
@@ -86,3 +89,16 @@ def test_each_broken_allocator_is_caught_under_its_clause(broken: BrokenHiSparse
     assert failure.trace.family == FAMILY, failure.report()
     fam = family(FAMILY)
     assert replay(failure.trace, fam.target(fam.factory("kvpool-hisparse-dsv4"))) is None
+
+
+@pytest.mark.parametrize("broken", BROKEN_HISPARSE_DSV4[1:3],
+                         ids=[b.name for b in BROKEN_HISPARSE_DSV4[1:3]])
+def test_the_printed_repro_fails_on_the_broken_and_passes_on_kvpool(
+        broken: BrokenHiSparse) -> None:
+    """The report's repro is checked against the family's correct factory (kvpool's variant
+    for a DSV4 trace) and does so when run here."""
+    failure = broken.run().failure
+    assert failure is not None
+    assert f"# repro checked: fails on {broken.path}" in failure.report(), failure.report()
+    assert run_source(to_pytest(failure.trace, broken.path)) is not None
+    assert run_source(to_pytest(failure.trace, CORRECT)) is None

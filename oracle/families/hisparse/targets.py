@@ -69,8 +69,13 @@ DSV4 = FULL.replace(dsv4=True, checked=False, page_sizes=(4, 8), ratios=(1,), de
 
 
 def kvpool_hisparse(*, size: int, page_size: int, need_sort: bool, ratio: int = 2,
-                    device: str = "cpu") -> Any:
-    """``kvpool.impl.hisparse.HiSparseTokenToKVPoolAllocator`` (checked)."""
+                    device: str = "cpu", **dsv4_sizes: int) -> Any:
+    """``kvpool.impl.hisparse.HiSparseTokenToKVPoolAllocator`` (checked); given a DSV4 pair's
+    sizes (``size_swa``, ``size_hisparse``, ...: the family's correct factory replaying a
+    DSV4 repro), :func:`kvpool_hisparse_dsv4`."""
+    if dsv4_sizes:
+        return kvpool_hisparse_dsv4(size=size, page_size=page_size, need_sort=need_sort,
+                                    device=device, **dsv4_sizes)
     from kvpool.impl.hisparse import HiSparseTokenToKVPoolAllocator
 
     return HiSparseTokenToKVPoolAllocator(size, page_size, torch.float16, device, None,
