@@ -152,7 +152,7 @@ FAMILIES: dict[str, Registered] = {
     ),
     "hisparse": Registered(
         f"{_PKG}.hisparse.machine", 60, 25,
-        "HiSparse logical + device-buffer pools (HiSparseTokenToKVPoolAllocator)",
+        "HiSparse logical + device-buffer pools (HiSparseTokenToKVPoolAllocator, DeepSeek V4's)",
         calls=f"{_PKG}.hisparse.calls:HISPARSE_CALLS",
         aliases=_each(f"{_PKG}.hisparse.targets", "kvpool-hisparse", "sglang-hisparse",
                       "kvpool-hisparse-dsv4", "sglang-hisparse-dsv4"),
@@ -160,7 +160,8 @@ FAMILIES: dict[str, Registered] = {
         correct=dict.fromkeys(("token", "paged"), Correct(
             f"{_PKG}.hisparse.targets:kvpool_hisparse",
             f"{_PKG}.hisparse.targets:kvpool_hisparse",
-            "kvpool.impl's HiSparseTokenToKVPoolAllocator")),
+            "kvpool.impl's HiSparse allocator (DeepSeekV4HiSparseAllocator for DeepSeek V4 "
+            "sizes)")),
     ),
 }
 
