@@ -185,14 +185,16 @@ def _size_classes(page_sizes: tuple[int, ...]) -> set[str]:
 
 def test_every_family_runs_every_page_size_class_by_default() -> None:
     """Page size 1, a small one and one >= 16: kvpool's single-pool and hybrid targets, SGLang's
-    hybrid one, and an undeclared hybrid factory (its defaults)."""
+    hybrid one, and an undeclared hybrid factory (its defaults); a pure sliding-window target
+    runs page size 1 only (SWA-21: SGLang's class asserts it)."""
     from kvpool.oracle.families.hybrid.machine import FAMILY
     from kvpool.oracle.families.hybrid.targets import HYBRID_TARGETS
 
     every = {"1", "small", ">=16"}
     assert _size_classes(capabilities_of(kvpool_paged).page_sizes) == every
     for factory in HYBRID_TARGETS.values():
-        assert _size_classes(FAMILY.target(factory).caps.page_sizes) == every, factory
+        caps = FAMILY.target(factory).caps
+        assert _size_classes(caps.page_sizes) == ({"1"} if caps.pure_swa else every), factory
     undeclared = FAMILY.target(lambda **kwargs: None).caps
     assert _size_classes(undeclared.page_sizes) == every
     assert undeclared.source_of("page_sizes") == "default"
