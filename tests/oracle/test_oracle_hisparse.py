@@ -113,8 +113,8 @@ def test_the_printed_repro_fails_on_the_broken_and_passes_on_kvpool(clause: str)
     failure = broken.run().failure
     assert failure is not None
     report = failure.report()
-    assert (f"# repro checked: fails on {broken.path}, passes on kvpool.impl's "
-            "HiSparseTokenToKVPoolAllocator") in report, report
+    correct = registry.FAMILIES[FAMILY].correct["paged"].name  # kvpool's HiSparse allocator
+    assert f"# repro checked: fails on {broken.path}, passes on {correct}" in report, report
     assert run_source(to_pytest(failure.trace, broken.path)) is not None
     assert run_source(to_pytest(failure.trace, CORRECT)) is None
 
