@@ -1,0 +1,1 @@
+"""The unified full + Mamba family: SGLang's ``UnifiedMambaTokenToKVPoolAllocator`` contract."""
