@@ -196,6 +196,47 @@ class Engine:
         return result
 
     # -- shared checks ---------------------------------------------------------------------------
+    def _spec_then_target(self, step: TraceStep) -> tuple[Call, Any, Any]:
+        """Perform the valid ``step`` on the model (its answer becomes ``step.expect``; the
+        model's invariants must hold after it), then on the target (:meth:`_guard`). Returns
+        ``(call, spec's answer, target's answer)``.
+
+        Raises:
+            OracleError: the model refuses the step (the machine sent an invalid call).
+        """
+        model = self.model
+        assert model is not None
+        call = self.calls[step.call]
+        try:
+            want = call.spec(model, step.args)
+        except ContractViolation as err:
+            raise OracleError(f"step {step.call}({step.args}) is invalid: {err}") from err
+        step.expect = want
+        model.check_invariants()
+        got = self._guard(step, call, lambda: call.target(self.target, step.args, self.device))
+        return call, want, got
+
+    @staticmethod
+    def _judge_ids(step: TraceStep, got: Any, want: list[int] | None, clause: str,
+                   refused_clause: str | None = None) -> None:
+        """An allocation's ids against the spec's: None exactly when the spec refuses (a
+        refusal the spec grants breaks ``refused_clause``, default ``clause``), else an int64
+        tensor of exactly ``want``.
+
+        Raises:
+            Divergence: under ``clause`` (or ``refused_clause``) when they differ.
+        """
+        if (got is None) != (want is None):
+            raise Divergence(refused_clause if want is None and refused_clause else clause,
+                             f"{step.call} returned {got!r}, the spec says {want!r}")
+        if got is None:
+            return
+        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
+            raise Divergence(clause, f"{step.call} returned {got!r}, not an int64 tensor")
+        ids = [int(v) for v in got.reshape(-1).tolist()]
+        if ids != want:
+            raise Divergence(clause, f"{step.call} returned {ids}, the spec says {want}")
+
     def _guard(
         self,
         step: TraceStep,

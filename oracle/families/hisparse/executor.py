@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
-from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 from kvpool.spec.hisparse import HiSparseModel
 from kvpool.spec.hisparse_dsv4 import HiSparseDSV4Model
@@ -119,27 +117,10 @@ class HiSparseExecutor(Engine):
         step.available_after = state[4 if self.dsv4 else 3]
 
     def _valid(self, step: TraceStep) -> Any:
-        model = self.model
-        assert model is not None
-        call = self.calls[step.call]
-        try:
-            want = call.spec(model, step.args)
-        except ContractViolation as err:
-            raise OracleError(f"step {step.call}({step.args}) is invalid: {err}") from err
-        step.expect = want
-        model.check_invariants()
-        got, _ = self._guard(step, call, lambda: call.target(self.target, step.args, self.device))
-        if call.kind != "alloc":
-            return want
-        if (got is None) != (want is None):
-            raise Divergence(model.rule, f"{step.call} returned {got!r}, the spec says {want!r}")
-        if got is None:
-            return want
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
-            raise Divergence(model.rule, f"{step.call} returned {got!r}, not an int64 tensor")
-        if _ints(got) != want:
-            raise Divergence(model.rule, f"{step.call} returned {_ints(got)}, the spec says "
-                                         f"{want}")
+        call, want, (got, _) = self._spec_then_target(step)
+        if call.kind == "alloc":
+            assert self.model is not None
+            self._judge_ids(step, got, want, self.model.rule)
         return want
 
     def _post(self, step: TraceStep) -> None:

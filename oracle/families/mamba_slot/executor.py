@@ -15,13 +15,10 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import torch
-from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 from kvpool.spec.mamba_slots import MambaSlotModel
 
 from ...engine.core import Engine
-from ...engine.report import OracleError
 from ...engine.trace import TraceStep
 from ...reporting.pagemap import render
 from .calls import MAMBA_SLOT_CALLS
@@ -71,29 +68,10 @@ class MambaSlotExecutor(Engine):
     def _valid(self, step: TraceStep) -> Any:
         model = self.model
         assert model is not None
-        call = self.calls[step.call]
-        was_cleared = model.cleared_group
-        try:
-            want = call.spec(model, step.args)
-        except ContractViolation as err:
-            raise OracleError(f"step {step.call}({step.args}) is invalid: {err}") from err
-        step.expect = want
-        model.check_invariants()
-        self._after_clear = was_cleared
-        got, _ = self._guard(step, call, lambda: call.target(self.target, step.args, self.device))
-        if call.kind != "alloc":
-            return want
-        if (got is None) != (want is None):
-            clause = "MSLOT-4" if want is None else model.rule
-            raise Divergence(clause, f"{step.call}({step.args['need_size']}) returned {got!r}, "
-                                     f"the spec says {want!r}")
-        if got is None:
-            return want
-        if not isinstance(got, torch.Tensor) or got.dtype != torch.int64:
-            raise Divergence(model.rule, f"{step.call} returned {got!r}, not an int64 tensor")
-        if got.reshape(-1).tolist() != want:
-            raise Divergence(model.rule, f"{step.call}({step.args['need_size']}) returned "
-                                         f"{got.tolist()}, the spec says {want}")
+        self._after_clear = model.cleared_group  # read before the spec's step changes it
+        call, want, (got, _) = self._spec_then_target(step)
+        if call.kind == "alloc":
+            self._judge_ids(step, got, want, model.rule, refused_clause="MSLOT-4")
         return want
 
     def _post(self, step: TraceStep) -> None:

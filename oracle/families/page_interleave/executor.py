@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
-from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 from kvpool.spec.page_interleave_model import PageInterleaveModel
 
@@ -70,16 +69,7 @@ class PageInterleaveExecutor(Engine):
         step.available_after = census[3]
 
     def _valid(self, step: TraceStep) -> Any:
-        model = self.model
-        assert model is not None
-        call = self.calls[step.call]
-        try:
-            want = call.spec(model, step.args)
-        except ContractViolation as err:
-            raise OracleError(f"step {step.call}({step.args}) is invalid: {err}") from err
-        step.expect = want
-        model.check_invariants()
-        got, _ = self._guard(step, call, lambda: call.target(self.target, step.args, self.device))
+        call, want, (got, _) = self._spec_then_target(step)
         mirrored, _ = self._guard(step, call,
                                   lambda: call.target(self.mirror, step.args, self.device))
         if call.kind == "alloc":

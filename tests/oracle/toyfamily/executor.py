@@ -12,9 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvpool.oracle.engine.core import Engine
-from kvpool.oracle.engine.report import OracleError
 from kvpool.oracle.engine.trace import TraceStep
-from kvpool.spec import ContractViolation
 from kvpool.spec.contract import Divergence
 
 from .calls import TOY_CALLS
@@ -49,15 +47,7 @@ class ToyExecutor(Engine):
         step.available_after = census[1]
 
     def _valid(self, step: TraceStep) -> Any:
-        model = self.model
-        assert model is not None
-        call = self.calls[step.call]
-        try:
-            want = call.spec(model, step.args)
-        except ContractViolation as err:
-            raise OracleError(f"step {step.call}({step.args}) is invalid: {err}") from err
-        step.expect = want
-        got, _ = self._guard(step, call, lambda: call.target(self.target, step.args, self.device))
+        _, want, (got, _) = self._spec_then_target(step)
         if (got is None) != (want is None):
             raise Divergence("SLOT-2", f"{step.call} returned {got!r}, the spec says {want!r}")
         if got is not None and list(got) != want:

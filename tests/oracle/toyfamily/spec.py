@@ -42,3 +42,14 @@ class SlotModel:
 
     def clear(self) -> None:
         self.free_slots = list(range(self.size))  # SLOT-1
+
+    def check_invariants(self) -> None:
+        """The free slots are distinct slots of the pool (``SLOT-1``).
+
+        Raises:
+            ContractViolation: ``SLOT-1`` when they are not.
+        """
+        if len(set(self.free_slots)) != len(self.free_slots) or not all(
+                0 <= s < self.size for s in self.free_slots):
+            raise ContractViolation("SLOT-1", f"free slots {self.free_slots} are not distinct "
+                                              f"slots of 0..{self.size - 1}")
