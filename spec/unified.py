@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from . import unified_layout as ul
+from . import unified_tokens as ut
 from .contract import Divergence
 from .errors import ContractViolation
 from .unified_tables import EndPool
@@ -206,21 +207,10 @@ class UnifiedSWAModel:
         """Grow each request from ``prefix_lens[i]`` to ``seq_lens[i]`` tokens (``UNI-8``): the
         rest of the prefix's last page continues ``last_locs[i]``, new pages are taken in
         request order. None when the new pages do not fit, nothing changed."""
-        ps = self.page_size
-        counts = [-(-s // ps) - -(-p // ps) for p, s in zip(prefix_lens, seq_lens, strict=True)]
-        pages = self._reserve(sum(counts))
+        pages = self._reserve(sum(ut.extend_page_counts(prefix_lens, seq_lens, self.page_size)))
         if pages is None:
             return None
-        out: list[int] = []
-        for prefix, seq, last, count in zip(prefix_lens, seq_lens, last_locs, counts,
-                                            strict=True):
-            mine, pages = pages[:count], pages[count:]
-            for pos in range(prefix, seq):
-                if pos < -(-prefix // ps) * ps:
-                    out.append(last + 1 + pos - prefix)
-                else:
-                    out.append(mine[pos // ps - -(-prefix // ps)] * ps + pos % ps)
-        return out
+        return ut.extend_token_ids(prefix_lens, seq_lens, last_locs, pages, self.page_size)
 
     def alloc_extend_swa_tail(self, prefix_len: int, seq_len: int, last_loc: int,
                               swa_tail_len: int) -> list[int] | None:
@@ -249,18 +239,10 @@ class UnifiedSWAModel:
                      last_locs: Sequence[int]) -> list[int] | None:
         """One token per request at position ``seq_lens[i] - 1`` (``UNI-8``): a new page when
         that position starts one, else ``last_locs[i] + 1``. None when the pages do not fit."""
-        ps = self.page_size
-        starts = [(s - 1) % ps == 0 for s in seq_lens]
-        pages = self._reserve(sum(starts))
+        pages = self._reserve(sum(ut.decode_page_starts(seq_lens, self.page_size)))
         if pages is None:
             return None
-        out = []
-        for start, last in zip(starts, last_locs, strict=True):
-            if start:
-                out.append(pages.pop(0) * ps)
-            else:
-                out.append(last + 1)
-        return out
+        return ut.decode_token_ids(seq_lens, last_locs, pages, self.page_size)
 
     def check_decode_capacity(self, num_tokens: int) -> bool:
         """``check_decode_capacity(num_tokens=n, tree_cache=cache)``'s answer once its
