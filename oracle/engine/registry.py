@@ -137,6 +137,17 @@ FAMILIES: dict[str, Registered] = {
             f"{_PKG}.mamba_slot.targets:kvpool_mamba_slot",
             "kvpool.impl's MambaSlotAllocator")),
     ),
+    "unified_mamba": Registered(
+        f"{_PKG}.unified_mamba.machine", 30, 30,
+        "unified full + Mamba pools in one byte buffer (UnifiedMambaTokenToKVPoolAllocator)",
+        calls=f"{_PKG}.unified_mamba.calls:UNIFIED_MAMBA_CALLS",
+        aliases=_each(f"{_PKG}.unified_mamba.targets", "kvpool-unified-mamba",
+                      "kvpool-unified-mamba-eager", "kvpool-unified-mamba-lazy",
+                      "sglang-unified-mamba", "sglang-unified-mamba-eager",
+                      "sglang-unified-mamba-lazy"),
+        default_target="kvpool-unified-mamba",
+        repro_imports=f"{_PKG}.unified_mamba.calls:REPRO_IMPORTS", repro_reads_available=True,
+    ),
     "page_interleave": Registered(
         f"{_PKG}.page_interleave.machine", 40, 20,
         "logical-page KV sharding over N ranks (PageInterleavePoolAllocator)",

@@ -14,6 +14,7 @@ from .known_divergence import KnownDivergence
 from .mamba_divergences import MAMBA_SLOT_DIVERGENCES
 from .page_interleave_divergences import PAGE_INTERLEAVE_DIVERGENCES
 from .pure_swa_divergences import PURE_SWA_DIVERGENCES
+from .unified_mamba_divergences import UNIFIED_MAMBA_DIVERGENCES
 
 REGISTRY: tuple[KnownDivergence, ...] = (
     KnownDivergence(
@@ -273,6 +274,7 @@ REGISTRY: tuple[KnownDivergence, ...] = (
     *MAMBA_SLOT_DIVERGENCES,
     *HISPARSE_DIVERGENCES,
     *PURE_SWA_DIVERGENCES,
+    *UNIFIED_MAMBA_DIVERGENCES,
     *PAGE_INTERLEAVE_DIVERGENCES,
     KnownDivergence(
         "VLLM-UNCHECKED",

@@ -15,6 +15,9 @@ import importlib
 from types import SimpleNamespace
 from typing import Any
 
+from kvpool.spec.unified_state import SubPoolState, UnifiedState
+
+from ...engine.report import OracleError
 from ..unified.peer import load_unified
 
 POOLS = "sglang.srt.mem_cache.unified_memory_pool"
@@ -49,3 +52,83 @@ def build_unified_mamba(*, total_bytes: int, page_size: int, lazy: bool) -> Any:
         disable_overlap_schedule=True, need_sort=False, lazy_compaction=lazy,
         unified_total_bytes=total_bytes)
     return bundle.token_to_kv_pool_allocator
+
+
+# -- SGLang's composite, read (the only place of the family that reads its private fields) ------
+MEMBERS = (("state", "mamba_allocator"), ("full", "full_attn_allocator"))
+COMPOSITE = "sglang.srt.mem_cache.allocator.unified_mamba"
+CLASS = "UnifiedMambaTokenToKVPoolAllocator"
+
+
+def is_sglang_unified_mamba(target: Any) -> bool:
+    """Whether ``target`` is SGLang's ``UnifiedMambaTokenToKVPoolAllocator`` (its module
+    already imported: nothing is imported here)."""
+    import sys
+
+    cls = getattr(sys.modules.get(COMPOSITE), CLASS, None)
+    return isinstance(cls, type) and isinstance(target, cls)
+
+
+def _end_state(name: str, sub: Any) -> SubPoolState:
+    """One ``MultiEndedAllocator`` end in the protocol's terms: its span runs from its end to
+    its frontier (``[min_page, watermark)`` growing up, ``(watermark, num_pages)`` growing
+    down), its holes are ``_free_phys_pages`` and the pages ``_pending_reuse`` holds back, its
+    bindings the live rows of ``virtual_to_physical`` (the anchor 0 and the sentinel aside)."""
+    held = tuple(sorted(int(p) for p in sub._pending_reuse_pages_cpu))
+    holes = [int(p) for p in sub._free_phys_pages.tolist()]
+    v2p = sub.virtual_to_physical.tolist()
+    if sub.grow_direction == "up":
+        low, high = int(sub.min_page_index), int(sub.watermark_physical)
+    else:
+        low, high = int(sub.watermark_physical) + 1, int(sub.num_pages)
+    return SubPoolState(
+        name=name, grow=str(sub.grow_direction), page_bytes=int(sub.entry_bytes_per_page),
+        num_pages=int(sub.num_pages), min_page=int(sub.min_page_index), span_low=low,
+        span_high=high, holes=tuple(sorted(holes + list(held))),
+        bindings={v: int(p) for v, p in enumerate(v2p[1:-1], start=1) if p >= 0},
+        lazy=bool(sub.lazy_compaction), drains=not sub.moves_blocked(), held_back=held)
+
+
+def sglang_mamba_state(target: Any) -> UnifiedState:
+    """SGLang's composite as a :class:`~kvpool.spec.unified_state.UnifiedState` with sides
+    ``{"state", "full"}`` (``free_virtual``: the full end's free virtual page ids)."""
+    sides = {name: _end_state(name, getattr(target, attr)) for name, attr in MEMBERS}
+    full = target.full_attn_allocator
+    free = full.free_virtual_ids
+    return UnifiedState(
+        page_size=int(target.page_size), total_bytes=int(target.unified_buffer.total_bytes),
+        sides=sides, free_virtual=tuple(int(v) for v in free.tolist()) if free is not None
+        else (), full_static_tokens=int(target.size_full), swa_static_tokens=0)
+
+
+def free_state_ids(target: Any) -> list[int] | None:
+    """The state end's free slot ids in hand-out order: kvpool's ``free_state_ids()`` where it
+    has one, SGLang's ``mamba_allocator.free_virtual_ids``; None when neither shows them."""
+    own = getattr(target, "free_state_ids", None)
+    if callable(own):
+        return [int(s) for s in own()]
+    if is_sglang_unified_mamba(target):
+        free = target.mamba_allocator.free_virtual_ids
+        return [] if free is None else [int(s) for s in free.tolist()]
+    return None
+
+
+def mamba_state_of(target: Any) -> UnifiedState:
+    """``target``'s introspection snapshot: its ``unified_state()``, else SGLang's adapter.
+
+    Raises:
+        OracleError: the target provides no ``unified_state()`` and is not SGLang's composite.
+    """
+    own = getattr(target, "unified_state", None)
+    if callable(own):
+        state = own()
+        if not isinstance(state, UnifiedState):
+            raise OracleError(f"{type(target).__name__}.unified_state() returned "
+                              f"{type(state).__name__}, not UnifiedState")
+        return state
+    if is_sglang_unified_mamba(target):
+        return sglang_mamba_state(target)
+    raise OracleError(
+        f"{type(target).__module__}.{type(target).__name__} provides no unified_state(): the "
+        "unified_mamba family reads a target's two ends (spans, holes, bindings) through "
+        "kvpool.spec.unified_state.UnifiedState (docs/unified-mamba.md)")
