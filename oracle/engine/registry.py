@@ -147,6 +147,10 @@ FAMILIES: dict[str, Registered] = {
                       "sglang-unified-mamba-lazy"),
         default_target="kvpool-unified-mamba",
         repro_imports=f"{_PKG}.unified_mamba.calls:REPRO_IMPORTS", repro_reads_available=True,
+        correct=dict.fromkeys(("token", "paged"), Correct(
+            f"{_PKG}.unified_mamba.targets:kvpool_unified_mamba",
+            f"{_PKG}.unified_mamba.targets:kvpool_unified_mamba",
+            "kvpool.impl's UnifiedMambaAllocator")),
     ),
     "page_interleave": Registered(
         f"{_PKG}.page_interleave.machine", 40, 20,

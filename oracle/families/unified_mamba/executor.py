@@ -272,6 +272,13 @@ class UnifiedMambaExecutor(Engine):
         self.events["arithmetic"] += 1
         self.events["arithmetic.missing"] += nonzero
 
+    def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
+        """A divergence seen right after a valid ``clear()`` breaks ``UMB-1`` (both ends empty,
+        free ids in hand-out order; the symptom's clause stays in the detail)."""
+        if step.call == "clear" and step.raised is None:
+            return "UMB-1", f"[{clause}] {detail}"
+        return clause, detail
+
     def _census(self) -> tuple[Any, ...]:
         model, x = self.model, self.target
         assert model is not None

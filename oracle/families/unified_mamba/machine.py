@@ -173,12 +173,28 @@ class UnifiedMambaMachine(FamilyMachine, ActionMachine):
 
     @action(lambda self: self.ex.model is not None and self.ex.model.lazy)
     def idle(self, data: Draws) -> None:
-        """The scheduler is idle: ``flush_opportunistic()``, or the move gate opens / closes."""
+        """The scheduler is idle: ``flush_opportunistic()`` (maybe just after the oldest request
+        finished, leaving holes away from the frontier for it to fill), or the move gate opens
+        or closes."""
         if data.boolean():
             allow = data.boolean()
             self.ex.call("set_disagg_move_gate", allow=allow)
             self.ex.note("gate-open" if allow else "gate-closed")
             return
+        m = self.ex.model
+        if m is not None and m.moves_blocked and data.boolean():  # the transfer ended
+            self.ex.call("set_disagg_move_gate", allow=True)
+            self.ex.note("gate-open")
+        if data.boolean():  # the oldest request finishes first: its pages are the ones
+            while len(self.rows) < 2:  # farthest from full's frontier (two rows at least)
+                out = self.ex.call("alloc", need_size=self.ps)
+                if out is None:
+                    break
+                self.rows.append(Row(out))
+            if len(self.rows) > 1:
+                row = self.rows.pop(0)
+                self.ex.call("free", free_index=sorted(row.slots))
+                self.ex.note("finish")
         self.ex.call("flush_opportunistic")
         self.ex.note("flush-idle")
 
