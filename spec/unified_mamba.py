@@ -18,12 +18,14 @@ from . import unified_layout as ul
 from . import unified_mamba_views as uv
 from . import unified_tokens as ut
 from .errors import ContractViolation
-from .unified_float import FloatChain, Grid
+from .unified_float import FloatChain, Grid, schedulable_full_tokens, state_available_slots
+from .unified_mamba_end import OrderedEndPool
+from .unified_mamba_frees import UnifiedMambaFrees
 from .unified_tables import EndPool
 from .wording import counted
 
 
-class UnifiedMambaModel:
+class UnifiedMambaModel(UnifiedMambaFrees):
     """A full + Mamba unified composite over one byte buffer (``UMB-1``).
 
     Args:
@@ -50,7 +52,7 @@ class UnifiedMambaModel:
             if total_bytes // entry <= -(-self.floor_bytes // entry):
                 raise ContractViolation("UMB-1", f"{name}: {counted(total_bytes // entry, 'slot')}"
                                                  f" in {total_bytes} bytes, none above the sink")
-            ends.append(EndPool(name, up, ul.min_page_index(self.floor_bytes, entry, ps),
+            ends.append(OrderedEndPool(name, up, ul.min_page_index(self.floor_bytes, entry, ps),
                                 ul.num_pages(total_bytes, entry, ps), ps * entry, lazy))
         self.state, self.full = ends
         self.size_full = total_bytes // full_entry_bytes - 1
@@ -76,12 +78,17 @@ class UnifiedMambaModel:
     # -- capacity views --
 
     def chain(self) -> FloatChain:
-        """The two ends as a tri-pool chain with an empty float (``UMB-3``, ``UMB-4``)."""
+        """The two ends as a tri-pool chain whose float is empty, hence transparent
+        (``UMB-3``, ``UMB-4``): the views are the tri-pool's read on it."""
         s, f = self.state, self.full
-        return uv.end_pair_chain(
-            self.page_size, Grid(s.page_bytes, s.pages, s.min_page),
-            Grid(f.page_bytes, f.pages, f.min_page), s.span_pages(), len(s.holes),
-            self.lazy and not self.moves_blocked, f.span_pages(), len(f.holes))
+        return FloatChain(
+            page_size=self.page_size, state=Grid(s.page_bytes, s.pages, s.min_page),
+            swa=Grid(page_bytes=1, num_pages=0, min_page=0),
+            full=Grid(f.page_bytes, f.pages, f.min_page), state_high_byte=s.band()[1],
+            state_holes=len(s.holes), state_drains=self.lazy and not self.moves_blocked,
+            swa_low_page=0, swa_high_page=0, swa_holes=0, full_low_byte=f.band()[0],
+            full_span_pages=f.span_pages(), full_holes=len(f.holes), full_drains=False,
+            full_static_tokens=0, swa_static_tokens=0, full_live_tokens=0, swa_live_tokens=0)
 
     def gap_bytes(self) -> int:
         """Free bytes between the state end's frontier and full's (``UMB-3``)."""
@@ -99,8 +106,10 @@ class UnifiedMambaModel:
                                        len(f.holes)) * self.page_size
 
     def available_size(self) -> int:
-        """The token view (``UMB-3``): full's schedulable view."""
-        return uv.full_schedulable_tokens(self.chain())
+        """The token view (``UMB-3``): whole full pages in the gap to the state end's frontier,
+        credited with the state end's drainable holes, within full's index room, plus full's
+        own holes, times ``page_size`` (the tri-pool's ``schedulable_full_tokens``)."""
+        return schedulable_full_tokens(self.chain())
 
     def full_available_size(self) -> int:
         """Equal to :meth:`available_size` (``UMB-3``)."""
@@ -111,8 +120,11 @@ class UnifiedMambaModel:
         return self.available_size() + len(self.full.v2p) * self.page_size
 
     def state_available_size(self) -> int:
-        """The state view (``UMB-4``): slots a state alloc takes without relief."""
-        return uv.state_slots(self.chain())
+        """The state view (``UMB-4``): whole slots between the state end's frontier and full's,
+        within its index room, plus its own holes; full's holes are not credited (the
+        tri-pool's ``state_available_slots``, ``UNI-16``). What a state alloc takes without
+        relief."""
+        return state_available_slots(self.chain())
 
     def state_schedulable_size(self) -> int:
         """The state view credited with full's drainable holes (``UMB-5``)."""
@@ -221,103 +233,6 @@ class UnifiedMambaModel:
         if not self.lazy:
             raise ContractViolation("UMB-8", "a move gate needs lazy compaction")
         self.moves_blocked = not allow
-
-    # -- frees --
-
-    def _live_pages(self, ids: Sequence[int]) -> list[int]:
-        pages = [t // self.page_size for t in ids]
-        dead = sorted({v for v in pages if v not in self.full.v2p})
-        if dead:
-            raise ContractViolation("UMB-8", f"virtual pages {dead} are not live")
-        return pages
-
-    def _release_full(self, pages: list[int]) -> None:
-        self.full.release(pages)
-        self.free_virtual += pages
-
-    def free(self, ids: Sequence[int]) -> None:
-        """Free the pages of ``ids`` (``UMB-2``): deferred while a free group is open; their
-        virtual ids join the back of the free list ascending (lazy at page size 1: in the
-        order given).
-
-        Raises:
-            ContractViolation: ``UMB-8`` when a page is not live or, at page size 1, an id is
-                named twice; nothing changed.
-        """
-        if not ids:
-            return
-        pages = self._live_pages(ids)
-        if self.page_size == 1 and len(set(pages)) != len(pages):
-            raise ContractViolation("UMB-8", f"ids named twice in {list(ids)}")
-        if self.group is not None:
-            self.group += list(ids)
-            return
-        self._release_full(pages if self.lazy and self.page_size == 1 else sorted(set(pages)))
-
-    def free_segment(self, ids: Sequence[int], start_pos: int) -> None:
-        """Free a page-aligned segment of a request's rows (``UMB-2``): the page of every
-        ``page_size``-th id, in row order (deferred while a free group is open); page size 1
-        is :meth:`free`.
-
-        Raises:
-            ContractViolation: ``UMB-8`` when ``start_pos`` is not page-aligned or a page is not
-                live or named twice; nothing changed.
-        """
-        if not ids:
-            return
-        if self.page_size == 1:
-            self.free(ids)
-            return
-        if start_pos % self.page_size:
-            raise ContractViolation("UMB-8", f"segment start {start_pos} is not page-aligned")
-        pages = self._live_pages(ids[::self.page_size])
-        queued = self.group_pages or []
-        if len(set(pages)) != len(pages) or set(pages) & set(queued):
-            raise ContractViolation("UMB-8", f"segment pages named twice: {pages}")
-        if self.group_pages is None:
-            self._release_full(pages)
-        else:
-            self.group_pages += pages
-
-    def free_group_begin(self) -> None:
-        """Open a free group: frees wait until :meth:`free_group_end` (``UMB-2``).
-
-        Raises:
-            ContractViolation: ``UMB-8`` when a group is open already.
-        """
-        if self.group is not None:
-            raise ContractViolation("UMB-8", "free groups cannot be nested")
-        self.group, self.group_pages = [], []
-
-    def free_group_end(self) -> None:
-        """Close the group: its plain frees run as one :meth:`free`, then its segment pages."""
-        plain, pages = self.group or [], self.group_pages or []
-        self.group = self.group_pages = None
-        if plain:
-            self.free(plain)
-        if pages:
-            self._release_full(pages)
-
-    def flush_deferred_full_frees(self) -> None:
-        """Run an open group's deferred frees and reopen it (``UMB-5``)."""
-        if self.group is not None and (self.group or self.group_pages):
-            self.free_group_end()
-            self.free_group_begin()
-
-    def free_state(self, slots: Sequence[int]) -> None:
-        """Release state slots (``UMB-5``): eager compaction closes the end at once, lazy keeps
-        holes; the ids join the back of the free list (eager ascending, lazy as given).
-
-        Raises:
-            ContractViolation: ``UMB-8`` when a slot is not live or named twice; nothing changed.
-        """
-        dead = sorted({v for v in slots if v not in self.state.v2p})
-        if dead or len(set(slots)) != len(slots):
-            raise ContractViolation("UMB-8", f"state slots {dead or list(slots)} are not live "
-                                             f"or named twice")
-        ordered = list(slots) if self.lazy else sorted(slots)
-        self.state.release(ordered)
-        self.free_state_ids += ordered
 
     # -- translation and census --
 

@@ -2,63 +2,34 @@
 
 SGLang 0.5.23's ``UnifiedMambaTokenToKVPoolAllocator`` is the tri-pool's chain with no float
 (``UNI-14``): ``[ state end (grows up, one slot a page) | full end (grows down) ]``. An empty float
-is transparent, so the two views are the tri-pool's (:mod:`kvpool.spec.unified_float`) read on a
-chain whose float holds nothing; this module builds that chain and states the views and the
-Mamba-admission arithmetic as pure functions on ints (PEP 316 contracts, checked by CrossHair;
-the recheck bound is proved for unbounded sizes by ``tests/formal/test_formal_z3_unified_mamba.py``).
+is transparent, so the token and state views are the tri-pool's (:mod:`kvpool.spec.unified_float`)
+read on a chain whose float holds nothing (``UnifiedMambaModel.chain``). This module states the
+rest as pure functions on ints: the state end's schedulable view and the Mamba-admission
+arithmetic (PEP 316 contracts, checked by CrossHair; the recheck bound is proved for unbounded
+sizes by ``tests/formal/test_formal_z3_unified_mamba.py``).
 """
 
 from __future__ import annotations
 
 from . import unified_layout as ul
-from .unified_float import FloatChain, Grid, schedulable_full_tokens, state_available_slots
 
 MAX_CHECKED = ul.MAX_CHECKED
-_NO_FLOAT = Grid(page_bytes=1, num_pages=0, min_page=0)
-
-
-def end_pair_chain(page_size: int, state: Grid, full: Grid, state_span_pages: int,
-                   state_holes: int, state_drains: bool, full_span_pages: int,
-                   full_holes: int) -> FloatChain:
-    """The two-end chain as a tri-pool chain whose float is empty (transparent, ``UMB-4``).
-    ``*_span_pages``: pages between each end and its frontier (live plus holes)."""
-    return FloatChain(
-        page_size=page_size, state=state, swa=_NO_FLOAT, full=full,
-        state_high_byte=(state.min_page + state_span_pages) * state.page_bytes,
-        state_holes=state_holes, state_drains=state_drains, swa_low_page=0, swa_high_page=0,
-        swa_holes=0, full_low_byte=(full.num_pages - full_span_pages) * full.page_bytes,
-        full_span_pages=full_span_pages, full_holes=full_holes, full_drains=False,
-        full_static_tokens=0, swa_static_tokens=0, full_live_tokens=0, swa_live_tokens=0)
-
-
-def full_schedulable_tokens(chain: FloatChain) -> int:
-    """``available_size()`` / ``full_available_size()`` (``UMB-3``): whole full pages within the
-    gap to the state end's frontier, credited with the state end's drainable holes, within
-    full's index room, plus full's own holes, times ``page_size``."""
-    return schedulable_full_tokens(chain)
-
-
-def state_slots(chain: FloatChain) -> int:
-    """``mamba_allocator.available_size()`` (``UMB-4``): whole slots between the state end's
-    frontier and full's, within its index room, plus its own holes; full's holes uncredited."""
-    return state_available_slots(chain)
 
 
 def state_schedulable_slots(gap_bytes: int, state_bytes: int, state_room: int,
                             state_holes: int, full_hole_bytes: int) -> int:
     """``mamba_allocator.schedulable_available_size()`` (``UMB-5``, ``UMB-6``): the state view
-    with the bytes an urgent flush of the full end would release (``full_hole_bytes``; 0 under
+    (``unified_layout.side_available_pages`` on the state grid) with the bytes an urgent flush of the full end would release (``full_hole_bytes``; 0 under
     eager compaction or a closed move gate) added to the gap.
 
     pre: 0 <= gap_bytes <= MAX_CHECKED and 1 <= state_bytes <= 256
     pre: 0 <= state_room <= 64 and 0 <= state_holes <= 64
     pre: 0 <= full_hole_bytes <= MAX_CHECKED
-    post: __return__ >= ul.side_available_pages(gap_bytes, state_bytes, state_room, state_holes)
+    post: __return__ >= min(gap_bytes // state_bytes, state_room) + state_holes
     post: (__return__ - state_holes) * state_bytes <= gap_bytes + full_hole_bytes
     post: __return__ - state_holes <= state_room
     """
-    return ul.side_available_pages(gap_bytes + full_hole_bytes, state_bytes, state_room,
-                                   state_holes)
+    return min((gap_bytes + full_hole_bytes) // state_bytes, state_room) + state_holes
 
 
 def mamba_slot_full_token_cost(state_bytes: int, full_entry_bytes: int, dcp_size: int = 1) -> int:

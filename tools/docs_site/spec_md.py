@@ -36,6 +36,7 @@ PAGE_NAMES = {
     "ALIAS": "aliasing", "SWA": "hybrid-swa", "UNI": "unified", "MSLOT": "mamba-slots",
     "PINTER": "page-interleave",
     "HSP": "hisparse",
+    "UMB": "unified-mamba",
 }
 
 
