@@ -22,8 +22,10 @@ from .page_interleave import PageInterleavePoolAllocator as PageInterleavePoolAl
 from .paged import PagedTokenToKVPoolAllocator
 from .swa import SWATokenToKVPoolAllocator
 from .token import TokenToKVPoolAllocator
+from .unified_mamba import UnifiedMambaAllocator
 from .unified_swa import UnifiedSWAAllocator
 from .unified_tri import UnifiedMambaSWAAllocator
 
 __all__ = ["MambaSlotAllocator", "PagedTokenToKVPoolAllocator", "SWATokenToKVPoolAllocator",
-           "TokenToKVPoolAllocator", "UnifiedMambaSWAAllocator", "UnifiedSWAAllocator"]
+           "TokenToKVPoolAllocator", "UnifiedMambaAllocator", "UnifiedMambaSWAAllocator",
+           "UnifiedSWAAllocator"]

@@ -15,12 +15,15 @@ the whole buffer starts zeroed too (``UnifiedKVPool._initialize_raw``). This sto
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["DEFAULT_LAYOUT", "ENTRY_ALIGN_BYTES", "KVSidePool", "SideLayout", "UnifiedByteStore"]
+__all__ = ["DEFAULT_LAYOUT", "ENTRY_ALIGN_BYTES", "KVSidePool", "SideLayout", "UnifiedByteStore",
+           "page_mover"]
 
 ENTRY_ALIGN_BYTES = 32  # SGLang's token-major entry alignment
 
@@ -155,3 +158,21 @@ class UnifiedByteStore:
         self.raw = torch.zeros(total_bytes, dtype=torch.uint8, device=device)
         self.full_kv_pool = KVSidePool(self.raw, "full", full, page_size)
         self.swa_kv_pool = KVSidePool(self.raw, "swa", swa, page_size)
+
+
+def page_mover(kv_pool: Any, device: torch.device,
+               page_size: int) -> Callable[[np.ndarray, np.ndarray], None]:
+    """The page-copy callback an end sub-pool issues ``(dst_pages, src_pages)`` through:
+    ``kv_pool.move_physical_pages`` (tensors on ``device``), or on the host the pool's own
+    ``move_host_pages`` of the page arrays as they are, unless ``move_physical_pages`` was
+    replaced on the pool object (a copy observer)."""
+    host_move = getattr(kv_pool, "move_host_pages", None)
+
+    def move(dst: np.ndarray, src: np.ndarray) -> None:
+        if host_move is not None and "move_physical_pages" not in vars(kv_pool) and (
+                host_move(dst, src)):
+            return
+        kv_pool.move_physical_pages(torch.from_numpy(dst).to(device),
+                                    torch.from_numpy(src).to(device), page_size)
+
+    return move

@@ -28,7 +28,8 @@ from .unified_end import EndSubPool
 from .unified_external import ExternalKVStore
 from .unified_frees import UnifiedFrees, host_ids
 from .unified_gate import CapacityGate
-from .unified_store import DEFAULT_LAYOUT, SideLayout, UnifiedByteStore
+from .unified_rows import decode_starts, extend_rows, into, new_page_counts, sink_rows
+from .unified_store import DEFAULT_LAYOUT, SideLayout, UnifiedByteStore, page_mover
 from .unified_views import EvictParams, UnifiedViews
 
 __all__ = ["UnifiedSWAAllocator"]
@@ -109,19 +110,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         return EndSubPool("swa", True, min_page, num_pages, page_bytes, num_virtual, lazy, mover)
 
     def _mover(self, kv_pool: Any) -> Callable[[np.ndarray, np.ndarray], None]:
-        device = self.device
-        host_move = getattr(kv_pool, "move_host_pages", None)
-
-        def move(dst: np.ndarray, src: np.ndarray) -> None:
-            # the store's own copy on the host takes the page arrays as they are, unless
-            # move_physical_pages was replaced on the pool object (a copy observer)
-            if host_move is not None and "move_physical_pages" not in vars(kv_pool) and (
-                    host_move(dst, src)):
-                return
-            kv_pool.move_physical_pages(torch.from_numpy(dst).to(device),
-                                        torch.from_numpy(src).to(device), self.page_size)
-
-        return move
+        return page_mover(kv_pool, self.device, self.page_size)
 
     # -- lifecycle --
 
@@ -214,28 +203,12 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
     def _extend(self, prefix: np.ndarray, seq: np.ndarray, last: np.ndarray,
                 swa_pages: Callable[[int], int] | None = None) -> np.ndarray | None:
         ps = self.page_size
-        first_new = -(-prefix // ps)
-        counts = -(-seq // ps) - first_new
-        total_pages = int(counts.sum())
+        total_pages = int(new_page_counts(prefix, seq, ps).sum())
         swa = total_pages if swa_pages is None else swa_pages(total_pages)
         pages = self._reserve(total_pages, swa)
         if pages is None:
             return None
-        lens = seq - prefix
-        if ps == 1:
-            return pages.copy()
-        if not ((prefix | seq) & (ps - 1)).any() if ps & (ps - 1) == 0 else (
-                (prefix % ps == 0).all() and (seq % ps == 0).all()):
-            # whole new pages only (no continuation, no partial last page): in request order
-            out_whole: np.ndarray = (pages[:, None] * ps + self._offsets).reshape(-1)
-            return out_whole
-        req = np.repeat(np.arange(len(lens)), lens)
-        pos = prefix[req] + np.arange(int(lens.sum())) - np.repeat(np.cumsum(lens) - lens, lens)
-        fresh = pos >= first_new[req] * ps
-        page_at = np.repeat(np.cumsum(counts) - counts - first_new, lens) + pos // ps
-        rows = pages[np.where(fresh, page_at, 0)] * ps + pos % ps if len(pages) else pos * 0
-        out: np.ndarray = np.where(fresh, rows, last[req] + 1 + pos - prefix[req])
-        return out
+        return extend_rows(pages, prefix, seq, last, ps, self._offsets)
 
     def alloc_extend(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
                      seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor, last_loc: torch.Tensor,
@@ -286,7 +259,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         if ps == 1:
             pages = self._reserve(len(seq), len(seq))
             return None if pages is None else self._out(pages.copy())
-        starts = (seq - 1) % ps == 0
+        starts = decode_starts(seq, ps)
         count = int(np.count_nonzero(starts))
         pages = self._reserve(count, count)
         if pages is None:
@@ -305,13 +278,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         if self.checked:
             self._check_live(ids // ps if ps > 1 else ids)
             return self._out(pool.rows(ids, ps))
-        limit = len(pool.v2p) * ps
-        if len(ids) and (ids.min() < 0 or ids.max() >= limit):
-            inside = (ids >= 0) & (ids < limit)
-            out = np.zeros(len(ids), dtype=np.int64)
-            out[inside] = pool.rows(ids[inside], ps)
-            return self._out(out)
-        return self._out(pool.rows(ids, ps))
+        return self._out(sink_rows(pool, ids, ps))
 
     def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
         """Full-side physical rows of virtual token ids (``UNI-11``), int64.
@@ -325,11 +292,7 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
                          ) -> torch.Tensor:
         """The full side's read translation (as ``translate_kv_indices_for_transfer``);
         ``out=`` is written in place."""
-        rows = self._translate(self.full, loc)
-        if out is None:
-            return rows
-        out.copy_(rows.reshape(out.shape))
-        return out
+        return into(self._translate(self.full, loc), out)
 
     def translate_write_loc(self, loc: torch.Tensor, *, out: torch.Tensor | None = None,
                             out_width: int | None = None) -> torch.Tensor:

@@ -24,6 +24,7 @@ from kvpool.spec.unified_state import SubPoolState, UnifiedState
 
 from .unified_end import EndSubPool
 from .unified_frees import host_ids
+from .unified_slots import set_state_slots, take_state_slots
 from .unified_store import DEFAULT_LAYOUT, SideLayout
 from .unified_swa import UnifiedSWAAllocator
 from .unified_tri_float import FloatSubPool
@@ -109,17 +110,7 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
         """``count`` state slot ids on the state end; when its gap is short, the float's
         boundary holes are absorbed (or full compacted through an empty float) and the float
         opens its low side. None, nothing handed out, when they do not fit."""
-        if count <= 0:
-            return torch.empty(0, dtype=torch.int64)
-        if count > self.state_available_size():
-            self._relieve_state(count)
-            if count > self.state_available_size():
-                return None
-        if count > len(self.free_state):
-            return None
-        ids, self.free_state = self.free_state[:count], self.free_state[count:]
-        self.state.bind(ids, self.state.take(count), self.state.last_run)
-        return torch.from_numpy(ids.copy())
+        return take_state_slots(self, count, lambda: self._relieve_state(count))
 
     def _relieve_state(self, count: int) -> None:
         if self.swa.transparent:
@@ -173,15 +164,7 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
         """Take or release state slots until ``count`` are live, as a request pool does: the
         lowest live slots released first, one at a time; the missing ones prepared, then taken
         one at a time until one is refused."""
-        live = np.flatnonzero(self.state.v2p >= 0)
-        for slot in live[:max(0, len(live) - count)]:
-            self.free_state_slots(torch.tensor([int(slot)]))
-        missing = count - len(live)
-        if missing > 0:
-            self.prepare_state_allocation(missing)
-        for _ in range(missing):
-            if self.alloc_state(1) is None:
-                return
+        set_state_slots(self, count)
 
     # -- introspection and census --
 

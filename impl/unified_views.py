@@ -26,7 +26,7 @@ from kvpool.spec.unified_state import PLANTABLE, SubPoolState, UnifiedState
 from .unified_end import EndSubPool
 from .unified_store import UnifiedByteStore
 
-__all__ = ["EvictParams", "UnifiedViews"]
+__all__ = ["EvictParams", "UnifiedViews", "end_side_state"]
 
 
 @dataclass(frozen=True)
@@ -104,14 +104,7 @@ class UnifiedViews:
         return True
 
     def _side_state(self, pool: EndSubPool) -> SubPoolState:
-        low, high = pool.span()
-        bound = np.flatnonzero(pool.v2p >= 0)
-        return SubPoolState(
-            name=pool.name, grow="up" if pool.grows_up else "down", page_bytes=pool.page_bytes,
-            num_pages=pool.num_pages, min_page=pool.min_page, span_low=low, span_high=high,
-            holes=tuple(sorted(pool.holes.tolist())),
-            bindings=dict(zip(bound.tolist(), pool.v2p[bound].tolist())), lazy=pool.lazy,
-            drains=not self.moves_blocked())
+        return end_side_state(pool, drains=not self.moves_blocked())
 
     def unified_state(self) -> UnifiedState:
         """A snapshot of both sub-pools in the spec's terms (``UNI-4``, ``UNI-5``)."""
@@ -157,3 +150,16 @@ class UnifiedViews:
             return
         kept = [(k[keep], v[keep]) for k, v in swa]
         self.store.swa_kv_pool.load_cpu_copy(kept, rows[keep].to(device))
+
+
+def end_side_state(pool: EndSubPool, *, drains: bool) -> SubPoolState:
+    """An end sub-pool in the introspection protocol's terms (span, holes ascending, live
+    bindings); ``drains``: no move gate is closed."""
+    low, high = pool.span()
+    bound = np.flatnonzero(pool.v2p >= 0)
+    return SubPoolState(
+        name=pool.name, grow="up" if pool.grows_up else "down", page_bytes=pool.page_bytes,
+        num_pages=pool.num_pages, min_page=pool.min_page, span_low=low, span_high=high,
+        holes=tuple(sorted(pool.holes.tolist())),
+        bindings=dict(zip(bound.tolist(), pool.v2p[bound].tolist())), lazy=pool.lazy,
+        drains=drains)
