@@ -84,8 +84,8 @@ class UnifiedMambaExecutor(Engine):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._assert_line: str | None = None  # the repro's assertion of the differing field
-        self._moves: MoveLog | None = None
-        self._where: dict[int, int] = {}
+        self._moves: dict[str, MoveLog | None] = {}  # each end's page copies
+        self._where: dict[str, dict[int, int]] = {}  # each end's live pages, as of the last call
 
     def create(self, total_bytes: int, lazy: bool) -> None:
         """A fresh target and model over a ``total_bytes`` buffer (both ends), eager or lazy.
@@ -98,8 +98,9 @@ class UnifiedMambaExecutor(Engine):
         step = self._begin({"total_bytes": total_bytes, "page_size": ps, "lazy": lazy}, model,
                            total_bytes=total_bytes, page_size=ps, lazy=lazy, device=self.device)
         kv = self.target.get_kvcache()
-        pool = getattr(kv, "full_kv_pool", None)
-        self._moves = MoveLog(pool) if hasattr(pool, "move_physical_pages") else None
+        self._moves = {end: MoveLog(pool) if hasattr(pool, "move_physical_pages") else None
+                       for end, pool in (("full", getattr(kv, "full_kv_pool", None)),
+                                         ("state", getattr(kv, "mamba_pool", None)))}
         self._where = {}
         self._checked(0, lambda: "", lambda: self._post(step))
         self.events["create"] += 1
@@ -241,14 +242,32 @@ class UnifiedMambaExecutor(Engine):
                                  f"assert bijection_problems({ids!r}, a.translate_kv_indices_"
                                  f"for_transfer(t({ids!r})).tolist(), {ps}, {span!r}) == []"
                                  "  # [UMB-7]")
+        if ids:
+            x = torch.tensor(ids, dtype=torch.int64)
+            for source in ("translate_kv_loc", "translate_write_loc"):
+                other = getattr(self.target, source)(x).tolist()
+                if other != rows:
+                    self._fail_field("UMB-7", f"after {name}: {source} reads {other}, the "
+                                              f"transfer translation {rows}",
+                                     f"assert a.{source}(t({ids!r})).tolist() == "
+                                     f"a.translate_kv_indices_for_transfer(t({ids!r})).tolist()"
+                                     "  # [UMB-7]")
         self.events["placement"] += bool(ids)
-        now = pages_of(rows, ids, ps)
-        if self._moves is not None:
-            wrong = self._moves.unexplained(self._where, now)
-            if wrong:
-                self._fail_field("UMB-7", f"after {name}: {wrong[0]}")
-        self.events["compaction.move"] += any(self._where.get(v, p) != p
-                                              for v, p in now.items())
+        self._check_moves(name, {"full": pages_of(rows, ids, ps),
+                                 "state": dict(state.sides["state"].bindings)})
+
+    def _check_moves(self, name: str, now: dict[str, dict[int, int]]) -> None:
+        """``UMB-7``: on each end, a live page moved only along the page copies the target
+        issued since the last call (the state end's live slots read from its snapshot)."""
+        moved = False
+        for end, pages in now.items():
+            before, log = self._where.get(end, {}), self._moves.get(end)
+            if log is not None:
+                wrong = log.unexplained(before, pages)
+                if wrong:
+                    self._fail_field("UMB-7", f"after {name}: {end} end: {wrong[0]}")
+            moved = moved or any(before.get(v, p) != p for v, p in pages.items())
+        self.events["compaction.move"] += moved
         self._where = now
 
     def _check_arithmetic(self, name: str) -> None:
