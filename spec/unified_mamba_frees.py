@@ -35,6 +35,10 @@ class UnifiedMambaFrees:
             raise ContractViolation("UMB-8", f"virtual pages {dead} are not live")
         return pages
 
+    def _queued(self) -> tuple[set[int], set[int]]:
+        """Pages an open free group holds back: of its plain frees, of its segment frees."""
+        return ({t // self.page_size for t in self.group or []}, set(self.group_pages or []))
+
     def _release_full(self, pages: list[int]) -> None:
         self.full.release(pages)
         self.free_virtual += pages
@@ -45,14 +49,18 @@ class UnifiedMambaFrees:
         order given).
 
         Raises:
-            ContractViolation: ``UMB-8`` when a page is not live or, at page size 1, an id is
-                named twice; nothing changed.
+            ContractViolation: ``UMB-8`` when a page is not live, at page size 1 an id is
+                named twice, or a page is queued already in the open group (by a segment free,
+                or at page size 1 by any free); nothing changed.
         """
         if not ids:
             return
         pages = self._live_pages(ids)
-        if self.page_size == 1 and len(set(pages)) != len(pages):
-            raise ContractViolation("UMB-8", f"ids named twice in {list(ids)}")
+        queued_plain, queued_segments = self._queued()
+        twice = set(pages) & (queued_segments | (queued_plain if self.page_size == 1 else set()))
+        if twice or (self.page_size == 1 and len(set(pages)) != len(pages)):
+            raise ContractViolation("UMB-8", f"ids named twice in {list(ids)} (or already "
+                                             f"queued in the open free group: {sorted(twice)})")
         if self.group is not None:
             self.group += list(ids)
             return
@@ -64,8 +72,8 @@ class UnifiedMambaFrees:
         is :meth:`free`.
 
         Raises:
-            ContractViolation: ``UMB-8`` when ``start_pos`` is not page-aligned or a page is not
-                live or named twice; nothing changed.
+            ContractViolation: ``UMB-8`` when ``start_pos`` is not page-aligned, a page is not
+                live, named twice or queued already in the open group; nothing changed.
         """
         if not ids:
             return
@@ -75,8 +83,8 @@ class UnifiedMambaFrees:
         if start_pos % self.page_size:
             raise ContractViolation("UMB-8", f"segment start {start_pos} is not page-aligned")
         pages = self._live_pages(ids[::self.page_size])
-        queued = self.group_pages or []
-        if len(set(pages)) != len(pages) or set(pages) & set(queued):
+        queued_plain, queued_segments = self._queued()
+        if len(set(pages)) != len(pages) or set(pages) & (queued_plain | queued_segments):
             raise ContractViolation("UMB-8", f"segment pages named twice: {pages}")
         if self.group_pages is None:
             self._release_full(pages)

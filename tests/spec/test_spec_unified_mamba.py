@@ -173,3 +173,101 @@ def test_random_sequences_keep_the_census_empty_UMB_8() -> None:
             m.check_invariants()
             assert m.size() == m.available_size() + sum(map(len, live)) * 0 + len(
                 m.full.v2p) * m.page_size
+
+
+def test_free_order_eager_lazy_and_segments_UMB_2() -> None:
+    """Eager frees append ids ascending; lazy at page size 1 in the order given; a segment
+    free appends the page of every ``page_size``-th id in row order."""
+    for lazy in (False, True):
+        m = model(ps=1, lazy=lazy)
+        ids = m.alloc(3)
+        assert ids is not None
+        given = [ids[2], ids[0], ids[1]]
+        m.free(given)
+        assert m.free_virtual[-3:] == (given if lazy else sorted(ids))
+    m = model(ps=4)
+    a, b = m.alloc(4), m.alloc(4)
+    assert a is not None and b is not None
+    m.free(a)
+    row = m.alloc_extend([0], [m.available_size()], [-1])  # takes every free page, a's last
+    assert row is not None
+    pages = [t // 4 for t in row[::4]]
+    assert pages[-1] == a[0] // 4 and pages != sorted(pages)
+    m.free_segment(row[4:], 4)
+    assert m.free_virtual == pages[1:]
+
+
+def test_refused_alloc_keeps_its_relief_and_extend_refuses_first_UMB_2_UMB_3() -> None:
+    """An ``alloc`` past even the credited view still flushes the state end before it is
+    refused; an extend needing more pages than free ids is refused before any relief."""
+    m = model(lazy=True)
+    slots = m.alloc_state(6)
+    assert slots is not None
+    m.free_state(slots[:5])
+    assert m.alloc_extend([0], [4 * len(m.free_virtual) + 4], [-1]) is None
+    assert len(m.state.holes) == 5
+    assert m.alloc(m.available_size() + 4) is None
+    assert m.state.holes == [] and m.state.span_pages() == 1
+    m.check_invariants()
+
+
+def test_group_caller_errors_leave_the_model_unchanged_UMB_8() -> None:
+    m = model(ps=4)
+    ids = m.alloc(12)
+    assert ids is not None
+    m.free_group_begin()
+    m.free_segment(ids[4:], 4)
+    m.free(ids[:1])
+    m.free(ids[1:2])  # another token of a queued page: SGLang deduplicates at ps > 1
+    snapshot = copy.deepcopy(m.__dict__)
+    for call in (lambda: m.free(ids[4:5]), lambda: m.free_segment(ids[8:], 8),
+                 lambda: m.free_segment(ids[:4], 0), m.free_group_begin,
+                 lambda: m.free_segment(ids[2:], 2)):
+        with pytest.raises(ContractViolation, match="UMB-8"):
+            call()
+        assert m.__dict__ == snapshot
+    m.free_group_end()
+    assert m.full.v2p == {} and sorted(m.free_virtual) == list(range(m.full.min_page,
+                                                                      m.full.pages))
+
+
+def test_views_are_the_end_pair_formulas_an_empty_float_is_transparent_UMB_3_UMB_4() -> None:
+    """The tri-pool views on the empty-float chain equal the two-end formulas: full's gap
+    (plus drainable state holes) in whole pages within its room, plus its holes; the state
+    end's gap in whole slots within its room, plus its holes."""
+    rng = random.Random(7)
+    for _ in range(40):
+        m = model(total=rng.choice([3000, 4408, 9000]), ps=rng.choice([1, 4]), lazy=True)
+        live: list[list[int]] = []
+        for _ in range(rng.randint(0, 30)):
+            if rng.random() < 0.6 and (got := m.alloc(m.page_size * rng.randint(1, 2))):
+                live.append(got)
+            elif rng.random() < 0.5 and (s := m.alloc_state(1)):
+                if rng.random() < 0.5:
+                    m.free_state(s)
+            elif live:
+                m.free(live.pop(rng.randrange(len(live))))
+        m.set_move_gate(rng.random() < 0.7)
+        f, s = m.full, m.state
+        gap = m.gap_bytes()
+        credit = 0 if m.moves_blocked else len(s.holes) * s.page_bytes
+        assert m.available_size() == (min((gap + credit) // f.page_bytes, f.room())
+                                      + len(f.holes)) * m.page_size
+        assert m.state_available_size() == min(gap // STATE, s.room()) + len(s.holes)
+
+
+def test_lazy_flush_pairs_the_page_nearest_the_frontier_with_the_farthest_hole_UMB_7() -> None:
+    """Idle flush: the holes touching full's frontier are absorbed, the live page nearest the
+    frontier moves to the hole farthest from it and becomes a hole; an urgent flush (relief)
+    then retreats the frontier past every hole."""
+    m = model(ps=1, lazy=True)
+    ids = m.alloc(4)
+    assert ids is not None
+    assert m.translate(ids) == [133, 134, 135, 136] and m.full.watermark == 132
+    m.free([ids[0], ids[2]])  # holes 133 (at the frontier) and 135
+    assert m.flush_opportunistic() == 1
+    assert (m.full.watermark, m.translate([ids[1]]), m.full.holes) == (133, [135], [134])
+    assert m.full.moves[-1] == (134, 135)
+    m.full.flush()
+    assert m.full.holes == [] and m.full.watermark == 134 and m.translate(ids[1:4:2]) == [135, 136]
+    m.check_invariants()

@@ -121,6 +121,8 @@ class Run:
         elif kind in ("free", "segment") and self.reqs:
             q = self.reqs.pop(r.randrange(len(self.reqs)))
             if kind == "free" or len(q) <= ps:
+                if r.random() < 0.5:
+                    r.shuffle(q)  # a free names its ids in any order
                 a.free(_t(q))
                 m.free(q)
                 self.check(f"free({q})")
@@ -144,6 +146,7 @@ class Run:
                     m.free_segment(q[start:], start)
                     self.reqs.append(q[:start])
                 else:
+                    r.shuffle(q)
                     a.free(_t(q))
                     m.free(q)
                 if r.random() < 0.3:
