@@ -3,19 +3,19 @@
 A mixin of :class:`~kvpool.impl.unified_mamba.UnifiedMambaAllocator`, call for call as SGLang
 0.5.23's ``UnifiedMambaTokenToKVPoolAllocator`` (``UMB-2``, ``UMB-5``):
 
-- ``free(ids)`` releases the full pages of ``ids`` (lazy: they become holes in that order) and
-  appends their virtual page ids to the free list, ascending and distinct, whatever order the
-  ids come in (SGLang's lazy pool at page size 1 keeps the caller's order: a known divergence,
-  ``SGL-UMB-FREE-ORDER``);
+- ``free(ids)`` releases the full pages of ``ids`` and appends their virtual page ids to the
+  free list: ascending and distinct, except under lazy compaction at page size 1, where the
+  ids go in the order given, as do the holes they leave;
 - ``free_segment(ids, start_pos=...)`` (page-aligned) releases the page of every
   ``page_size``-th token, in segment order (page size 1: a plain ``free``);
 - between ``free_group_begin`` and ``free_group_end`` both wait: the plain frees run first, as
   one ``free`` of their ids concatenated, then the segments' pages, concatenated;
 - ``free_state_slots(slots)`` (``mamba_allocator.free``) releases state slots at once (a group
-  does not defer them), their ids appended ascending.
+  does not defer them), their ids appended ascending (lazy: in the order given).
 
 Checked mode validates before anything changes and refuses with ``ContractViolation("UMB-8")``:
-an id out of range or whose page is not live, an id named twice in one call, a page a group
+an id out of range or whose page is not live, an id named twice at page size 1 (at larger
+page sizes a free's pages are deduplicated), a segment naming a page twice, a page a group
 already holds for a segment free (or, at page size 1, for any free), a misaligned segment,
 nested groups, a state slot that is not live or named twice.
 """
@@ -82,8 +82,11 @@ class UnifiedMambaFrees:
         validated."""
         ps = self.page_size
         if self.checked:
-            self._check_distinct(ids, "free")
+            if ps == 1:
+                self._check_distinct(ids, "free")
             self._check_pages(self.full, ids // ps if ps > 1 else ids, "virtual pages")
+        if ps == 1 and self.lazy:
+            return ids.copy()
         return small_distinct(ids // ps if ps > 1 else ids)
 
     def _segment_pages(self, ids: np.ndarray, start_pos: int) -> np.ndarray:
@@ -171,7 +174,8 @@ class UnifiedMambaFrees:
         if plain:
             ids = plain[0] if len(plain) == 1 else np.concatenate(plain)
             ps = self.page_size
-            self._release(small_distinct(ids // ps if ps > 1 else ids))
+            self._release(ids.copy() if ps == 1 and self.lazy else
+                          small_distinct(ids // ps if ps > 1 else ids))
         if segments:
             self._release(segments[0] if len(segments) == 1 else np.concatenate(segments))
 
@@ -197,6 +201,6 @@ class UnifiedMambaFrees:
         if self.checked:
             self._check_distinct(ids, "a state free")
             self._check_pages(self.state, ids, "state slots")
-        pages = small_distinct(ids)
+        pages = ids.copy() if self.lazy else small_distinct(ids)
         self.state.release(pages)
         self.free_state = np.concatenate((self.free_state, pages))

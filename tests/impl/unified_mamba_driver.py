@@ -35,22 +35,24 @@ class MambaDriver:
     gate_open: list[bool] = field(default_factory=lambda: [True])
     gated: bool = False
     big: int = 12  # pages an alloc asks for at most
-    sorted_frees: bool = False  # freed ids ascending (SGLang's lazy page size 1 wants it)
-    groups: bool = True  # free groups among the calls
     decodes: bool = True  # alloc_decode among the calls
 
     def each(self, call: Callable[[Any], Any]) -> list[Any]:
         return [as_list(call(t)) for t in self.targets]
 
+    pressure: bool = False  # mostly takes, frees of whole rows and slots; no idle flush
+
     def step(self) -> tuple[str, list[Any]]:
         """One random call; returns its name and every target's result."""
+        if self.pressure:
+            return self._pressure_step()
         choices = ["alloc", "alloc", "extend", "extend", "state_alloc", "state_alloc", "prepare",
                    "translate"]
         if self.decodes:
             choices.append("decode")
         if self.rows:
             choices += ["free", "free", "free", "tail", "segment"]
-        if self.rows and self.groups:
+        if self.rows:
             choices.append("group")
         if self.slots:
             choices += ["state_free", "state_free"]
@@ -60,6 +62,20 @@ class MambaDriver:
             choices += ["deferred"]
         if self.rng.random() < 0.02:
             choices.append("clear")
+        name = self.rng.choice(choices)
+        return name, getattr(self, "do_" + name)()
+
+    def _pressure_step(self) -> tuple[str, list[Any]]:
+        """Takes past the views (full's and the state end's), interleaved with frees that
+        leave holes on both ends: every shortfall then runs relief."""
+        choices = ["alloc", "alloc", "alloc", "extend", "state_alloc", "state_alloc",
+                   "state_alloc", "prepare"]
+        if self.rows:
+            choices += ["free", "free", "tail"]
+        if self.slots:
+            choices += ["state_free", "state_free"]
+        if self.lazy and self.rng.random() < 0.05:
+            choices.append("gate")
         name = self.rng.choice(choices)
         return name, getattr(self, "do_" + name)()
 
@@ -114,8 +130,6 @@ class MambaDriver:
 
     def _shuffled(self, ids: list[int]) -> list[int]:
         ids = list(ids)
-        if self.sorted_frees:
-            return sorted(ids)
         self.rng.shuffle(ids)
         return ids
 
@@ -136,8 +150,6 @@ class MambaDriver:
 
     def do_segment(self) -> list[Any]:
         row = self.rows.pop(self.rng.randrange(len(self.rows)))
-        if self.page_size == 1 and self.sorted_frees:  # a plain free there
-            row = sorted(row)
         return self.each(lambda t: t.free_segment(torch.tensor(row), start_pos=0))
 
     def do_group(self) -> list[Any]:
@@ -159,8 +171,6 @@ class MambaDriver:
 
     def do_state_free(self) -> list[Any]:
         picked = self.rng.sample(self.slots, self.rng.randrange(1, min(3, len(self.slots)) + 1))
-        if self.lazy and self.sorted_frees:  # the state end's page size is 1
-            picked.sort()
         self.slots = [s for s in self.slots if s not in picked]
         return self.each(lambda t: t.mamba_allocator.free(torch.tensor(picked)))
 
