@@ -111,7 +111,7 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
         ids ``[min_page, pages)`` in ascending hand-out order."""
         self.full.clear()
         self.state.clear()
-        self._reset_group()
+        self._reset_group(everything=True)
         self.free_virtual = np.arange(self.full.min_page, self.full.num_pages, dtype=np.int64)
         self.free_state = np.arange(self.state.min_page, self.state.num_pages, dtype=np.int64)
 

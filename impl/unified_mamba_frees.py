@@ -51,10 +51,17 @@ class UnifiedMambaFrees:
         self._group: list[np.ndarray] | None = None
         self._segment_group: list[np.ndarray] | None = None
         self._held = np.zeros(num_virtual, dtype=np.int8)  # by virtual page, in an open group
+        self._held_pages: list[np.ndarray] = []  # the pages marked in _held
 
-    def _reset_group(self) -> None:
+    def _reset_group(self, *, everything: bool = False) -> None:
+        """No group open; the held marks cleared (``everything``: the whole table, else the
+        pages marked)."""
         self._group = self._segment_group = None
-        self._held.fill(0)
+        if everything:
+            self._held.fill(0)
+        for pages in self._held_pages:
+            self._held[pages] = 0
+        self._held_pages = []
 
     # -- validation --
 
@@ -109,6 +116,7 @@ class UnifiedMambaFrees:
                 raise ContractViolation("UMB-8", f"pages {pages[clash].tolist()[:8]} are freed "
                                                  "twice in one free group")
         self._held[pages] = np.maximum(self._held[pages], kind)
+        self._held_pages.append(pages)
 
     # -- releases --
 
@@ -195,6 +203,8 @@ class UnifiedMambaFrees:
             ContractViolation: checked, ``UMB-8`` when a slot is not live or named twice;
                 nothing changed.
         """
+        if slots is None:
+            return
         ids = host_ids(slots)
         if len(ids) == 0:
             return
