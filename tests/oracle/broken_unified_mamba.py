@@ -66,6 +66,14 @@ class StateSlotsLastFirst(UnifiedMambaAllocator):
         return out.flip(0) if out is not None and out.numel() > 1 else out
 
 
+class PrepareKeepsGroupFrees(UnifiedMambaAllocator):
+    """``prepare_mamba_allocation(n)`` leaves an open free group's deferred frees queued: the
+    state end cannot count the full pages they release (UMB-5)."""
+
+    def flush_deferred_full_frees(self) -> None:
+        return
+
+
 class SlotCostRoundsDown(UnifiedMambaAllocator):
     """``mamba_slot_full_token_cost()`` rounds down: a state slot of 176 bytes is worth 5
     full tokens of 32, not 6 (UMB-6)."""
@@ -148,6 +156,7 @@ BROKEN_UNIFIED_MAMBA = (
     BrokenUnifiedMamba(AvailableShortOnePage, ("UMB-3",)),
     BrokenUnifiedMamba(StateViewCountsOneMore, ("UMB-4",)),
     BrokenUnifiedMamba(StateSlotsLastFirst, ("UMB-5",)),
+    BrokenUnifiedMamba(PrepareKeepsGroupFrees, ("UMB-5",)),
     BrokenUnifiedMamba(SlotCostRoundsDown, ("UMB-6",)),
     BrokenUnifiedMamba(TransferReadsNextPage, ("UMB-7",)),
     BrokenUnifiedMamba(DoubleFreeIgnored, ("UMB-8",)),

@@ -44,6 +44,7 @@ from .peer import ENTRY_BYTES, STATE_BYTES, mamba_state_of
 from .targets import UnifiedMambaCapabilities
 
 ENDS = (("full", "UMB-2"), ("state", "UMB-5"))  # each end and the clause of its span and holes
+STATE_CALLS = frozenset({"prepare_mamba_allocation", "alloc_state", "free_state"})
 
 
 def _model_class() -> Any:
@@ -293,9 +294,13 @@ class UnifiedMambaExecutor(Engine):
 
     def _cause(self, step: TraceStep, clause: str, detail: str) -> tuple[str, str]:
         """A divergence seen right after a valid ``clear()`` breaks ``UMB-1`` (both ends empty,
-        free ids in hand-out order; the symptom's clause stays in the detail)."""
+        free ids in hand-out order); one seen after a state-end call on the full end's pages
+        or views breaks ``UMB-5`` (such a call changes them only by running an open group's
+        deferred frees or by relief). The symptom's clause stays in the detail."""
         if step.call == "clear" and step.raised is None:
             return "UMB-1", f"[{clause}] {detail}"
+        if step.call in STATE_CALLS and step.raised is None and clause in ("UMB-2", "UMB-3"):
+            return "UMB-5", f"[{clause}] {detail}"
         return clause, detail
 
     def _census(self) -> tuple[Any, ...]:
