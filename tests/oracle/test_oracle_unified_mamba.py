@@ -9,6 +9,12 @@ installed (outside CI: ``kvpool.oracle.peers.availability``)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from broken_unified_mamba import BROKEN_UNIFIED_MAMBA, BrokenUnifiedMamba
 from kvpool.oracle.engine import registry
@@ -21,6 +27,9 @@ from kvpool.oracle.engine.target import Config
 from kvpool.oracle.entry import cli
 from kvpool.oracle.families.unified_mamba.targets import FULL, probe_sglang_unified_mamba
 from kvpool.oracle.peers.divergences import REGISTRY
+from test_oracle_toy_family import _oracle
+
+HERE = Path(__file__).parent
 
 FAMILY = "unified_mamba"
 CORRECT = "kvpool.oracle.families.unified_mamba.targets:kvpool_unified_mamba"
@@ -113,3 +122,37 @@ def test_the_printed_repro_fails_on_the_broken_and_passes_on_kvpool(clause: str)
             "UnifiedMambaAllocator") in report, report
     assert run_source(to_pytest(failure.trace, broken.path)) is not None
     assert run_source(to_pytest(failure.trace, CORRECT)) is None
+
+
+@pytest.fixture
+def broken_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``broken_unified_mamba`` importable in the processes a test starts."""
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+
+
+@pytest.mark.usefixtures("broken_on_path")
+def test_the_command_line_runs_replays_and_prints_a_repro(tmp_path: Path) -> None:
+    """``python -m kvpool.oracle --family unified_mamba broken_unified_mamba:stateslotslastfirst
+    --page-sizes 4``: FAIL UMB-5 with a trace file; the printed repro, saved as a test, fails
+    under pytest and passes with kvpool's factory; the trace replays failing, and clean with
+    ``--target kvpool-unified-mamba``."""
+    r = _oracle(["--family", FAMILY, "broken_unified_mamba:stateslotslastfirst", "--page-sizes",
+                 "4", "--trace-dir", str(tmp_path)], tmp_path)
+    assert r.returncode == 1 and "FAIL UMB-5" in r.stdout, r.stdout + r.stderr
+    printed = r.stdout.split("reproduce with pytest:\n", 1)[1].split("\n# repro", 1)[0]
+    (tmp_path / "test_broken.py").write_text(printed)
+    fixed = printed.replace("from broken_unified_mamba import stateslotslastfirst",
+                            f"from {CORRECT.replace(':', ' import ')}")
+    (tmp_path / "test_fixed.py").write_text(fixed)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p",
+                          "no:kvpool", "--rootdir", str(tmp_path), "-rA", "test_broken.py",
+                          "test_fixed.py"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=300, check=False)
+    assert "FAILED test_broken.py::test_kvpool_repro" in run.stdout, run.stdout + run.stderr
+    assert "PASSED test_fixed.py::test_kvpool_repro" in run.stdout, run.stdout + run.stderr
+    (trace,) = tmp_path.glob("*.json")
+    assert json.loads(trace.read_text())["family"] == FAMILY
+    again = _oracle(["replay", str(trace)], tmp_path)
+    assert again.returncode == 1 and "[UMB-5]" in again.stdout, again.stdout + again.stderr
+    clean = _oracle(["replay", str(trace), "--target", "kvpool-unified-mamba"], tmp_path)
+    assert clean.returncode == 0 and "replays without divergence" in clean.stdout, clean.stderr
