@@ -259,3 +259,36 @@ def test_census_reports_planted_faults(lazy: bool) -> None:
         with pytest.raises(AssertionError):
             a.check_invariants()
     assert not UnifiedMambaAllocator(4408, 4).unified_plant("stale_binding:swa")
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_host_copy_comes_back_where_its_ids_live_now(lazy: bool) -> None:
+    """``get_cpu_copy`` / ``load_cpu_copy`` (a retraction's backup) follow the virtual ids
+    across a compaction that moves their pages, the state slot's bytes too."""
+    a = UnifiedMambaAllocator(4408, 4, lazy=lazy)
+    below, row = a.alloc(8), a.alloc(8)
+    slot = a.mamba_allocator.alloc(1)
+    assert below is not None and row is not None and slot is not None
+    k = a.get_kvcache().full_kv_pool.k_buffer[0]
+    k[a.translate_write_loc(row), 0, 0] = torch.arange(1, 9, dtype=torch.float16)
+    view = a.get_kvcache().mamba_pool.pages_view
+    view[int(a.state.v2p[int(slot)])] = 5
+    copy = a.get_cpu_copy(row, mamba_indices=slot)
+    before = a.translate_kv_loc(row).tolist()
+    a.free(below)  # eager: row moves onto below's pages now; lazy: on the flush
+    a.flush_opportunistic()
+    assert a.translate_kv_loc(row).tolist() != before
+    k[a.translate_kv_loc(row), 0, 0] = 0  # lost, then restored from the host copy
+    view[int(a.state.v2p[int(slot)])] = 0
+    a.load_cpu_copy(copy, row, mamba_indices=slot)
+    assert k[a.translate_kv_loc(row), 0, 0].tolist() == list(range(1, 9))
+    assert view[int(a.state.v2p[int(slot)])].tolist() == [5] * 176
+
+
+def test_translations_write_into_a_given_buffer() -> None:
+    a = UnifiedMambaAllocator(4408, 4)
+    row = a.alloc(8)
+    assert row is not None
+    out = torch.full((2, 4), -7, dtype=torch.int64)
+    assert a.translate_write_loc(row, out=out) is out
+    assert out.reshape(-1).tolist() == a.translate_kv_indices_for_transfer(row).tolist()

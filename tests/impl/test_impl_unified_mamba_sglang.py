@@ -68,11 +68,19 @@ def kvpool_ends(a: UnifiedMambaAllocator) -> dict[str, Any]:
 
 
 def views(a: Any, ids: list[int]) -> tuple[Any, ...]:
-    rows = a.translate_kv_loc(torch.tensor(ids, dtype=torch.int64)).tolist() if ids else []
+    """The capacity views, the recheck bound, the rows of ``ids`` (both translations), which
+    token slots are allocated, and full's page table (past the padding page)."""
+    x = torch.tensor(ids, dtype=torch.int64)
+    rows = (a.translate_kv_loc(x).tolist(), a.translate_write_loc(x).tolist()) if ids else ()
+    table = a.full_v2p_page_table.tolist()[1:]
+    if isinstance(a, UnifiedMambaAllocator):
+        table.append(-1)  # SGLang's table ends in a sentinel row
+    probe = range(0, a.size_full, 3)
     return (int(a.available_size()), int(a.full_available_size()), int(a.size),
             int(a.mamba_allocator.available_size()),
             int(a.mamba_allocator.schedulable_available_size()),
-            [int(a.full_tokens_before_mamba_recheck(n)) for n in (1, 4, 30)], rows)
+            [int(a.full_tokens_before_mamba_recheck(n)) for n in (1, 4, 30)], rows,
+            [bool(a.is_slot_allocated(t)) for t in probe], table)
 
 
 class Watch:
