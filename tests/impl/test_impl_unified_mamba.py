@@ -236,6 +236,8 @@ def test_relief_compacts_the_other_end_unless_a_gate_is_closed(ps: int) -> None:
             sorted(a.unified_state().sides["state"].holes)))
         if not gate_open:
             assert len(a.unified_state().sides["state"].holes) == 5
+            assert a.flush_opportunistic() == 0  # no copy behind a closed gate
+            assert len(a.unified_state().sides["state"].holes) == 5
         a.check_invariants()
 
 
@@ -292,3 +294,70 @@ def test_translations_write_into_a_given_buffer() -> None:
     out = torch.full((2, 4), -7, dtype=torch.int64)
     assert a.translate_write_loc(row, out=out) is out
     assert out.reshape(-1).tolist() == a.translate_kv_indices_for_transfer(row).tolist()
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_fresh_full_pages_read_zero(lazy: bool) -> None:
+    """A page handed out again is zeroed (as SGLang zeroes full page envelopes), whether it
+    comes past the frontier or from a hole."""
+    a = UnifiedMambaAllocator(4408, 4, lazy=lazy)
+    k = a.get_kvcache().full_kv_pool.k_buffer[0]
+    for _ in range(2):
+        rows = [a.alloc(8), a.alloc(8)]
+        assert rows[0] is not None and rows[1] is not None
+        for row in rows:
+            k[a.translate_write_loc(row)] = 3
+        a.free(rows[1])  # at the frontier: handed out again past it
+        again = a.alloc(8)
+        assert again is not None and k[a.translate_kv_loc(again)].abs().sum() == 0
+        a.free(rows[0])  # below a live row: lazy, a hole handed out again
+        again2 = a.alloc(8)
+        assert again2 is not None and k[a.translate_kv_loc(again2)].abs().sum() == 0
+        a.free(again)
+        a.free(again2)
+
+
+def test_census_reports_crossed_frontiers_with_healthy_ends() -> None:
+    """``UMB-8``: the state end's span pushed into full's (holes filling it, so each end's own
+    census is clean) is reported by the chain check."""
+    a = UnifiedMambaAllocator(4408, 4, lazy=True)
+    assert a.alloc(a.available_size()) is not None
+    state, full = a.state, a.full
+    cross = full.band()[0] // state.page_bytes + 1
+    state.holes = np.arange(state.watermark, cross, dtype=np.int64)
+    state.watermark = cross
+    assert state.census() == [] and full.census() == []
+    assert any("crosses" in line for line in a.verify_byte_accounting())
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_free_order_at_page_size_one(lazy: bool) -> None:
+    """``UMB-2`` / ``UMB-5``: lazy at page size 1 the freed ids join the free lists in the order
+    given, eager ascending (token and state frees alike)."""
+    a = UnifiedMambaAllocator(4408, 1, lazy=lazy)
+    row, slots = a.alloc(4), a.mamba_allocator.alloc(3)
+    assert row is not None and slots is not None
+    a.free(row.flip(0))
+    a.mamba_allocator.free(slots.flip(0))
+    want, want_slots = row.tolist(), slots.tolist()
+    if lazy:
+        want, want_slots = want[::-1], want_slots[::-1]
+    assert a.free_virtual[-4:].tolist() == want
+    assert a.free_state[-3:].tolist() == want_slots
+
+
+def test_flush_opportunistic_compacts_both_ends() -> None:
+    """Lazy: a hole below a live page on each end; one non-urgent flush moves one page on each
+    (their bytes with them) and keeps both frontiers."""
+    a = UnifiedMambaAllocator(4408, 4, lazy=True)
+    rows, slots = [a.alloc(4), a.alloc(4)], a.mamba_allocator.alloc(2)
+    assert rows[0] is not None and rows[1] is not None and slots is not None
+    a.free(rows[0])
+    a.mamba_allocator.free(slots[:1])
+    spans = {n: (s.span_low, s.span_high) for n, s in a.unified_state().sides.items()}
+    before = (a.translate_kv_loc(rows[1]).tolist(), int(a.state.v2p[int(slots[1])]))
+    assert a.flush_opportunistic() == 2
+    after = (a.translate_kv_loc(rows[1]).tolist(), int(a.state.v2p[int(slots[1])]))
+    assert after[0] != before[0] and after[1] != before[1]
+    assert {n: (s.span_low, s.span_high) for n, s in a.unified_state().sides.items()} == spans
+    a.check_invariants()
