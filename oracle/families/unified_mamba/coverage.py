@@ -24,7 +24,13 @@ def _paged(c: Any, ps: int, ns: bool) -> bool:
     return ps > 1
 
 
-_NEEDS: dict[str, Needs] = {"lazy": _lazy, "decodes": _decodes, "paged_only": _paged}
+def _recorded(c: Any, ps: int, ns: bool) -> bool:
+    """An event that records what a run could not do: never required."""
+    return False
+
+
+_NEEDS: dict[str, Needs] = {"lazy": _lazy, "decodes": _decodes, "paged_only": _paged,
+                            "recorded": _recorded}
 _ROWS = event_rows("""
 create               UMB-1   always      a fresh composite: both ends empty, the sizes read
 life.clear           UMB-1   cap:clear   clear() mid-run (both ends empty again)
@@ -55,6 +61,8 @@ compaction.move      UMB-7   always      a call moved live pages (by page copies
 arithmetic           UMB-6   always      the slot cost and the recheck distance read
 arithmetic.missing   UMB-6   always      ... with state slots missing (a non-zero recheck)
 census               UMB-8   always      verify_byte_accounting() read on a healthy chain
+probe.census         UMB-8   always      the census probes ran on fresh instances
+probe.unplanted      UMB-8   recorded    a census probe was skipped: the fault cannot be planted
 """, _NEEDS)
 BAD_KIND_CALLS: dict[str, str] = {"double_free": "free", "twice_in_call": "free",
                                   "translate_freed": "translate_kv_indices_for_transfer",
@@ -77,7 +85,7 @@ CLAUSE_EVENTS: dict[str, tuple[str, ...]] = {
     "UMB-5": ("state.alloc", "state.short", "state.free", "state.prepare", "group.flush"),
     "UMB-6": ("arithmetic", "arithmetic.missing"),
     "UMB-7": ("translate", "placement", "compaction.move", "flush-idle", "flush-idle.move"),
-    "UMB-8": ("census",),
+    "UMB-8": ("census", "probe.census"),
 }
 UNIFIED_MAMBA = ClauseMap(EVENTS, CLAUSE_EVENTS, BAD_CLAUSES)
 

@@ -41,6 +41,8 @@ from ..unified.placement import MoveLog, pages_of
 from .calls import UNIFIED_MAMBA_CALLS, UNIFIED_MAMBA_DTYPES
 from .coverage import events_of
 from .peer import ENTRY_BYTES, STATE_BYTES, mamba_state_of
+from .probes import IMPORT as PROBE_IMPORT
+from .probes import census_probe
 from .targets import UnifiedMambaCapabilities
 
 ENDS = (("full", "UMB-2"), ("state", "UMB-5"))  # each end and the clause of its span and holes
@@ -103,8 +105,24 @@ class UnifiedMambaExecutor(Engine):
                        for end, pool in (("full", getattr(kv, "full_kv_pool", None)),
                                          ("state", getattr(kv, "mamba_pool", None)))}
         self._where = {}
-        self._checked(0, lambda: "", lambda: self._post(step))
+        self._checked(0, lambda: "", lambda: self._created(step, total_bytes, lazy))
         self.events["create"] += 1
+
+    def _created(self, step: TraceStep, total_bytes: int, lazy: bool) -> None:
+        """The census probes on fresh instances (:mod:`.probes`), then the fresh pair."""
+        unplanted: list[str] = []
+        missed = census_probe(lambda: self._build_target(
+            total_bytes=total_bytes, page_size=self.page_size, lazy=lazy, device=self.device),
+            self.caps, self.page_size, unplanted)
+        self.events["probe.census"] += 1
+        self.events["probe.unplanted"] += len(unplanted)
+        if missed is not None:
+            fault, lines, seen = missed
+            self._fail_field("UMB-8", f"verify_byte_accounting() returned {seen} with the fault "
+                                      f"{fault} planted: {'; '.join(lines)}",
+                             "\n".join([PROBE_IMPORT, *lines,
+                                        "assert a.verify_byte_accounting()  # [UMB-8]"]))
+        self._post(step)
 
     def create_from(self, args: Mapping[str, Any]) -> None:
         self.create(args["total_bytes"], args["lazy"])
@@ -319,7 +337,7 @@ class UnifiedMambaExecutor(Engine):
     def _final_asserts(self, index: int) -> list[str]:
         step = self.trace.steps[index]
         if self._assert_line is not None:
-            return [self._assert_line]
+            return self._assert_line.split("\n")
         call = self.calls[step.call]
         if step.raises is None and call.checks is not None and step.raised is None:
             return call.checks(step.args, step.expect, f"r{index}")

@@ -132,3 +132,23 @@ def mamba_state_of(target: Any) -> UnifiedState:
         f"{type(target).__module__}.{type(target).__name__} provides no unified_state(): the "
         "unified_mamba family reads a target's two ends (spans, holes, bindings) through "
         "kvpool.spec.unified_state.UnifiedState (docs/unified-mamba.md)")
+
+
+def plant_sglang(target: Any, fault: str) -> bool:
+    """Put SGLang's composite into the unhealthy state ``fault`` by writing its tables:
+    ``frontier_cross`` pushes the state end's frontier two slots past full's low frontier;
+    ``stale_binding:full`` points the lowest live full virtual page at the next one's physical
+    page (False with fewer than two live pages); anything else: False."""
+    ma, fa = target.mamba_allocator, target.full_attn_allocator
+    if fault == "frontier_cross":
+        full_low = (int(fa.watermark_physical) + 1) * int(fa.entry_bytes_per_page)
+        ma.watermark_physical = full_low // int(ma.entry_bytes_per_page) + 2
+        return True
+    if fault != "stale_binding:full":
+        return False
+    live = sorted(_end_state("full", fa).bindings)
+    if len(live) < 2:
+        return False
+    table = fa.virtual_to_physical
+    table[live[0]] = table[live[1]]
+    return True

@@ -44,6 +44,9 @@ class UnifiedMambaCapabilities(Capabilities):
         free_any_order: ``free`` appends the freed virtual ids ascending whatever the order of
             the tokens passed (``UMB-2``); without it the scheduler passes them ascending.
         clear: ``clear()``; groups: ``free_group_begin`` / ``free_group_end``.
+        census_tables: ``verify_byte_accounting()`` reports a live full page bound to another
+            one's physical page; census_frontiers: it reports the state end's frontier past
+            full's (``UMB-8``, probed on a separate instance at every ``create``).
         entry_bytes / state_bytes: bytes of a full token and of a state slot.
     """
 
@@ -52,6 +55,8 @@ class UnifiedMambaCapabilities(Capabilities):
     checked: Any = True
     compaction: tuple[str, ...] = ("eager", "lazy")
     free_any_order: bool = True
+    census_tables: bool = True
+    census_frontiers: bool = True
     entry_bytes: int = ENTRY_BYTES
     state_bytes: int = STATE_BYTES
 
