@@ -101,6 +101,14 @@ class DoubleFreeIgnored(UnifiedMambaAllocator):
             return
 
 
+class CensusBlind(UnifiedMambaAllocator):
+    """``verify_byte_accounting()`` reports nothing, whatever the tables hold: a state
+    frontier crossing full's goes unseen (UMB-8)."""
+
+    def verify_byte_accounting(self) -> list[str]:
+        return []
+
+
 @dataclass(frozen=True)
 class BrokenUnifiedMamba:
     """A broken composite, the clause the family reports it under (``clauses``, a 1-tuple) and
@@ -160,6 +168,7 @@ BROKEN_UNIFIED_MAMBA = (
     BrokenUnifiedMamba(SlotCostRoundsDown, ("UMB-6",)),
     BrokenUnifiedMamba(TransferReadsNextPage, ("UMB-7",)),
     BrokenUnifiedMamba(DoubleFreeIgnored, ("UMB-8",)),
+    BrokenUnifiedMamba(CensusBlind, ("UMB-8",)),
 )
 
 
