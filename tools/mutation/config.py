@@ -26,7 +26,9 @@ UNIFIED_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
     "unified_protocol", "unified_executor"))
 # the unified model's own tests (the rest of tests/spec does not import it)
 UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
-    "", "_idle", "_reclaim", "_tail", "_state", "_bands", "_tables")),
+    "", "_idle", "_reclaim", "_tail", "_state", "_bands", "_tables", "_state_end",
+    "_tri_refusals", "_mamba")),
+    "tests/impl/test_impl_unified_tri.py",
     "tests/formal/test_formal_z3_unified.py")
 DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane.py", *HYBRID_ORACLE_TESTS[:2],
                    "tests/oracle/test_oracle_unified_kvpool_broken.py")
