@@ -30,7 +30,8 @@ UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
     "_tri_refusals", "_mamba")),
     "tests/impl/test_impl_unified_tri.py",
     "tests/formal/test_formal_z3_unified.py")
-DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane.py", *HYBRID_ORACLE_TESTS[:2],
+DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane_rules.py",
+                   "tests/oracle/test_oracle_dataplane.py", *HYBRID_ORACLE_TESTS[:2],
                    "tests/oracle/test_oracle_unified_kvpool_broken.py")
 
 TARGETS: dict[str, tuple[str, ...]] = {
