@@ -6,6 +6,7 @@ case) that a printed repro imports."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -109,6 +110,46 @@ class CensusBlind(UnifiedMambaAllocator):
         return []
 
 
+class SizeCountsAPageTwice(UnifiedMambaAllocator):
+    """``size`` counts the live full tokens' last page twice: the leak identity
+    ``size == available_size() + live tokens`` fails once a page is live (UMB-1)."""
+
+    @property
+    def size(self) -> int:
+        live = self.full.live * self.page_size
+        return self.available_size() + live + (self.page_size if live else 0)
+
+
+class FullMovesWithoutCopy(UnifiedMambaAllocator):
+    """Compaction of the full end rebinds a moved page's virtual id without copying its bytes:
+    the page copy is never issued (UMB-7)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.full.mover = lambda dst, src: None
+
+
+class WriteLocOnePageUp(UnifiedMambaAllocator):
+    """``translate_write_loc`` answers the rows one page up from the ones the reads use: KV is
+    written where no read finds it (UMB-7)."""
+
+    def translate_write_loc(self, loc: torch.Tensor, *, out: torch.Tensor | None = None,
+                            out_width: int | None = None) -> torch.Tensor:
+        return super().translate_write_loc(loc, out=None, out_width=out_width) + self.page_size
+
+
+class StateShowsAStrayHole(UnifiedMambaAllocator):
+    """``unified_state()`` lists, on the full end, a hole just past its frontier (outside its
+    span): its own bookkeeping is inconsistent (UMB-8)."""
+
+    def unified_state(self) -> Any:
+        snap = super().unified_state()
+        full = snap.sides["full"]
+        stray = full.span_low - 1
+        sides = {**snap.sides, "full": dataclasses.replace(full, holes=(*full.holes, stray))}
+        return dataclasses.replace(snap, sides=sides)
+
+
 @dataclass(frozen=True)
 class BrokenUnifiedMamba:
     """A broken composite, the clause the family reports it under (``clauses``, a 1-tuple) and
@@ -169,6 +210,10 @@ BROKEN_UNIFIED_MAMBA = (
     BrokenUnifiedMamba(TransferReadsNextPage, ("UMB-7",)),
     BrokenUnifiedMamba(DoubleFreeIgnored, ("UMB-8",)),
     BrokenUnifiedMamba(CensusBlind, ("UMB-8",)),
+    BrokenUnifiedMamba(SizeCountsAPageTwice, ("UMB-1",)),
+    BrokenUnifiedMamba(FullMovesWithoutCopy, ("UMB-7",)),
+    BrokenUnifiedMamba(WriteLocOnePageUp, ("UMB-7",)),
+    BrokenUnifiedMamba(StateShowsAStrayHole, ("UMB-8",)),
 )
 
 
