@@ -1,17 +1,28 @@
-"""The unified executor's harness errors, on kvpool's own unified pool (no SGLang): a factory
-that cannot build the allocator, a buffer the spec rejects, and a model whose invariants break
-are the harness's errors, not a target's divergence."""
+"""The unified executor on kvpool's own unified pools (no SGLang): a factory that cannot build
+the allocator, a buffer the spec rejects, and a model whose invariants break are the harness's
+errors, not a target's divergence; create is the trace's first step and replays, a target built
+again tracks its own page copies, only the declared compaction modes are probed, unplantable
+probes are counted; a census blind to a probe (UNI-13 at create) or reporting a healthy state
+(UNI-13 after a call), an eager row off the spec's page with or without a page copy of the call
+(UNI-6 / UNI-4, either side), and a tri-pool prealloc refused within the float chain's room
+(UNI-14) fail with their repro's assertions."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
+import torch
+from broken_unified_kvpool import BrokenKvpool
+from broken_unified_tri_kvpool import BrokenTriKvpool
+from kvpool.impl.unified_swa import UnifiedSWAAllocator
+from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
 from kvpool.oracle.engine.families import family
-from kvpool.oracle.engine.report import OracleError
+from kvpool.oracle.engine.report import OracleError, OracleFailure
 from kvpool.oracle.engine.target import Config
 from kvpool.oracle.families.unified.executor import UnifiedExecutor
-from kvpool.oracle.families.unified.kvpool_target import kvpool_unified
+from kvpool.oracle.families.unified.kvpool_target import kvpool_unified, kvpool_unified_tri
+from kvpool.oracle.families.unified.probes import IMPORT as PLANT_IMPORT
 
 CAPS = getattr(kvpool_unified, "kvpool_unified_capabilities")  # noqa: B009
 UNIFIED = family("unified")
@@ -55,3 +66,191 @@ def test_a_call_the_spec_rejects_is_an_oracle_error() -> None:
     ex.create(1 << 16, False)
     with pytest.raises(OracleError, match="is invalid under the spec"):
         ex.call("free", free_index=[5])  # never handed out: the scheduler model's mistake
+
+
+# -- construction: the trace's first step, a replayed create, the declared modes, the probes ------
+def _pool(cls: type) -> Any:
+    return BrokenKvpool(cls, ("UNI-13",)).factory()
+
+
+def test_create_is_the_traces_first_step_and_a_replayed_one_builds_afresh() -> None:
+    ex = _executor(kvpool_unified)
+    ex.create(1 << 16, False)
+    assert [s.call for s in ex.trace.steps] == ["create"]
+    assert ex.trace.steps[0].args == {"total_bytes": 1 << 16, "page_size": 4, "lazy": False}
+    assert ex.events["probe.census"] == 1 and ex.events["cap.byte_accounting"] == 1
+    again = _executor(kvpool_unified)
+    again.create_from({"total_bytes": 1 << 16, "lazy": True})
+    assert again.model is not None and again.model.lazy and again.target is not None
+
+
+def test_a_target_built_again_tracks_its_own_page_copies() -> None:
+    """A second ``create`` on one executor: the page copies of the new target's compaction
+    explain its moves (UNI-6), as on a fresh executor."""
+    ex = _executor(kvpool_unified)
+    for _ in range(2):
+        ex.create(1 << 16, False)
+        a = ex.call("alloc", need_size=8)
+        ex.call("alloc", need_size=8)
+        ex.call("free", free_index=a)  # eager compaction moves the later pages
+        assert ex.model is not None and ex.model.full.moves
+    assert ex.events["compaction.move"] == 4 and ex.events["probe.census"] == 2
+
+
+def test_only_the_declared_compaction_modes_are_probed() -> None:
+    def eager_only(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
+                   need_sort: bool = False) -> Any:
+        if lazy:
+            raise RuntimeError("eager compaction only")
+        return kvpool_unified(total_bytes=total_bytes, page_size=page_size, lazy=lazy,
+                              device=device)
+
+    ex = UnifiedExecutor(UNIFIED.target(eager_only, CAPS.replace(compaction=("eager",))),
+                         Config(4, False))
+    ex.create(1 << 16, False)
+    assert ex.events["probe.census"] == 1 and ex.events["probe.unplanted"] == 0
+
+
+class _NoPlant(UnifiedSWAAllocator):  # type: ignore[misc]
+    """A pool the census probes cannot plant a fault in (no ``unified_plant`` hook)."""
+
+    unified_plant = None
+
+
+def test_probes_the_target_cannot_plant_are_counted() -> None:
+    ex = _executor(_pool(_NoPlant))
+    ex.create(1 << 16, False)
+    # stale_v2p_full, stale_v2p_swa, frontier_cross, in both compaction modes
+    assert ex.events["probe.unplanted"] == 6 and ex.events["probe.census"] == 1
+
+
+class _CensusBlind(UnifiedSWAAllocator):  # type: ignore[misc]
+    """A census that never reports anything (UNI-13)."""
+
+    def verify_byte_accounting(self) -> list[str]:
+        return []
+
+
+def test_a_census_blind_to_a_probe_is_UNI_13_at_create_with_the_probe_as_repro() -> None:
+    ex = _executor(_pool(_CensusBlind))
+    with pytest.raises(OracleFailure) as err:
+        ex.create(1 << 16, False)
+    failure = err.value.failure
+    assert failure.clause == "UNI-13" and failure.trace.failing_step == 0
+    planted = "assert plant_fault(a, 'stale_binding:full')  # two live pages, one physical page"
+    assert failure.detail == ("verify_byte_accounting() returned [] after the stale_v2p_full "
+                              f"probe: a.alloc(8); {planted}")
+    assert failure.trace.final_asserts == [
+        PLANT_IMPORT, "a.alloc(8)", planted, "assert a.verify_byte_accounting()  # UNI-13"]
+
+
+class _ReportsAfterAlloc(UnifiedSWAAllocator):  # type: ignore[misc]
+    """A census that reports a problem on a healthy state once an ``alloc`` ran."""
+
+    def alloc(self, need_size: int) -> Any:
+        self.allocated = True
+        return super().alloc(need_size)
+
+    def verify_byte_accounting(self) -> list[str]:
+        found: list[str] = super().verify_byte_accounting()
+        return found or (["planted"] if getattr(self, "allocated", False) else [])
+
+
+def test_a_census_problem_on_a_healthy_state_is_UNI_13() -> None:
+    ex = _executor(_pool(_ReportsAfterAlloc))
+    ex.create(1 << 16, False)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    failure = err.value.failure
+    assert failure.clause == "UNI-13"
+    assert failure.detail == ("after alloc: verify_byte_accounting() reports ['planted'] on a "
+                              "state the spec holds healthy")
+    assert failure.trace.final_asserts == ["assert not a.verify_byte_accounting()  # UNI-13"]
+    assert ex.events["cap.byte_accounting"] == 2  # create's and the failing call's
+
+
+# -- eager placement: a row off the spec's page, moved or not (UNI-6 / UNI-4) ---------------------
+class _SwapsRows(UnifiedSWAAllocator):  # type: ignore[misc]
+    """Once ``swap`` is set, the first two live pages' rows trade places on one side."""
+
+    swap = ""
+
+    def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        out = super().translate_kv_indices_for_transfer(kv_indices)
+        return self._swapped(out) if self.swap == "full" else out
+
+    def translate_loc_from_full_to_swa(self, kv_indices: torch.Tensor, **kw: Any) -> Any:
+        out = super().translate_loc_from_full_to_swa(kv_indices, **kw)
+        return self._swapped(out) if self.swap == "swa" else out
+
+    def _swapped(self, rows: torch.Tensor) -> torch.Tensor:
+        if len(rows) < 8:
+            return rows
+        rows = rows.clone()
+        rows[:4], rows[4:8] = rows[4:8].clone(), rows[:4].clone()
+        return rows
+
+
+def _swapped_failure(side: str, on_free: bool) -> Any:
+    ex = _executor(_pool(_SwapsRows))
+    ex.create(1 << 16, False)
+    a = ex.call("alloc", need_size=8)
+    ex.call("alloc", need_size=8)
+    ex.target.swap = side
+    with pytest.raises(OracleFailure) as err:
+        if on_free:
+            ex.call("free", free_index=a)  # moves the later request's pages down
+        else:
+            ex.call("alloc", need_size=4)
+    return err.value.failure
+
+
+def test_a_row_bound_elsewhere_with_no_page_copy_is_UNI_4() -> None:
+    failure = _swapped_failure("full", on_free=False)
+    assert failure.clause == "UNI-4"
+    assert failure.detail.endswith("(token 4 on row 2044, the spec's 2040; no page copy "
+                                   "touched its page)")
+    assert failure.trace.final_asserts == [
+        "assert a.translate_kv_indices_for_transfer(t([4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, "
+        "15, 16, 17, 18, 19, 20, 21, 22, 23])).tolist() == [2040, 2041, 2042, 2043, 2044, "
+        "2045, 2046, 2047, 2032, 2033, 2034, 2035, 2036, 2037, 2038, 2039, 2028, 2029, 2030, "
+        "2031]  # [UNI-4]"]
+
+
+def test_an_swa_row_bound_elsewhere_is_UNI_4_even_where_the_full_rows_agree() -> None:
+    failure = _swapped_failure("swa", on_free=False)
+    assert failure.clause == "UNI-4"
+    assert failure.detail.startswith("after alloc: SWA rows of the live tokens is [8, 9, 10, "
+                                     "11, 4, 5, 6, 7, 12,")
+
+
+def test_a_row_off_the_spec_on_a_page_a_copy_touched_is_UNI_6() -> None:
+    failure = _swapped_failure("full", on_free=True)
+    assert failure.clause == "UNI-6"
+    assert failure.detail.endswith("(token 12 on row 2044, the spec's 2040; a page copy of "
+                                   "this call touched its page)")
+    assert failure.trace.final_asserts == [
+        "assert a.translate_kv_indices_for_transfer(t([12, 13, 14, 15, 16, 17, 18, 19]))"
+        ".tolist() == [2040, 2041, 2042, 2043, 2044, 2045, 2046, 2047]  # [UNI-6]"]
+
+
+# -- the tri-pool's float chain (UNI-14) -------------------------------------------------------
+class _RefusesPrealloc(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    def alloc_extend_swa_tail(self, *args: Any, **kwargs: Any) -> Any:
+        return None
+
+
+def test_a_prealloc_refused_within_the_float_chains_room_is_UNI_14() -> None:
+    tri = getattr(kvpool_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
+    refuses = BrokenTriKvpool(_RefusesPrealloc, ("UNI-14",)).factory()
+    ex = UnifiedExecutor(UNIFIED.target(refuses, tri), Config(4, False))
+    ex.create(1 << 16, False)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[6], last_loc=[-1],
+                extend_num_tokens=6, swa_tail_len=2)
+    failure = err.value.failure
+    assert failure.clause == "UNI-14"
+    assert failure.detail == ("alloc_extend_swa_tail was refused within the float chain's "
+                              "room: 2 full and 1 SWA pages fit (the SWA float holds 0 holes)")
+    assert failure.trace.final_asserts == ["assert r1 is not None  # [UNI-14] within "
+                                           "available_size()"]
