@@ -236,21 +236,51 @@ def test_a_row_off_the_spec_on_a_page_a_copy_touched_is_UNI_6() -> None:
 
 # -- the tri-pool's float chain (UNI-14) -------------------------------------------------------
 class _RefusesPrealloc(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """Refuses every ``alloc_extend_swa_tail`` once ``refuse`` is set."""
+
+    refuse = False
+
     def alloc_extend_swa_tail(self, *args: Any, **kwargs: Any) -> Any:
-        return None
+        return None if self.refuse else super().alloc_extend_swa_tail(*args, **kwargs)
 
 
-def test_a_prealloc_refused_within_the_float_chains_room_is_UNI_14() -> None:
+def _refused_prealloc(ps: int, prefix: int, seq: int, tail: int) -> Any:
+    """A tri-pool executor's prealloc of ``seq`` tokens (the first ``prefix`` already allocated,
+    the last ``tail`` on the SWA side) that the target refuses: its failure, else its result."""
     tri = getattr(kvpool_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
     refuses = BrokenTriKvpool(_RefusesPrealloc, ("UNI-14",)).factory()
-    ex = UnifiedExecutor(UNIFIED.target(refuses, tri), Config(4, False))
+    ex = UnifiedExecutor(UNIFIED.target(refuses, tri), Config(ps, False))
     ex.create(1 << 16, False)
-    with pytest.raises(OracleFailure) as err:
-        ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[6], last_loc=[-1],
-                extend_num_tokens=6, swa_tail_len=2)
-    failure = err.value.failure
+    last = [-1]
+    if prefix:
+        first = ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[prefix],
+                        last_loc=[-1], extend_num_tokens=prefix, swa_tail_len=prefix)
+        last = [first[-1]]
+    ex.target.refuse = True
+    try:
+        return ex.call("alloc_extend_swa_tail", prefix_lens=[prefix], seq_lens=[seq],
+                       last_loc=last, extend_num_tokens=seq - prefix, swa_tail_len=tail)
+    except OracleFailure as err:
+        return err.failure
+
+
+@pytest.mark.parametrize("ps,prefix,seq,tail,full,swa", [
+    (4, 0, 6, 2, 2, 1), (4, 0, 6, 0, 2, 0), (4, 0, 6, 6, 2, 2), (4, 4, 13, 3, 3, 2),
+    (1, 0, 5, 2, 5, 2), (4, 0, 836, 0, 209, 0)])
+def test_a_prealloc_refused_within_the_float_chains_room_is_UNI_14(
+        ps: int, prefix: int, seq: int, tail: int, full: int, swa: int) -> None:
+    """The pages it needs: from the prefix's last page to the sequence's, on the SWA side from
+    the tail's first page (not before the prefix's end); every free virtual page id at most."""
+    failure = _refused_prealloc(ps, prefix, seq, tail)
     assert failure.clause == "UNI-14"
-    assert failure.detail == ("alloc_extend_swa_tail was refused within the float chain's "
-                              "room: 2 full and 1 SWA pages fit (the SWA float holds 0 holes)")
-    assert failure.trace.final_asserts == ["assert r1 is not None  # [UNI-14] within "
+    assert failure.detail == (f"alloc_extend_swa_tail was refused within the float chain's "
+                              f"room: {full} full and {swa} SWA pages fit (the SWA float holds "
+                              f"0 holes)")
+    index = 2 if prefix else 1
+    assert failure.trace.final_asserts == [f"assert r{index} is not None  # [UNI-14] within "
                                            "available_size()"]
+
+
+def test_a_prealloc_past_the_free_virtual_ids_may_be_refused() -> None:
+    """210 pages: the chain would hold them, but the pool has 209 virtual page ids free."""
+    assert _refused_prealloc(4, 0, 840, 0) is None
