@@ -90,10 +90,10 @@ def test_a_target_built_again_tracks_its_own_page_copies() -> None:
     ex = _executor(kvpool_unified)
     for _ in range(2):
         ex.create(1 << 16, False)
-        a = ex.call("alloc", need_size=8)
-        ex.call("alloc", need_size=8)
-        ex.call("free", free_index=a)  # eager compaction moves the later pages
-        assert ex.model is not None and ex.model.full.moves
+        a = ex.call("alloc", need_size=4)
+        ex.call("alloc", need_size=4)
+        ex.call("free", free_index=a)  # eager compaction moves the later page, on each side
+        assert ex.model is not None and len(ex.model.full.moves) == 1
     assert ex.events["compaction.move"] == 4 and ex.events["probe.census"] == 2
 
 
@@ -284,3 +284,67 @@ def test_a_prealloc_refused_within_the_float_chains_room_is_UNI_14(
 def test_a_prealloc_past_the_free_virtual_ids_may_be_refused() -> None:
     """210 pages: the chain would hold them, but the pool has 209 virtual page ids free."""
     assert _refused_prealloc(4, 0, 840, 0) is None
+
+
+# -- what each call counts and records ----------------------------------------------------------
+def test_each_call_counts_its_checks_and_events() -> None:
+    ex = _executor(kvpool_unified)
+    ex.create(1 << 16, True)
+    ex.note("custom")
+    ex.note("custom")
+    assert ex.events["custom"] == 2
+    a = ex.call("alloc", need_size=8)
+    ex.call("alloc", need_size=4)
+    assert ex.events["placement"] == 2 and ex.events["cap.byte_accounting"] == 3
+    assert ex.events["lazy.holes"] == 0
+    ex.call("free_swa", free_index=a[4:])  # a hole on the SWA side only
+    assert ex.model is not None and ex.model.swa.holes and not ex.model.full.holes
+    assert ex.events["lazy.holes"] == 1 and ex.events["placement"] == 3
+
+
+def test_a_tri_pool_counts_its_float_chain_checks() -> None:
+    tri = getattr(kvpool_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
+    ex = UnifiedExecutor(UNIFIED.target(kvpool_unified_tri, tri), Config(4, False))
+    ex.create(1 << 16, False)
+    ex.call("alloc", need_size=4)
+    assert ex.events["cap.float_chain"] == 2
+
+
+def test_a_rejected_call_records_the_available_size_before_it() -> None:
+    ex = _executor(kvpool_unified)
+    ex.create(1 << 16, False)
+    ex.call("alloc", need_size=4)
+    assert ex.call_bad("free", free_index=[999]) == "UNI-11"
+    assert ex.trace.steps[-1].available_after == 1016  # available_size(), not a side's view
+    assert ex.model is not None and ex.model.full_available_size() == 396
+
+
+class _ClearKeeps(UnifiedSWAAllocator):  # type: ignore[misc]
+    """Once ``keep`` is set, ``clear()`` keeps every page (UNI-12)."""
+
+    keep = False
+
+    def clear(self) -> None:
+        if not self.keep:
+            super().clear()
+
+
+def test_a_divergence_right_after_clear_is_UNI_12() -> None:
+    ex = _executor(_pool(_ClearKeeps))
+    ex.create(1 << 16, False)
+    ex.call("alloc", need_size=4)
+    ex.target.keep = True
+    with pytest.raises(OracleFailure) as err:
+        ex.call("clear")
+    failure = err.value.failure
+    assert failure.clause == "UNI-12"
+    assert failure.detail == "[UNI-7] after clear: available_size() is 1016, the spec says 1020"
+    assert failure.trace.final_asserts == ["assert a.available_size() == 1020  # [UNI-12]"]
+
+
+def test_a_long_field_is_shortened_to_160_characters() -> None:
+    from kvpool.oracle.families.unified.executor import _short
+
+    assert _short(list(range(10))) == repr(list(range(10)))
+    assert _short("x" * 158) == repr("x" * 158)  # 160 with its quotes
+    assert _short("x" * 159) == "'" + "x" * 156 + "..."
