@@ -432,3 +432,26 @@ def test_a_long_census_field_is_shortened_to_160_characters() -> None:
 
     assert _short(Shown(160)) == "x" * 160
     assert _short(Shown(161)) == "x" * 157 + "..."
+
+
+class _OverwritesLastResult(SWATokenToKVPoolAllocator):  # type: ignore[misc]
+    """Reuses the tensor it returned from one ``alloc`` at the next one (ALIAS-1)."""
+
+    def alloc(self, need_size: int) -> Any:
+        last = getattr(self, "last", None)
+        if last is not None:
+            last.fill_(-1)
+        self.last = super().alloc(need_size)
+        return self.last
+
+
+def test_a_result_the_target_changes_later_is_ALIAS_1_with_its_step_asserted() -> None:
+    ex = HybridExecutor(hybrid_target(_full_factory(_OverwritesLastResult)), Config(1, False))
+    ex.create(8, 8)
+    ex.call("alloc", need_size=2)  # held by the caller (step 1)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=2)
+    failure = err.value.failure
+    assert failure.clause == "ALIAS-1"
+    assert failure.detail == "the result of step 1 changed from [1, 2] to [-1, -1]"
+    assert failure.trace.final_asserts == ["assert r1.tolist() == [1, 2]  # ALIAS-1"]
