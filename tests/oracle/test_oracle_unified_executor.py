@@ -348,3 +348,38 @@ def test_a_long_field_is_shortened_to_160_characters() -> None:
     assert _short(list(range(10))) == repr(list(range(10)))
     assert _short("x" * 158) == repr("x" * 158)  # 160 with its quotes
     assert _short("x" * 159) == "'" + "x" * 156 + "..."
+
+
+# -- results ----------------------------------------------------------------------------------
+class _Reversed(UnifiedSWAAllocator):  # type: ignore[misc]
+    """``alloc`` returns its slots in reverse order."""
+
+    def alloc(self, need_size: int) -> Any:
+        out = super().alloc(need_size)
+        return None if out is None else out.flip(0)
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_result_out_of_order_is_UNI_8_in_both_compaction_modes(lazy: bool) -> None:
+    ex = _executor(_pool(_Reversed))
+    ex.create(1 << 16, lazy)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    failure = err.value.failure
+    assert failure.clause == "UNI-8"
+    assert failure.detail == "alloc returned [7, 6, 5, 4], the spec says [4, 5, 6, 7]"
+
+
+def test_a_call_without_a_result_clause_that_returns_one_is_UNI_8() -> None:
+    class FreeReturns(UnifiedSWAAllocator):  # type: ignore[misc]
+        def free(self, free_index: torch.Tensor) -> Any:
+            super().free(free_index)
+            return 0
+
+    ex = _executor(_pool(FreeReturns))
+    ex.create(1 << 16, False)
+    row = ex.call("alloc", need_size=4)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free", free_index=row)
+    assert err.value.failure.clause == "UNI-8"
+    assert err.value.failure.detail == "free returned 0, the spec says None"
