@@ -383,3 +383,19 @@ def test_a_call_without_a_result_clause_that_returns_one_is_UNI_8() -> None:
         ex.call("free", free_index=row)
     assert err.value.failure.clause == "UNI-8"
     assert err.value.failure.detail == "free returned 0, the spec says None"
+
+
+def test_an_exact_pool_refusing_what_the_spec_grants_is_UNI_8() -> None:
+    """Capacity is exact here: no refusal is a bound's to accept."""
+
+    class Refuses(UnifiedSWAAllocator):  # type: ignore[misc]
+        def alloc(self, need_size: int) -> Any:
+            return None
+
+    ex = _executor(_pool(Refuses))
+    ex.create(1 << 16, False)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    assert err.value.failure.clause == "UNI-8"
+    assert err.value.failure.detail == "alloc returned None, the spec says [4, 5, 6, 7]"
+    assert ex.events["bound.refused"] == 0
