@@ -234,6 +234,22 @@ def test_a_row_off_the_spec_on_a_page_a_copy_touched_is_UNI_6() -> None:
         ".tolist() == [2040, 2041, 2042, 2043, 2044, 2045, 2046, 2047]  # [UNI-6]"]
 
 
+def test_a_row_off_the_spec_is_UNI_4_where_the_calls_copy_touched_other_pages() -> None:
+    """Freeing virtual page 5 moves virtual page 16 into its place; virtual pages 1 and 2,
+    whose rows trade places, were touched by no copy."""
+    ex = _executor(_pool(_SwapsRows))
+    ex.create(1 << 16, False)
+    rows = [ex.call("alloc", need_size=4) for _ in range(16)]
+    ex.target.swap = "full"
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free", free_index=rows[4])
+    assert ex.model is not None and ex.model.full.moves[-1] == (496, 507)
+    failure = err.value.failure
+    assert failure.clause == "UNI-4"
+    assert failure.detail.endswith("(token 4 on row 2040, the spec's 2044; no page copy "
+                                   "touched its page)")
+
+
 # -- the tri-pool's float chain (UNI-14) -------------------------------------------------------
 class _RefusesPrealloc(UnifiedMambaSWAAllocator):  # type: ignore[misc]
     """Refuses every ``alloc_extend_swa_tail`` once ``refuse`` is set."""
