@@ -171,9 +171,11 @@ def test_a_census_problem_on_a_healthy_state_is_UNI_13() -> None:
 
 # -- eager placement: a row off the spec's page, moved or not (UNI-6 / UNI-4) ---------------------
 class _SwapsRows(UnifiedSWAAllocator):  # type: ignore[misc]
-    """Once ``swap`` is set, the first two live pages' rows trade places on one side."""
+    """Once ``swap`` is set, the first two live pages' rows trade places on one side (with
+    ``last`` set: the first and the last live page's)."""
 
     swap = ""
+    last = False
 
     def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
         out = super().translate_kv_indices_for_transfer(kv_indices)
@@ -187,7 +189,8 @@ class _SwapsRows(UnifiedSWAAllocator):  # type: ignore[misc]
         if len(rows) < 8:
             return rows
         rows = rows.clone()
-        rows[:4], rows[4:8] = rows[4:8].clone(), rows[:4].clone()
+        other = slice(len(rows) - 4, len(rows)) if self.last else slice(4, 8)
+        rows[:4], rows[other] = rows[other].clone(), rows[:4].clone()
         return rows
 
 
@@ -248,6 +251,20 @@ def test_a_row_off_the_spec_is_UNI_4_where_the_calls_copy_touched_other_pages() 
     assert failure.clause == "UNI-4"
     assert failure.detail.endswith("(token 4 on row 2040, the spec's 2044; no page copy "
                                    "touched its page)")
+
+
+def test_a_row_claiming_a_page_the_calls_copy_touched_is_UNI_6() -> None:
+    """Virtual page 1 (not moved) reads as the page virtual page 16 was just copied to."""
+    ex = _executor(_pool(_SwapsRows))
+    ex.create(1 << 16, False)
+    rows = [ex.call("alloc", need_size=4) for _ in range(16)]
+    ex.target.swap, ex.target.last = "full", True
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free", free_index=rows[4])
+    failure = err.value.failure
+    assert failure.clause == "UNI-6"
+    assert failure.detail.endswith("(token 4 on row 2028, the spec's 2044; a page copy of "
+                                   "this call touched its page)")
 
 
 # -- the tri-pool's float chain (UNI-14) -------------------------------------------------------
