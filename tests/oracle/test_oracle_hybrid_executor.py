@@ -455,3 +455,60 @@ def test_a_result_the_target_changes_later_is_ALIAS_1_with_its_step_asserted() -
     assert failure.clause == "ALIAS-1"
     assert failure.detail == "the result of step 1 changed from [1, 2] to [-1, -1]"
     assert failure.trace.final_asserts == ["assert r1.tolist() == [1, 2]  # ALIAS-1"]
+
+
+def test_a_wrong_capacity_answer_is_SWA_17_with_the_answer_asserted() -> None:
+    """The cache was asked for what the spec asks: the repro asserts the answer, not the
+    eviction requests."""
+
+    class Answers(SWATokenToKVPoolAllocator):  # type: ignore[misc]
+        def check_decode_capacity(self, *args: Any, **kwargs: Any) -> Any:
+            return not super().check_decode_capacity(*args, **kwargs)
+
+    ex = HybridExecutor(hybrid_target(_full_factory(Answers)), Config(1, False))
+    ex.create(8, 8)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("check_decode_capacity", num_tokens=2)
+    failure = err.value.failure
+    assert failure.clause == "SWA-17"
+    assert failure.trace.final_asserts == ["assert r1 == True"]
+
+
+class _EndChangesHeld(SWATokenToKVPoolAllocator):  # type: ignore[misc]
+    """``free_group_end`` overwrites the first result it handed out, and its full free census
+    lists page 0 from the second read after it on."""
+
+    def alloc(self, need_size: int) -> Any:
+        out = super().alloc(need_size)
+        self.first = getattr(self, "first", out)
+        return out
+
+    def free_group_end(self) -> None:
+        super().free_group_end()
+        self.first.fill_(-1)
+        full, count = self.full_attn_allocator, [0]
+        read = full.get_all_free_pages
+
+        def reads() -> torch.Tensor:
+            count[0] += 1
+            pages = read()
+            zero = torch.zeros(1, dtype=pages.dtype)
+            return pages if count[0] == 1 else torch.cat([zero, pages])
+
+        full.get_all_free_pages = reads
+
+
+def test_a_held_result_changed_at_a_group_end_after_an_overwrite_is_GROUP_3() -> None:
+    """The held result's change is the symptom; the caller's overwritten input, kept by the
+    group, the cause: the repro asserts no held result."""
+    ex = HybridExecutor(hybrid_target(_full_factory(_EndChangesHeld)), Config(1, False))
+    ex.create(8, 8)
+    ex.call("alloc", need_size=2)  # held (step 1)
+    second = ex.call("alloc", need_size=2)
+    ex.call("free_group_begin")
+    ex.call("free", free_index=second, clobber=True)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("free_group_end")
+    failure = err.value.failure
+    assert failure.clause == "GROUP-3" and "[ALIAS-1] the result of step 1" in failure.detail
+    assert failure.trace.final_asserts == []
