@@ -432,3 +432,38 @@ def test_an_exact_pool_refusing_what_the_spec_grants_is_UNI_8() -> None:
     assert err.value.failure.clause == "UNI-8"
     assert err.value.failure.detail == "alloc returned None, the spec says [4, 5, 6, 7]"
     assert ex.events["bound.refused"] == 0
+
+
+# -- hints ----------------------------------------------------------------------------------------
+class _DecodeReversed(UnifiedSWAAllocator):  # type: ignore[misc]
+    """``alloc_decode`` returns its rows' slots in reverse order (UNI-8)."""
+
+    def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
+                     last_loc: torch.Tensor) -> Any:
+        out = super().alloc_decode(seq_lens, seq_lens_cpu, last_loc)
+        return None if out is None else out.flip(0)
+
+
+@pytest.mark.parametrize("ps", [1, 4])
+def test_a_decode_that_diverges_at_page_size_1_hints_at_decode_ps1(ps: int) -> None:
+    ex = UnifiedExecutor(UNIFIED.target(_pool(_DecodeReversed), CAPS), Config(ps, False))
+    ex.create(1 << 16, False)
+    a, b = ex.call("alloc", need_size=ps), ex.call("alloc", need_size=ps)
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc_decode", seq_lens=[ps + 1, ps + 1], last_loc=[a[-1], b[-1]])
+    failure = err.value.failure
+    assert failure.clause == "UNI-8"
+    decode_hint = "if alloc_decode is not meant for page size 1: --declare decode_ps1=false"
+    assert (failure.hint == decode_hint) == (ps == 1)
+
+
+def test_a_state_that_differs_at_create_gets_no_decode_hint() -> None:
+    class OneShort(UnifiedSWAAllocator):  # type: ignore[misc]
+        def available_size(self) -> int:
+            return int(super().available_size()) - 1
+
+    with pytest.raises(OracleFailure) as err:
+        _executor(_pool(OneShort)).create(1 << 16, False)
+    failure = err.value.failure
+    assert failure.clause == "UNI-7" and failure.trace.failing_step == 0
+    assert failure.hint is None or "decode_ps1" not in failure.hint
