@@ -27,7 +27,7 @@ UNIFIED_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
 # the unified model's own tests (the rest of tests/spec does not import it)
 UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
     "", "_idle", "_reclaim", "_tail", "_state", "_bands", "_tables", "_state_end",
-    "_tri_refusals", "_mamba")),
+    "_tri_refusals", "_mamba", "_float_views")),
     "tests/impl/test_impl_unified_tri.py",
     "tests/formal/test_formal_z3_unified.py")
 DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane_rules.py",
