@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import torch
-from broken_unified_kvpool import BrokenKvpool
+from broken_unified_kvpool import BrokenKvpool, GroupDropsLastFree, LostMove, TransferPastTop
 from broken_unified_tri_kvpool import BrokenTriKvpool
 from kvpool.impl.unified_swa import UnifiedSWAAllocator
 from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
@@ -457,7 +457,7 @@ def test_a_decode_that_diverges_at_page_size_1_hints_at_decode_ps1(ps: int) -> N
     assert (failure.hint == decode_hint) == (ps == 1)
 
 
-def test_a_state_that_differs_at_create_gets_no_decode_hint() -> None:
+def test_a_state_that_differs_at_create_asserts_its_field_and_gets_no_decode_hint() -> None:
     class OneShort(UnifiedSWAAllocator):  # type: ignore[misc]
         def available_size(self) -> int:
             return int(super().available_size()) - 1
@@ -467,3 +467,106 @@ def test_a_state_that_differs_at_create_gets_no_decode_hint() -> None:
     failure = err.value.failure
     assert failure.clause == "UNI-7" and failure.trace.failing_step == 0
     assert failure.hint is None or "decode_ps1" not in failure.hint
+    # the census field alone (no census probe lines)
+    assert failure.trace.final_asserts == ["assert a.available_size() == 1020  # [UNI-7]"]
+
+
+# -- what a failure's repro asserts -----------------------------------------------------------
+def _failure_of(factory: Any, lazy: bool, calls: Any) -> Any:
+    ex = _executor(factory)
+    ex.create(1 << 16, lazy)
+    with pytest.raises(OracleFailure) as err:
+        calls(ex)
+    return err.value.failure
+
+
+def test_a_page_moved_without_a_copy_asserts_the_calls_answer() -> None:
+    """UNI-6 seen after a flush (no census field, no placement): the repro asserts what the
+    flush returned, and a free (no answer to assert) nothing."""
+
+    def then(last: str) -> Any:
+        def calls(ex: UnifiedExecutor) -> None:
+            a = ex.call("alloc", need_size=4)
+            ex.call("alloc", need_size=4)
+            ex.call("free", free_index=a)
+            if last:
+                ex.call(last)
+        return calls
+
+    lost = BrokenKvpool(LostMove, ("UNI-6",)).factory()
+    flushed = _failure_of(lost, True, then("flush_opportunistic"))
+    assert flushed.clause == "UNI-6"
+    assert flushed.detail == ("after flush_opportunistic: full virtual page 2 went from page "
+                              "510 to 511 without a copy")
+    assert flushed.trace.final_asserts == ["assert r4 == 2  # [UNI-6]"]
+    freed = _failure_of(lost, False, then(""))
+    assert freed.clause == "UNI-6" and freed.trace.final_asserts == []
+
+
+def test_a_translation_call_that_returns_other_rows_asserts_them() -> None:
+    def calls(ex: UnifiedExecutor) -> None:
+        ex.call("alloc", need_size=4)
+        ex.call("alloc", need_size=4)
+        ex.target.swap = "full"
+        ex.call("translate_kv_indices_for_transfer", kv_indices=[4, 5, 6, 7, 8, 9, 10, 11])
+
+    failure = _failure_of(_pool(_SwapsRows), False, calls)
+    assert failure.clause == "UNI-11"
+    assert failure.trace.final_asserts == [
+        "assert r3 is not None and r3.tolist() == [2044, 2045, 2046, 2047, 2040, 2041, 2042, "
+        "2043]"]
+
+
+def _group_then_end(ex: UnifiedExecutor) -> None:
+    a, b = ex.call("alloc", need_size=4), ex.call("alloc", need_size=4)
+    ex.call("alloc", need_size=4)
+    ex.call("free_group_begin")
+    ex.call("free", free_index=a)
+    ex.call("free", free_index=b)
+    ex.call("free_group_end")
+
+
+class _FreesNeighbour(UnifiedSWAAllocator):  # type: ignore[misc]
+    """A ``free`` that also frees the row set in ``extra`` (once)."""
+
+    extra: torch.Tensor | None = None
+
+    def free(self, free_index: torch.Tensor) -> None:
+        super().free(free_index)
+        extra, self.extra = self.extra, None
+        if extra is not None:
+            super().free(extra)
+
+
+def test_bindings_kept_or_lost_at_a_free_are_UNI_10_with_the_sides_bindings_asserted() -> None:
+    kept = _failure_of(BrokenKvpool(GroupDropsLastFree, ("UNI-10",)).factory(), True,
+                       _group_then_end)
+    assert kept.clause == "UNI-10"
+    assert kept.detail == ("after free_group_end: the full side still binds virtual pages [2] "
+                           "the spec released")
+    assert kept.trace.final_asserts == [
+        "from kvpool.oracle.families.unified.peer_state import state_of",
+        "assert sorted(state_of(a).sides['full'].bindings) == [3]  # [UNI-10]"]
+
+    def frees_two(ex: UnifiedExecutor) -> None:
+        a, b = ex.call("alloc", need_size=4), ex.call("alloc", need_size=4)
+        ex.target.extra = torch.tensor(b)
+        ex.call("free", free_index=a)
+
+    lost = _failure_of(_pool(_FreesNeighbour), True, frees_two)
+    assert lost.clause == "UNI-10"
+    assert lost.detail == "after free: the full side released virtual pages [2] the spec keeps"
+    assert lost.trace.final_asserts[-1] == (
+        "assert sorted(state_of(a).sides['full'].bindings) == [2]  # [UNI-10]")
+
+
+def test_a_row_past_the_sub_pool_asserts_the_placement() -> None:
+    def calls(ex: UnifiedExecutor) -> None:
+        ex.call("alloc", need_size=4)
+
+    failure = _failure_of(BrokenKvpool(TransferPastTop, ("UNI-1",)).factory(), False, calls)
+    assert failure.clause == "UNI-1"
+    [line] = failure.trace.final_asserts
+    assert line.startswith("assert problems_of(Geometry(page_size=4, ") and line.endswith(
+        "[1]) == []  # [UNI-1]")
+
