@@ -267,6 +267,24 @@ def test_a_row_claiming_a_page_the_calls_copy_touched_is_UNI_6() -> None:
                                    "this call touched its page)")
 
 
+def test_a_page_copy_of_an_earlier_call_does_not_count_as_this_calls() -> None:
+    """The free of the first request moved the second one's page (510 to 511); a later
+    allocation whose rows trade places with no copy of its own is UNI-4."""
+    ex = _executor(_pool(_SwapsRows))
+    ex.create(1 << 16, False)
+    first = ex.call("alloc", need_size=4)
+    ex.call("alloc", need_size=4)
+    ex.call("free", free_index=first)
+    assert ex.model is not None and ex.model.full.moves == [(510, 511)]
+    ex.call("alloc", need_size=4)
+    ex.target.swap = "full"
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    assert err.value.failure.clause == "UNI-4"
+    assert err.value.failure.detail.endswith("(token 8 on row 2040, the spec's 2044; no page "
+                                             "copy touched its page)")
+
+
 # -- the tri-pool's float chain (UNI-14) -------------------------------------------------------
 class _RefusesPrealloc(UnifiedMambaSWAAllocator):  # type: ignore[misc]
     """Refuses every ``alloc_extend_swa_tail`` once ``refuse`` is set."""
@@ -327,12 +345,15 @@ def test_each_call_counts_its_checks_and_events() -> None:
     ex.note("custom")
     assert ex.events["custom"] == 2
     a = ex.call("alloc", need_size=8)
+    assert ex.trace.steps[-1].available_after == 1012  # each step records the view after it
     ex.call("alloc", need_size=4)
     assert ex.events["placement"] == 2 and ex.events["cap.byte_accounting"] == 3
     assert ex.events["lazy.holes"] == 0
     ex.call("free_swa", free_index=a[4:])  # a hole on the SWA side only
     assert ex.model is not None and ex.model.swa.holes and not ex.model.full.holes
     assert ex.events["lazy.holes"] == 1 and ex.events["placement"] == 3
+    # the slot tensors go in the forms the target declares (int32, strided), call by call
+    assert ex.events["input.int32"] == 1 and ex.events["input.strided"] == 1
 
 
 def test_a_tri_pool_counts_its_float_chain_checks() -> None:
@@ -570,3 +591,16 @@ def test_a_row_past_the_sub_pool_asserts_the_placement() -> None:
     assert line.startswith("assert problems_of(Geometry(page_size=4, ") and line.endswith(
         "[1]) == []  # [UNI-1]")
 
+
+
+def test_a_result_in_another_dtype_is_UNI_8_with_the_dtype_asserted() -> None:
+    class Int32(UnifiedSWAAllocator):  # type: ignore[misc]
+        def alloc(self, need_size: int) -> Any:
+            out = super().alloc(need_size)
+            return None if out is None else out.to(torch.int32)
+
+    failure = _failure_of(_pool(Int32), False, lambda ex: ex.call("alloc", need_size=4))
+    assert failure.clause == "UNI-8"
+    assert failure.detail == "alloc returned a torch.int32 tensor; SGLang returns torch.int64"
+    assert failure.trace.final_asserts == [
+        "assert r1.dtype == torch.int64  # [UNI-8] SGLang's dtype"]
