@@ -604,3 +604,27 @@ def test_a_result_in_another_dtype_is_UNI_8_with_the_dtype_asserted() -> None:
     assert failure.detail == "alloc returned a torch.int32 tensor; SGLang returns torch.int64"
     assert failure.trace.final_asserts == [
         "assert r1.dtype == torch.int64  # [UNI-8] SGLang's dtype"]
+
+
+class _RefusesExtend(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """Refuses every ``alloc_extend`` once ``refuse`` is set."""
+
+    refuse = False
+
+    def alloc_extend(self, *args: Any, **kwargs: Any) -> Any:
+        return None if self.refuse else super().alloc_extend(*args, **kwargs)
+
+
+def test_a_tri_pool_refusal_it_did_not_promise_rolls_the_model_back() -> None:
+    """A bound, not an exact capacity: the refusal is taken (counted, nothing expected), and
+    the model hands out the same virtual ids next."""
+    tri = getattr(kvpool_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
+    refuses = BrokenTriKvpool(_RefusesExtend, ("UNI-8",)).factory()
+    ex = UnifiedExecutor(UNIFIED.target(refuses, tri), Config(4, False))
+    ex.create(1 << 16, False)
+    ex.target.refuse = True
+    assert ex.call("alloc_extend", prefix_lens=[0], seq_lens=[4], last_loc=[-1],
+                   extend_num_tokens=4) is None
+    assert ex.events["bound.refused"] == 1 and ex.trace.steps[-1].expect is None
+    ex.target.refuse = False
+    assert ex.call("alloc", need_size=4) == [8, 9, 10, 11]
