@@ -27,7 +27,8 @@ UNIFIED_ORACLE_TESTS = tuple(f"tests/oracle/test_oracle_{name}.py" for name in (
 # the unified model's own tests (the rest of tests/spec does not import it)
 UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
     "", "_idle", "_reclaim", "_tail", "_state", "_bands", "_tables", "_state_end",
-    "_tri_refusals", "_mamba", "_float_views")),
+    "_tri_refusals", "_mamba", "_float_views", "_tokens",
+    "_model_bounds")),
     "tests/impl/test_impl_unified_tri.py",
     "tests/formal/test_formal_z3_unified.py")
 DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane_rules.py",
@@ -76,6 +77,11 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "spec/unified_layout.py": UNIFIED_SPEC_TESTS,
     "spec/unified_state.py": UNIFIED_SPEC_TESTS,
     "spec/unified_tables.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_tokens.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_mamba.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_mamba_views.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_mamba_end.py": UNIFIED_SPEC_TESTS,
+    "spec/unified_mamba_frees.py": UNIFIED_SPEC_TESTS,
 }
 
 MARKERS = "not slow and not crosshair and not peers"
