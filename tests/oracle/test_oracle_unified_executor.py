@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 import torch
 from broken_unified_kvpool import BrokenKvpool, GroupDropsLastFree, LostMove, TransferPastTop
@@ -628,3 +629,32 @@ def test_a_tri_pool_refusal_it_did_not_promise_rolls_the_model_back() -> None:
     assert ex.events["bound.refused"] == 1 and ex.trace.steps[-1].expect is None
     ex.target.refuse = False
     assert ex.call("alloc", need_size=4) == [8, 9, 10, 11]
+
+
+class _BreaksHoles(UnifiedSWAAllocator):  # type: ignore[misc]
+    """Once ``breaks`` is set, ``alloc`` lists a live full page among the holes and returns
+    its slots in reverse order."""
+
+    breaks = False
+
+    def alloc(self, need_size: int) -> Any:
+        out = super().alloc(need_size)
+        if self.breaks:
+            self.full.holes = np.append(self.full.holes, self.full.v2p[1])
+            out = out.flip(0)
+        return out
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_a_broken_hole_bookkeeping_is_reported_before_the_result_it_causes(lazy: bool) -> None:
+    ex = _executor(_pool(_BreaksHoles))
+    ex.create(1 << 16, lazy)
+    ex.call("alloc", need_size=4)
+    ex.target.breaks = True
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    failure = err.value.failure
+    assert failure.clause == "UNI-5"
+    assert failure.detail == "after alloc: [full] holes on live pages: [511]"
+    assert failure.trace.final_asserts[-1] == (
+        "assert not hole_problems(state_of(a).sides['full'])  # UNI-5")
