@@ -286,6 +286,40 @@ def test_a_page_copy_of_an_earlier_call_does_not_count_as_this_calls() -> None:
                                              "copy touched its page)")
 
 
+class _CopiesOntoNewPage(UnifiedSWAAllocator):  # type: ignore[misc]
+    """Once ``shift`` is set, ``alloc`` copies page 500 onto page 510 (the one the new
+    request gets) and the newest request's full rows read one page lower."""
+
+    shift = False
+
+    def alloc(self, need_size: int) -> Any:
+        out = super().alloc(need_size)
+        if self.shift:
+            self.store.full_kv_pool.move_physical_pages(torch.tensor([510]), torch.tensor([500]))
+        return out
+
+    def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
+        out = super().translate_kv_indices_for_transfer(kv_indices)
+        if self.shift and len(out) >= 8:
+            out = out.clone()
+            out[-4:] -= 4
+        return out
+
+
+def test_a_new_row_off_the_page_a_copy_of_its_call_touched_is_UNI_6() -> None:
+    """The token is new (no page before), its row's page untouched: the spec's page, which
+    the call's copy wrote, makes it a move that went wrong."""
+    ex = _executor(_pool(_CopiesOntoNewPage))
+    ex.create(1 << 16, False)
+    ex.call("alloc", need_size=4)
+    ex.target.shift = True
+    with pytest.raises(OracleFailure) as err:
+        ex.call("alloc", need_size=4)
+    assert err.value.failure.clause == "UNI-6"
+    assert err.value.failure.detail.endswith("(token 8 on row 2036, the spec's 2040; a page "
+                                             "copy of this call touched its page)")
+
+
 # -- the tri-pool's float chain (UNI-14) -------------------------------------------------------
 class _RefusesPrealloc(UnifiedMambaSWAAllocator):  # type: ignore[misc]
     """Refuses every ``alloc_extend_swa_tail`` once ``refuse`` is set."""
