@@ -299,7 +299,7 @@ class _CopiesOntoNewPage(UnifiedSWAAllocator):  # type: ignore[misc]
         return out
 
     def translate_kv_indices_for_transfer(self, kv_indices: torch.Tensor) -> torch.Tensor:
-        out = super().translate_kv_indices_for_transfer(kv_indices)
+        out: torch.Tensor = super().translate_kv_indices_for_transfer(kv_indices)
         if self.shift and len(out) >= 8:
             out = out.clone()
             out[-4:] -= 4
