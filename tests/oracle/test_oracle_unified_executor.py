@@ -692,3 +692,23 @@ def test_a_broken_hole_bookkeeping_is_reported_before_the_result_it_causes(lazy:
     assert failure.detail == "after alloc: [full] holes on live pages: [511]"
     assert failure.trace.final_asserts[-1] == (
         "assert not hole_problems(state_of(a).sides['full'])  # UNI-5")
+
+
+def test_a_lazy_pool_that_compacts_at_once_is_UNI_5_against_the_models_holes() -> None:
+    """Its own bookkeeping is sound (an eager pool's); its span and holes are not the lazy
+    model's."""
+
+    def eager_always(**kwargs: Any) -> Any:
+        return kvpool_unified(**{**kwargs, "lazy": False})
+
+    def calls(ex: UnifiedExecutor) -> None:
+        a = ex.call("alloc", need_size=4)
+        ex.call("alloc", need_size=4)
+        ex.call("free", free_index=a)
+
+    failure = _failure_of(eager_always, True, calls)
+    assert failure.clause == "UNI-5"
+    assert failure.detail == ("after free: full sub-pool: span 1 page with 0 holes, the spec "
+                              "says 2 with 1")
+    assert failure.trace.final_asserts[-1] == (
+        "assert span_and_holes(state_of(a).sides['full']) == (2, 1)  # UNI-5")
