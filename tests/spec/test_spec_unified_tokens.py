@@ -37,6 +37,11 @@ def test_extend_continues_the_prefixs_page_then_takes_new_pages_in_order_UNI_8()
     assert ids == [40, 41, 42, 43, 44, 23, 48, 49, 37, 38, 39, 52, 53]
 
 
+def test_extend_needs_one_last_loc_per_request() -> None:
+    with pytest.raises(ValueError):
+        extend_token_ids([0, 4], [4, 8], [-1], [3, 5], 4)
+
+
 def test_extend_on_page_size_one_is_the_pages_in_order_UNI_8() -> None:
     assert extend_token_ids([0, 2], [2, 3], [-1, 5], [7, 3, 9], 1) == [7, 3, 9]
 
@@ -56,3 +61,8 @@ def test_decode_takes_new_pages_in_request_order_else_continues_UNI_8() -> None:
     # opens page 9 (row 36), position 6 continues 57
     assert decode_token_ids([1, 2, 5, 7], [-1, 40, 19, 56], [7, 9], 4) == [28, 41, 36, 57]
     assert decode_token_ids([3, 1], [8, 2], [6, 4], 1) == [6, 4]
+
+
+def test_decode_needs_one_last_loc_per_request() -> None:
+    with pytest.raises(ValueError):
+        decode_token_ids([1, 2], [-1], [7], 4)
