@@ -29,7 +29,7 @@ UNIFIED_SPEC_TESTS = (*(f"tests/spec/test_spec_unified{name}.py" for name in (
     "", "_idle", "_reclaim", "_tail", "_state", "_bands", "_tables", "_state_end",
     "_tri_refusals", "_mamba", "_float_views", "_tokens",
     "_model_bounds", "_mamba_arith",
-    "_mamba_releases")),
+    "_mamba_releases", "_mamba_bounds")),
     "tests/impl/test_impl_unified_tri.py",
     "tests/formal/test_formal_z3_unified.py")
 DATAPLANE_TESTS = ("tests/oracle/test_oracle_dataplane_rules.py",
