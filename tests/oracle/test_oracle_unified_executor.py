@@ -330,9 +330,11 @@ class _RefusesPrealloc(UnifiedMambaSWAAllocator):  # type: ignore[misc]
         return None if self.refuse else super().alloc_extend_swa_tail(*args, **kwargs)
 
 
-def _refused_prealloc(ps: int, prefix: int, seq: int, tail: int) -> Any:
+def _refused_prealloc(ps: int, prefix: int, seq: int, tail: int,
+                      prefix_tail: int | None = None) -> Any:
     """A tri-pool executor's prealloc of ``seq`` tokens (the first ``prefix`` already allocated,
-    the last ``tail`` on the SWA side) that the target refuses: its failure, else its result."""
+    by a prealloc whose last ``prefix_tail`` (default: all) are on the SWA side; the last
+    ``tail`` on the SWA side) that the target refuses: its failure, else its result."""
     tri = getattr(kvpool_unified_tri, "kvpool_unified_capabilities")  # noqa: B009
     refuses = BrokenTriKvpool(_RefusesPrealloc, ("UNI-14",)).factory()
     ex = UnifiedExecutor(UNIFIED.target(refuses, tri), Config(ps, False))
@@ -340,7 +342,8 @@ def _refused_prealloc(ps: int, prefix: int, seq: int, tail: int) -> Any:
     last = [-1]
     if prefix:
         first = ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[prefix],
-                        last_loc=[-1], extend_num_tokens=prefix, swa_tail_len=prefix)
+                        last_loc=[-1], extend_num_tokens=prefix,
+                        swa_tail_len=prefix if prefix_tail is None else prefix_tail)
         last = [first[-1]]
     ex.target.refuse = True
     try:
@@ -365,6 +368,14 @@ def test_a_prealloc_refused_within_the_float_chains_room_is_UNI_14(
     index = 2 if prefix else 1
     assert failure.trace.final_asserts == [f"assert r{index} is not None  # [UNI-14] within "
                                            "available_size()"]
+
+
+def test_a_prealloc_after_a_prefix_needs_only_the_pages_past_the_prefix() -> None:
+    """A 100-page prefix (no SWA pages) leaves 109 free virtual page ids and room for 110 full
+    pages; its continuation to 209 pages needs 109 more: within both, so a refusal is UNI-14."""
+    failure = _refused_prealloc(4, 400, 836, 0, prefix_tail=0)
+    assert failure.clause == "UNI-14"
+    assert "109 full and 0 SWA pages fit" in failure.detail
 
 
 def test_a_prealloc_past_the_free_virtual_ids_may_be_refused() -> None:
@@ -712,3 +723,41 @@ def test_a_lazy_pool_that_compacts_at_once_is_UNI_5_against_the_models_holes() -
                               "says 2 with 1")
     assert failure.trace.final_asserts[-1] == (
         "assert span_and_holes(state_of(a).sides['full']) == (2, 1)  # UNI-5")
+
+
+# -- the idle flush on the target's own placement (UNI-6) -------------------------------------
+class _NearHolesFirst(UnifiedSWAAllocator):  # type: ignore[misc]
+    """Lazy compaction that reuses the holes nearest each sub-pool's frontier first (SGLang
+    drains the farthest): other pages, equally valid, for the same virtual ids."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for pool in (self.full, self.swa):
+            pool.take = self._near_take(pool, pool.take)
+
+    @staticmethod
+    def _near_take(pool: Any, take: Any) -> Any:
+        def near(num_pages: int) -> np.ndarray:
+            holes = np.sort(pool.holes)
+            if not pool.lazy or not 0 < num_pages < len(holes):
+                return take(num_pages)  # type: ignore[no-any-return]
+            chosen = holes[-num_pages:] if pool.grows_up else holes[:num_pages]
+            pool.holes = holes[:-num_pages] if pool.grows_up else holes[num_pages:]
+            pool.last_run = None
+            return chosen  # type: ignore[no-any-return]
+        return near
+
+
+def test_the_idle_flush_is_judged_on_the_targets_own_placement() -> None:
+    """Two full holes, one at the frontier; an allocation reuses the other one on the target
+    (the model would reuse the far one): the target's flush then has a page to move where the
+    model's own placement would only absorb its frontier hole. Judged from the target's
+    placement, the flush is conformant."""
+    ex = _executor(_pool(_NearHolesFirst))
+    ex.create(1 << 16, True)
+    row = ex.call("alloc", need_size=24)  # six pages; page 0 of the row sits at full's frontier
+    ex.call("free", free_index=row[0:4] + row[12:16])  # holes: the frontier page and one more
+    ex.call("alloc", need_size=4)  # the target reuses the frontier hole
+    moved = ex.call("flush_opportunistic")
+    assert moved == 2  # one page moved on each side
+    assert ex.model is not None and ex.model.full.span_pages() == 6
