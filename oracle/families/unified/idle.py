@@ -25,14 +25,15 @@ from ..single.calls import plain_call
 __all__ = ["FLUSH_CALL", "adopt_placement"]
 
 
-def adopt_placement(model: UnifiedSWAModel, state: UnifiedState) -> None:
-    """Rebind the model's live pages, holes and frontiers to the target's (lazy compaction
-    only; under eager placement is fixed and left as is), when each side's live virtual pages
-    and span size agree with the model's; a side that disagrees is left for the checks to
-    report."""
+def adopt_placement(model: Any, state: UnifiedState, ends: tuple[str, ...] = ("full", "swa")
+                    ) -> None:
+    """Rebind the model's live pages, holes and frontiers on its ``ends`` (end pools named as
+    the snapshot's sides) to the target's (lazy compaction only; under eager placement is fixed
+    and left as is), where an end's live virtual pages and span size agree with the model's; an
+    end that disagrees is left for the checks to report."""
     if not model.lazy:
         return
-    for pool in (model.full, model.swa):
+    for pool in (getattr(model, name) for name in ends):
         side = state.sides[pool.name]
         bindings = {int(v): int(p) for v, p in side.bindings.items()}
         span = side.span_high - side.span_low

@@ -18,14 +18,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import torch
-from kvpool.spec.unified_state import UnifiedState
 
 from ...engine import callforms as forms
 from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
+from ..unified.idle import adopt_placement
 
-__all__ = ["REPRO_IMPORTS", "UNIFIED_MAMBA_CALLS", "UNIFIED_MAMBA_DTYPES", "adopt_placement"]
+__all__ = ["REPRO_IMPORTS", "UNIFIED_MAMBA_CALLS", "UNIFIED_MAMBA_DTYPES"]
 
 REPRO_IMPORTS = (
     "from kvpool.oracle.families.unified_mamba.peer import mamba_state_of",
@@ -33,28 +33,10 @@ REPRO_IMPORTS = (
     "from kvpool.oracle.families.unified_mamba.executor import bijection_problems")
 
 
-def adopt_placement(model: Any, state: UnifiedState) -> None:
-    """Rebind the lazy model's live pages, holes and frontiers on each end to the target's,
-    where that end's live virtual pages and span size agree with the model's (an end that
-    disagrees is left for the checks to report); nothing under eager compaction."""
-    if not model.lazy:
-        return
-    for pool in (model.full, model.state):
-        side = state.sides[pool.name]
-        bindings = {int(v): int(p) for v, p in side.bindings.items()}
-        if set(bindings) != set(pool.v2p) or side.span_high - side.span_low != pool.span_pages():
-            continue
-        pool.v2p = dict(bindings)
-        pool.p2v = {p: v for v, p in bindings.items()}
-        pool.content = dict(pool.p2v)
-        pool.holes = sorted(int(h) for h in side.holes)
-        pool.watermark = side.span_high if pool.grows_up else side.span_low - 1
-
-
 def _flush_spec(model: Any, args: Mapping[str, Any]) -> int:
     state = args.get("state")
     if state is not None:
-        adopt_placement(model, state)
+        adopt_placement(model, state, ("full", "state"))
     return int(model.flush_opportunistic())
 
 
