@@ -25,6 +25,7 @@ nothing to evict, is what every other call is handed.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from kvpool.spec import ContractViolation
@@ -190,6 +191,30 @@ def _translate(name: str, side: str) -> Call:
         checks=forms.slots_checks, slot_args=("kv_indices",))
 
 
+def token_calls(clause: str, alloc_source: Callable[[Args, str], list[str]]
+                ) -> tuple[Call, Call, Call]:
+    """``alloc``, ``alloc_extend`` and ``alloc_decode`` of a unified composite's token surface,
+    each judged (raise, order and result) under ``clause``; ``alloc_source``: the repro line
+    of an ``alloc``."""
+    return (
+        Call("alloc", "alloc", ("need_size",), spec=lambda m, a: m.alloc(a["need_size"]),
+             target=lambda x, a, dev: forms.no_inputs(x.alloc(a["need_size"])),
+             source=alloc_source, raise_clause=clause, order_clause=clause,
+             result_clause=clause, checks=forms.slots_checks),
+        Call("alloc_extend", "alloc",
+             ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
+             spec=lambda m, a: m.alloc_extend(a["prefix_lens"], a["seq_lens"], a["last_loc"]),
+             target=forms.extend_target, source=forms.extend_source, raise_clause=clause,
+             order_clause=clause, result_clause=clause, checks=forms.slots_checks,
+             slot_args=("last_loc",)),
+        Call("alloc_decode", "alloc", ("seq_lens", "last_loc"),
+             spec=lambda m, a: m.alloc_decode(a["seq_lens"], a["last_loc"]),
+             target=forms.decode_target, source=forms.decode_source, raise_clause=clause,
+             order_clause=clause, result_clause=clause, checks=forms.slots_checks,
+             slot_args=("last_loc",)),
+    )
+
+
 def _alloc_source(a: Args, var: str) -> list[str]:
     return [f"{var} = a.alloc({a['need_size']})"]
 
@@ -203,20 +228,7 @@ _TABLE = [
     Call("create", "state", ("total_bytes", "page_size", "lazy"),
          spec=forms.performed_by_executor, target=forms.performed_by_executor,
          source=_create_source, raise_clause="UNI-2", order_clause="UNI-2"),
-    Call("alloc", "alloc", ("need_size",), spec=lambda m, a: m.alloc(a["need_size"]),
-         target=lambda x, a, dev: forms.no_inputs(x.alloc(a["need_size"])),
-         source=_alloc_source, raise_clause="UNI-8", order_clause="UNI-8",
-         result_clause="UNI-8", checks=forms.slots_checks),
-    Call("alloc_extend", "alloc", ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
-         spec=lambda m, a: m.alloc_extend(a["prefix_lens"], a["seq_lens"], a["last_loc"]),
-         target=forms.extend_target, source=forms.extend_source, raise_clause="UNI-8",
-         order_clause="UNI-8", result_clause="UNI-8", checks=forms.slots_checks,
-         slot_args=("last_loc",)),
-    Call("alloc_decode", "alloc", ("seq_lens", "last_loc"),
-         spec=lambda m, a: m.alloc_decode(a["seq_lens"], a["last_loc"]),
-         target=forms.decode_target, source=forms.decode_source, raise_clause="UNI-8",
-         order_clause="UNI-8", result_clause="UNI-8", checks=forms.slots_checks,
-         slot_args=("last_loc",)),
+    *token_calls("UNI-8", _alloc_source),
     _free("free", "free"),
     _free("free_swa", "free_swa"),
     _free("free_full", "free"),

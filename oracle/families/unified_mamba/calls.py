@@ -23,6 +23,7 @@ from ...engine import callforms as forms
 from ...engine.call import Call
 from ...engine.callforms import Args
 from ..single.calls import free_call, plain_call
+from ..unified.calls import token_calls
 from ..unified.idle import adopt_placement
 
 __all__ = ["REPRO_IMPORTS", "UNIFIED_MAMBA_CALLS", "UNIFIED_MAMBA_DTYPES"]
@@ -82,21 +83,7 @@ _TABLE = [
     Call("create", "state", ("total_bytes", "page_size", "lazy"),
          spec=forms.performed_by_executor, target=forms.performed_by_executor,
          source=_create_source, raise_clause="UMB-1", order_clause="UMB-1"),
-    Call("alloc", "alloc", ("need_size",), spec=lambda m, a: m.alloc(a["need_size"]),
-         target=lambda x, a, dev: forms.no_inputs(x.alloc(a["need_size"])),
-         source=lambda a, var: [f"{var} = a.alloc({a['need_size']})"],
-         raise_clause="UMB-2", order_clause="UMB-2", result_clause="UMB-2",
-         checks=forms.slots_checks),
-    Call("alloc_extend", "alloc", ("prefix_lens", "seq_lens", "last_loc", "extend_num_tokens"),
-         spec=lambda m, a: m.alloc_extend(a["prefix_lens"], a["seq_lens"], a["last_loc"]),
-         target=forms.extend_target, source=forms.extend_source, raise_clause="UMB-2",
-         order_clause="UMB-2", result_clause="UMB-2", checks=forms.slots_checks,
-         slot_args=("last_loc",)),
-    Call("alloc_decode", "alloc", ("seq_lens", "last_loc"),
-         spec=lambda m, a: m.alloc_decode(a["seq_lens"], a["last_loc"]),
-         target=forms.decode_target, source=forms.decode_source, raise_clause="UMB-2",
-         order_clause="UMB-2", result_clause="UMB-2", checks=forms.slots_checks,
-         slot_args=("last_loc",)),
+    *token_calls("UMB-2", lambda a, var: [f"{var} = a.alloc({a['need_size']})"]),
     dataclasses.replace(free_call("free", "UMB-8"), order_clause="UMB-2"),
     Call("free_segment", "free", ("free_index", "start_pos"),
          spec=lambda m, a: m.free_segment(a["free_index"], a["start_pos"]),
