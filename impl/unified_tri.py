@@ -24,8 +24,9 @@ from kvpool.spec.unified_state import SubPoolState, UnifiedState
 
 from .unified_end import EndSubPool
 from .unified_frees import host_ids
+from .unified_mamba_views import MambaEndView
 from .unified_slots import set_state_slots, take_state_slots
-from .unified_store import DEFAULT_LAYOUT, SideLayout
+from .unified_store import DEFAULT_LAYOUT, SideLayout, page_mover
 from .unified_swa import UnifiedSWAAllocator
 from .unified_tri_float import FloatSubPool
 from .unified_tri_gate import TriCapacityGate
@@ -56,6 +57,14 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
 
     Args: as :class:`~.unified_swa.UnifiedSWAAllocator`, and
         state_bytes: bytes of one state slot (every Mamba layer's conv and temporal state).
+        state_store: an external owner of the state slots' bytes (SGLang's
+            ``UnifiedMambaPool``): every state slot copy runs through its
+            ``move_physical_pages(dst, src, 1)``; default: :class:`StatePages` over the byte
+            store's buffer.
+
+    Attributes:
+        mamba_allocator: the state end as SGLang's request pool drives it
+            (:class:`~.unified_mamba_views.MambaEndView`).
 
     Raises:
         ContractViolation: ``UNI-2`` when a member has no allocatable page above the sink.
@@ -66,20 +75,28 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
                  swa_layout: SideLayout = DEFAULT_LAYOUT, state_bytes: int = DEFAULT_STATE_BYTES,
                  lazy: bool = False, full_max_total_num_tokens: int | None = None,
                  swa_max_total_num_tokens: int | None = None, device: str = "cpu",
-                 checked: bool = True, need_sort: bool = False) -> None:
+                 checked: bool = True, need_sort: bool = False, kv_store: Any = None,
+                 state_store: Any = None) -> None:
         self.state_bytes = state_bytes
         super().__init__(total_bytes, page_size, full_layout=full_layout, swa_layout=swa_layout,
                          lazy=lazy, full_max_total_num_tokens=full_max_total_num_tokens,
                          swa_max_total_num_tokens=swa_max_total_num_tokens, device=device,
-                         checked=checked, state_entry_bytes=state_bytes)
-        self.state_kv = StatePages(self.store.raw, state_bytes)
-        pages = self.state_kv.num_pages
+                         checked=checked, kv_store=kv_store, state_entry_bytes=state_bytes)
+        self.state_kv = (StatePages(self.store.raw, state_bytes) if state_store is None
+                         else state_store)
+        pages = ul.num_pages(total_bytes, state_bytes, 1)
         min_page = ul.min_page_index(self.floor_bytes, state_bytes, 1)
         if pages <= min_page:
             raise ContractViolation("UNI-2", f"state: {pages} slots, none above the sink")
         self.state = EndSubPool("state", True, min_page, pages, state_bytes, pages, lazy,
-                                self._mover(self.state_kv))
+                                page_mover(self.state_kv, self.device, 1))
         self.free_state = np.arange(min_page, pages, dtype=np.int64)
+        self.mamba_allocator = MambaEndView(self)
+
+    @property
+    def size_mamba(self) -> int:
+        """State slots of the buffer less the sink slots."""
+        return self.state.num_pages - self.state.min_page
 
     def _swa_pool(self, min_page: int, num_pages: int, page_bytes: int, num_virtual: int,
                   lazy: bool, mover: Any) -> FloatSubPool:
@@ -94,10 +111,14 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
     def clear(self) -> None:
         """Back to empty (``UNI-12``): every member, the state slots too."""
         super().clear()
-        state = getattr(self, "state", None)
-        if state is not None:
-            state.clear()
-            self.free_state = np.arange(state.min_page, state.num_pages, dtype=np.int64)
+        if getattr(self, "state", None) is not None:
+            self.clear_state_slots()
+
+    def clear_state_slots(self) -> None:
+        """Every state slot free, no hole (SGLang's state-end ``clear``); the token members
+        are left as they are."""
+        self.state.clear()
+        self.free_state = np.arange(self.state.min_page, self.state.num_pages, dtype=np.int64)
 
     def _reserve(self, num_pages: int, swa_pages: int) -> np.ndarray | None:
         if num_pages > len(self.free_virtual):

@@ -23,6 +23,7 @@ from kvpool.spec.unified_float import (
     capacity_views,
     fits_on_chain,
     state_available_slots,
+    state_schedulable_slots,
 )
 
 from .unified_end import EndSubPool
@@ -106,6 +107,11 @@ class TriCapacityGate:
         """State slots the state end takes now (``UNI-16``): its gap up to the float (or full
         through an empty float) within its index room, plus its holes under lazy compaction."""
         return int(state_available_slots(self.float_chain()))
+
+    def state_schedulable_size(self) -> int:
+        """State slots after an urgent flush of the growth-side neighbour (``UNI-16``): full's
+        drainable holes credited through an empty float, else :meth:`state_available_size`."""
+        return int(state_schedulable_slots(self.float_chain()))
 
     # -- the gate --
 

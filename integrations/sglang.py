@@ -18,8 +18,9 @@ assignable ``debug_mode``, which runs SGLang 0.5.23's debug asserts at the same 
 
 Switching SGLang to kvpool (:func:`install`) replaces the token, paged and hybrid (SWA) classes
 where SGLang constructs its allocators (``sglang.srt.mem_cache.kv_cache_configurator``) and the
-unified full + SWA composite (:mod:`kvpool.integrations.sglang_unified`) where SGLang's
-unified-memory-pool factory imports it; the unified tri-pool keeps SGLang's own. Call it
+unified full + SWA composite (:mod:`kvpool.integrations.sglang_unified`) and tri-pool
+(:mod:`kvpool.integrations.sglang_unified_tri`) where SGLang's unified-memory-pool factories
+import them. Call it
 at the top level of the launch script, before the engine starts, so that SGLang's spawned
 scheduler processes, which re-import the main module, run it too. Importing this module imports
 SGLang.
@@ -49,6 +50,7 @@ from .sglang_classes import (
 from .sglang_debug import ContractAssertionError
 from .sglang_hybrid import SWATokenToKVPoolAllocator
 from .sglang_unified import UnifiedSWATokenToKVPoolAllocator
+from .sglang_unified_tri import UnifiedMambaSWATokenToKVPoolAllocator
 
 __all__ = [
     "KVPOOL_OWNS",
@@ -57,6 +59,7 @@ __all__ = [
     "PagedTokenToKVPoolAllocator",
     "SWATokenToKVPoolAllocator",
     "TokenToKVPoolAllocator",
+    "UnifiedMambaSWATokenToKVPoolAllocator",
     "UnifiedSWATokenToKVPoolAllocator",
     "UnsupportedSGLangVersion",
     "check_sglang",
@@ -68,8 +71,9 @@ __all__ = [
     "using_kvpool",
 ]
 
-# Where SGLang's unified-memory-pool factory (``init_unified_swa_pools``) finds its composite:
-# it imports the class from this module when it builds the pools.
+# Where SGLang's unified-memory-pool factories (``init_unified_swa_pools``,
+# ``init_unified_mamba_swa_pools``) find their composites: they import the classes from this
+# module when they build the pools.
 UNIFIED_CONSTRUCTION_MODULE = "sglang.srt.mem_cache.allocator.unified_hybrid_swa"
 
 _saved: dict[tuple[str, str], Any] = {}
@@ -81,17 +85,21 @@ def _replaced() -> dict[tuple[str, str], type]:
             (CONSTRUCTION_MODULE, "PagedTokenToKVPoolAllocator"): PagedTokenToKVPoolAllocator,
             (CONSTRUCTION_MODULE, "SWATokenToKVPoolAllocator"): SWATokenToKVPoolAllocator,
             (UNIFIED_CONSTRUCTION_MODULE, "UnifiedSWATokenToKVPoolAllocator"):
-                UnifiedSWATokenToKVPoolAllocator}
+                UnifiedSWATokenToKVPoolAllocator,
+            (UNIFIED_CONSTRUCTION_MODULE, "UnifiedMambaSWATokenToKVPoolAllocator"):
+                UnifiedMambaSWATokenToKVPoolAllocator}
 
 
 def install() -> None:
     """Make SGLang construct kvpool's allocators (idempotent).
 
     Replaces ``TokenToKVPoolAllocator``, ``PagedTokenToKVPoolAllocator`` and (hybrid SWA models)
-    ``SWATokenToKVPoolAllocator`` in SGLang's construction module, and (the unified memory
-    pool, full + SWA) ``UnifiedSWATokenToKVPoolAllocator`` where ``init_unified_swa_pools``
-    imports it; the other composites keep SGLang's own: pure-SWA, HiSparse, Mamba, and the
-    unified tri-pool (full + SWA + Mamba, ``UnifiedMambaSWATokenToKVPoolAllocator``).
+    ``SWATokenToKVPoolAllocator`` in SGLang's construction module, and the unified memory
+    pools ``UnifiedSWATokenToKVPoolAllocator`` (full + SWA) and
+    ``UnifiedMambaSWATokenToKVPoolAllocator`` (the tri-pool: full + SWA + Mamba state) where
+    ``init_unified_swa_pools`` / ``init_unified_mamba_swa_pools`` import them; the other
+    composites keep SGLang's own: pure-SWA, HiSparse, Mamba slots, and the unified full + Mamba
+    pool (``UnifiedMambaTokenToKVPoolAllocator``).
     """
     for (module_name, name), cls in _replaced().items():
         module = importlib.import_module(module_name)

@@ -36,8 +36,8 @@ from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
     UnifiedSWATokenToKVPoolAllocator as _SglangUnified,
 )
 
-__all__ = ["NOT_SERVED", "SGLANG_UNIFIED_HOOKS", "SideTranslator",
-           "UnifiedSWATokenToKVPoolAllocator"]
+__all__ = ["NOT_SERVED", "SGLANG_UNIFIED_HOOKS", "SGLangUnifiedSurface", "SideTranslator",
+           "UnifiedSWATokenToKVPoolAllocator", "sglang_hook", "sglang_layouts"]
 
 # SGLang's hooks of its unified composite that read only the composite's public views.
 SGLANG_UNIFIED_HOOKS: frozenset[str] = frozenset({
@@ -127,69 +127,81 @@ class SideTranslator:
         return int(self.allocator.full_available_size())
 
 
-def _sglang_hook(name: str) -> Any:
-    for source in (_SglangUnified, _SglangUnifiedBase, _SglangSWA):
+def sglang_hook(name: str, *sources: type) -> Any:
+    """SGLang's function ``name`` from the first of ``sources`` (default: its full + SWA
+    composite, the unified base, the static SWA allocator) that defines it."""
+    for source in sources or (_SglangUnified, _SglangUnifiedBase, _SglangSWA):
         if name in vars(source):
             return vars(source)[name]
     raise AttributeError(name)
 
 
-class UnifiedSWATokenToKVPoolAllocator(UnifiedSWAAllocator, _Base):  # type: ignore[misc]
-    """SGLang's ``UnifiedSWATokenToKVPoolAllocator`` on kvpool's unified pool (same
-    signature; module docstring). ``checked`` (kvpool's id validation) is off unless asked for.
+def sglang_layouts(unified_buffer: Any, names: tuple[str, ...] = ("full", "swa")
+                   ) -> dict[str, SideLayout]:
+    """kvpool's layout of each token sub-pool of SGLang's ``UnifiedKVPool``: one layer of its
+    entry bytes (32-byte aligned).
 
     Raises:
-        ValueError: one of the two legacy capacities given without the other (as SGLang), or
-            SGLang's pool places a sub-pool's pages other than kvpool's geometry (a fused draft
-            region).
+        ValueError: an entry that is not 32-byte aligned.
     """
+    layouts = {}
+    for name in names:
+        entry = int(unified_buffer.spec(name).entry_bytes())
+        layouts[name] = SideLayout(layer_num=1, head_num=1, head_dim=entry // 4)
+        if layouts[name].entry_bytes != entry:
+            raise ValueError(f"SGLang's {name} entries of {entry} bytes are not 32-byte aligned")
+    return layouts
 
-    _swa_req_ring = False  # SGLang's SWA request ring is not used by the unified pool
-    _swa_ring_cost = 0
 
-    def __init__(self, *, unified_buffer: Any, kvcache: Any, device: str,
-                 full_max_total_num_tokens: int | None = None,
-                 swa_max_total_num_tokens: int | None = None, page_size: int = 1,
-                 need_sort: bool = False, forward_stream: Any = None,
-                 lazy_compaction: bool = False, checked: bool = False) -> None:
-        if (full_max_total_num_tokens is None) != (swa_max_total_num_tokens is None):
-            raise ValueError("full_max_total_num_tokens and swa_max_total_num_tokens must "
-                             "either both be set or both be omitted")
-        layouts = {}
-        for name in ("full", "swa"):  # a layout of SGLang's entry bytes (32-byte aligned)
-            entry = int(unified_buffer.spec(name).entry_bytes())
-            layouts[name] = SideLayout(layer_num=1, head_num=1, head_dim=entry // 4)
-            if layouts[name].entry_bytes != entry:
-                raise ValueError(f"SGLang's {name} entries of {entry} bytes are not 32-byte "
-                                 "aligned")
-        super().__init__(unified_buffer.total_bytes, page_size, full_layout=layouts["full"],
-                         swa_layout=layouts["swa"], lazy=lazy_compaction,
-                         full_max_total_num_tokens=full_max_total_num_tokens,
-                         swa_max_total_num_tokens=swa_max_total_num_tokens, device=device,
-                         checked=checked, need_sort=need_sort, kv_store=kvcache)
+class SGLangUnifiedSurface:
+    """What kvpool's unified pools (full + SWA, and the tri-pool) add to sit in SGLang: the
+    wiring to SGLang's ``UnifiedSWAKVPool`` (:meth:`_attach_sglang`), the page tables SGLang's
+    index translator reads, forward events, and SGLang's views over kvpool's state. Mixed in
+    before the kvpool allocator class."""
+
+    full: EndSubPool
+    swa: Any
+    store: Any
+    page_size: int
+    device: torch.device
+    full_max_tokens: int
+    swa_max_tokens: int
+    translate_kv_loc: Any
+    full_available_size: Any
+    swa_available_size: Any
+
+    def _attach_sglang(self, unified_buffer: Any, kvcache: Any, need_sort: bool,
+                       swa_cap_given: bool) -> None:
+        """Check kvpool's geometry against SGLang's pool, then wire SGLang's pool to kvpool:
+        its sub-allocators (:class:`SideTranslator`), host capacities and host-transfer
+        translation.
+
+        Raises:
+            ValueError: SGLang places a sub-pool's pages other than kvpool's geometry.
+        """
+        ps = self.page_size
         for name, pool in (("full", self.full), ("swa", self.swa)):
-            if (unified_buffer.max_slots(name) // page_size != pool.num_pages
-                    or unified_buffer.min_slot_index(name) // page_size != pool.min_page):
+            # SGLang's first page: the sink's slots rounded up to whole pages
+            if (unified_buffer.max_slots(name) // ps != pool.num_pages
+                    or -(-unified_buffer.min_slot_index(name) // ps) != pool.min_page):
                 raise ValueError(f"SGLang's {name} sub-pool: {unified_buffer.max_slots(name)} "
                                  f"slots from {unified_buffer.min_slot_index(name)}, kvpool's "
                                  f"{pool.num_pages} pages from {pool.min_page}")
-        if swa_max_total_num_tokens is None:  # SGLang: the SWA side also bounded by the ids
-            caps = vars(self)
-            self.swa_max_tokens = min(int(caps["swa_max_tokens"]), int(caps["full_max_tokens"]))
+        if not swa_cap_given:  # SGLang: the SWA side also bounded by the ids
+            self.swa_max_tokens = min(self.swa_max_tokens, self.full_max_tokens)
         self.unified_buffer, self._kvcache, self.need_sort = unified_buffer, kvcache, need_sort
         self.external_store = cast(ExternalKVStore, self.store)  # built over kvcache
         self.dtype = unified_buffer.mha_spec("full").store_dtype
-        self.full_attn_allocator = SideTranslator(self, self.full, swa=False)
-        self.swa_attn_allocator = SideTranslator(self, self.swa, swa=True)
+        owner = cast(UnifiedSWAAllocator, self)
+        self.full_attn_allocator = SideTranslator(owner, self.full, swa=False)
+        self.swa_attn_allocator = SideTranslator(owner, self.swa, swa=True)
         kvcache.attach_allocators(full_allocator=self.full_attn_allocator,
                                   swa_allocator=self.swa_attn_allocator)
-        for name, pool, tokens in (("full", kvcache.full_kv_pool, self.full_max_tokens),
-                                   ("swa", kvcache.swa_kv_pool, self.swa_max_tokens)):
+        for name, tokens in (("full", self.full_max_tokens), ("swa", self.swa_max_tokens)):
+            pool = getattr(kvcache, f"{name}_kv_pool")
             pool.host_capacity_tokens = tokens
             pool.host_capacity_bytes = tokens * unified_buffer.spec(name).entry_bytes()
         kvcache.full_kv_pool.host_transfer_translate = self.translate_kv_loc
-        self.free_pages = torch.empty(0, dtype=torch.int64, device=device)  # SGLang's leak
-        self.release_pages = torch.empty(0, dtype=torch.int64, device=device)  # checker's
 
     def get_kvcache(self) -> Any:
         """SGLang's ``UnifiedSWAKVPool`` this pool drives."""
@@ -284,6 +296,39 @@ class UnifiedSWATokenToKVPoolAllocator(UnifiedSWAAllocator, _Base):  # type: ign
     def current_swa_capacity(self) -> int:
         return int(self.swa_available_size() + self.swa.live * self.page_size)
 
+class UnifiedSWATokenToKVPoolAllocator(
+        SGLangUnifiedSurface, UnifiedSWAAllocator, _Base):  # type: ignore[misc]
+    """SGLang's ``UnifiedSWATokenToKVPoolAllocator`` on kvpool's unified pool (same
+    signature; module docstring). ``checked`` (kvpool's id validation) is off unless asked for.
+
+    Raises:
+        ValueError: one of the two legacy capacities given without the other (as SGLang), or
+            SGLang's pool places a sub-pool's pages other than kvpool's geometry (a fused draft
+            region).
+    """
+
+    _swa_req_ring = False  # SGLang's SWA request ring is not used by the unified pool
+    _swa_ring_cost = 0
+
+    def __init__(self, *, unified_buffer: Any, kvcache: Any, device: str,
+                 full_max_total_num_tokens: int | None = None,
+                 swa_max_total_num_tokens: int | None = None, page_size: int = 1,
+                 need_sort: bool = False, forward_stream: Any = None,
+                 lazy_compaction: bool = False, checked: bool = False) -> None:
+        if (full_max_total_num_tokens is None) != (swa_max_total_num_tokens is None):
+            raise ValueError("full_max_total_num_tokens and swa_max_total_num_tokens must "
+                             "either both be set or both be omitted")
+        layouts = sglang_layouts(unified_buffer)
+        super().__init__(unified_buffer.total_bytes, page_size, full_layout=layouts["full"],
+                         swa_layout=layouts["swa"], lazy=lazy_compaction,
+                         full_max_total_num_tokens=full_max_total_num_tokens,
+                         swa_max_total_num_tokens=swa_max_total_num_tokens, device=device,
+                         checked=checked, need_sort=need_sort, kv_store=kvcache)
+        self._attach_sglang(unified_buffer, kvcache, need_sort,
+                            swa_max_total_num_tokens is not None)
+        self.free_pages = torch.empty(0, dtype=torch.int64, device=device)  # SGLang's leak
+        self.release_pages = torch.empty(0, dtype=torch.int64, device=device)  # checker's
+
     def reclaim_plan(self, full_tokens: int, swa_tokens: int, *,
                      full_evictable_tokens: int = 0, swa_evictable_tokens: int = 0,
                      empty_pool: bool = False, prefer_swa: bool = False
@@ -332,6 +377,6 @@ def _least(high: int, predicate: Any) -> int:
 
 
 for _name in SGLANG_UNIFIED_HOOKS:
-    setattr(UnifiedSWATokenToKVPoolAllocator, _name, _sglang_hook(_name))
+    setattr(UnifiedSWATokenToKVPoolAllocator, _name, sglang_hook(_name))
 
 _SglangUnifiedBase.register(UnifiedSWATokenToKVPoolAllocator)

@@ -14,7 +14,7 @@ Pure functions on ints and a frozen snapshot (:class:`FloatChain`); no tensors.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import unified_layout as ul
 
@@ -173,6 +173,18 @@ def state_available_slots(c: FloatChain) -> int:
     gap_slots = max(0, above - c.state_high_byte) // m.page_bytes
     span = c.state_high_byte // m.page_bytes - m.min_page
     return min(gap_slots, max(0, m.num_pages - m.min_page - span)) + c.state_holes
+
+
+def state_schedulable_slots(c: FloatChain) -> int:
+    """The state end's schedulable slots (``UNI-16``; SGLang's
+    ``mamba_allocator.schedulable_available_size()``): :func:`state_available_slots` with the
+    gap credited with the bytes an urgent flush of its growth-side neighbour releases. That
+    neighbour is full through an empty float (its holes, when it drains: lazy, no move gate
+    closed); a float never drains on a flush, so with one in between nothing is credited."""
+    if not (c.transparent and c.full_drains):
+        return state_available_slots(c)
+    credit = c.full_holes * c.full.page_bytes
+    return state_available_slots(replace(c, full_low_byte=c.full_low_byte + credit))
 
 
 def capacity_views(c: FloatChain) -> dict[str, int]:

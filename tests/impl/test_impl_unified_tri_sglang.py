@@ -3,15 +3,14 @@
 Both built with the geometry of SGLang's tri-pool fixture (``build_tri_pool``; kvpool's by
 ``kvpool_unified_tri``) and driven by the same random call sequences (:mod:`unified_driver`, with
 state slots taken and released on the state end as a request pool does): every result and
-refusal, the five capacity views and the state end's, both translations of every live token,
-every member's span, holes and bindings, the page copies each issues (both stores'
-``move_physical_pages`` wrapped) and the census agree after every call; so do they under
-pressure (:func:`pressure`: allocations past ``available_size()``, where the gate moves the
-float). The sequences avoid
-what SGLang departs from the contract on (as ``test_impl_unified_sglang`` does: ascending frees,
-no ``alloc_decode`` at page size 1, no free group at page size 1 under lazy compaction) and
-send no ``evict_to_free_tokens`` (the tri-pool's takes no SWA demand). Skipped where SGLang is
-not installed.
+refusal, the five capacity views and the state end's two (available, schedulable), both
+translations of every live token, every member's span, holes and bindings, the page copies
+each issues (both stores' ``move_physical_pages`` wrapped) and the census agree after every
+call; so do they under pressure (:func:`pressure`: allocations past ``available_size()``,
+where the gate moves the float). The sequences avoid what SGLang departs from the contract on
+(as ``test_impl_unified_sglang`` does: ascending frees, no ``alloc_decode`` at page size 1, no
+free group at page size 1 under lazy compaction) and send no ``evict_to_free_tokens`` (the
+tri-pool's takes no SWA demand). Skipped where SGLang is not installed.
 """
 
 from __future__ import annotations
@@ -40,16 +39,17 @@ def pair(ps: int, lazy: bool, build: Any = kvpool_unified_tri) -> tuple[Any, Any
             build(total_bytes=0, page_size=ps, lazy=lazy))
 
 
-def state_available(a: Any) -> int:
-    ma = getattr(a, "mamba_allocator", None)
-    return int(ma.available_size()) if ma is not None else int(a.state_available_size())
+def state_views(a: Any) -> tuple[int, int]:
+    """The state end's available and schedulable slots, read through ``mamba_allocator``."""
+    end = a.mamba_allocator
+    return int(end.available_size()), int(end.schedulable_available_size())
 
 
 def views(a: Any, ids: list[int]) -> tuple[Any, ...]:
     x = torch.tensor(ids, dtype=torch.int64)
     rows = ((a.translate_kv_indices_for_transfer(x).tolist(),
              a.translate_loc_from_full_to_swa(x).tolist()) if ids else ([], []))
-    return (*(int(getattr(a, v)()) for v in VIEWS), state_available(a), *rows)
+    return (*(int(getattr(a, v)()) for v in VIEWS), *state_views(a), *rows)
 
 
 def run(seed: int, ps: int, lazy: bool, steps: int, build: Any = kvpool_unified_tri) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import torch
+from served import assert_serves_sglangs_surface
 
 pytestmark = pytest.mark.peers
 
@@ -123,21 +124,9 @@ def test_every_public_attribute_of_sglangs_composite_is_served(parts: Any) -> No
     """All but ``NOT_SERVED``, which no SGLang code outside its allocator package reads; the
     page tables SGLang's index translator reads are kvpool's (its read kernel clamps an unbound
     entry to the sink, as SGLang's composite binds virtual page 0 to it)."""
-    import pathlib
-    import re
-
-    import sglang.srt
-
     theirs = parts.un.unified_allocator_factory(kvpool=False, lazy=True)(256, 16)
     mine = parts.un.unified_allocator_factory(kvpool=True, lazy=True)(256, 16)
-    public = {n for n in dir(type(theirs)) if not n.startswith("_")}
-    assert {n for n in public if not hasattr(mine, n)} == parts.ku.NOT_SERVED
-    root = pathlib.Path(next(iter(sglang.srt.__path__)))
-    for path in root.rglob("*.py"):
-        if "allocator" not in path.parts:
-            text = path.read_text(errors="replace")
-            for name in parts.ku.NOT_SERVED:
-                assert not re.search(rf"\.{name}\b", text), (name, path)
+    assert_serves_sglangs_surface(theirs, mine, parts.ku.NOT_SERVED)
     for alloc in (theirs, mine):
         x = alloc.alloc(64)
         alloc.free(x[:32])

@@ -22,6 +22,7 @@ from kvpool.spec.unified_float import (
     schedulable_full_tokens,
     schedulable_swa_tokens,
     state_available_slots,
+    state_schedulable_slots,
 )
 
 PS = 2
@@ -237,3 +238,16 @@ def test_drainable_state_holes_count_only_within_the_floats_index_space_UNI_14()
     assert schedulable_full_tokens(c) == 6
     # nothing fits without moving a page; the state end's 2 holes are its only slots
     assert joint_available_tokens(c) == 0 and state_available_slots(c) == 2
+
+
+def test_the_schedulable_state_view_credits_fulls_drainable_holes_through_an_empty_float_UNI_16(
+        ) -> None:
+    # state end at the sink (byte 96), full from 960: 864 bytes = 9 slots of 96 now; an urgent
+    # flush of full's two holes adds 128 bytes: 992 bytes = 10 slots
+    assert state_available_slots(EMPTY_FULL_HOLES) == 9
+    assert state_schedulable_slots(EMPTY_FULL_HOLES) == 10
+    # holes that do not drain (eager, or a closed move gate) earn no credit
+    assert state_schedulable_slots(dataclasses.replace(EMPTY_FULL_HOLES, full_drains=False)) == 9
+    # an opaque float in between: a float never drains on a flush, so nothing is credited
+    high = dataclasses.replace(HIGH, full_holes=2, full_drains=True)
+    assert state_schedulable_slots(high) == state_available_slots(high) == 5
