@@ -20,15 +20,17 @@ from typing import Any
 import numpy as np
 import torch
 
-__all__ = ["ExternalKVStore", "ExternalSidePool"]
+__all__ = ["ExternalKVStore", "ExternalSidePool", "external_state"]
 
 
 class ExternalSidePool:
-    """One sub-pool of an external store, seen through kvpool's store interface."""
+    """One sub-pool of an external store, seen through kvpool's store interface (a state pool,
+    SGLang's ``UnifiedMambaPool``, has page copies only: no K/V buffers)."""
 
     def __init__(self, pool: Any, device: torch.device) -> None:
         self.pool, self.device = pool, device
-        self.k_buffer, self.v_buffer = pool.k_buffer, pool.v_buffer
+        self.k_buffer: Any = getattr(pool, "k_buffer", None)
+        self.v_buffer: Any = getattr(pool, "v_buffer", None)
         self.forward_done: Any = None  # the latest forward's event (GPU only)
 
     def _after_forward(self) -> None:
@@ -73,28 +75,56 @@ class ExternalSidePool:
 
 
 class ExternalKVStore:
-    """``kv_store`` (its ``full_kv_pool`` / ``swa_kv_pool``, module docstring) as a unified
-    pool's byte store; ``raw`` is a zero-length tensor on ``device`` (the owner holds the
-    bytes). ``owner`` is ``kv_store`` itself.
+    """``kv_store`` (its token sub-pools ``sides``, default ``full_kv_pool`` / ``swa_kv_pool``;
+    module docstring) as a unified pool's byte store; ``raw`` is a zero-length tensor on
+    ``device`` (the owner holds the bytes). ``owner`` is ``kv_store`` itself; each side is an
+    attribute of the same name. A state pool joins with :meth:`state_side`.
 
     Raises:
         TypeError: a sub-pool lacks ``move_physical_pages`` or ``zero_physical_pages``.
     """
 
-    def __init__(self, kv_store: Any, device: str | torch.device) -> None:
-        device = torch.device(device)
-        for name in ("full_kv_pool", "swa_kv_pool"):
+    full_kv_pool: ExternalSidePool
+    swa_kv_pool: ExternalSidePool
+
+    def __init__(self, kv_store: Any, device: str | torch.device,
+                 sides: tuple[str, ...] = ("full_kv_pool", "swa_kv_pool")) -> None:
+        self.device = torch.device(device)
+        for name in sides:
             pool = getattr(kv_store, name, None)
             missing = [m for m in ("move_physical_pages", "zero_physical_pages", "k_buffer",
                                    "v_buffer") if not hasattr(pool, m)]
             if missing:
                 raise TypeError(f"kv_store.{name} has no {', '.join(missing)}")
         self.owner = kv_store
-        self.raw = torch.empty(0, dtype=torch.uint8, device=device)
-        self.full_kv_pool = ExternalSidePool(kv_store.full_kv_pool, device)
-        self.swa_kv_pool = ExternalSidePool(kv_store.swa_kv_pool, device)
+        self.raw = torch.empty(0, dtype=torch.uint8, device=self.device)
+        self._sides = [ExternalSidePool(getattr(kv_store, name), self.device) for name in sides]
+        for name, side in zip(sides, self._sides):
+            setattr(self, name, side)
+
+    def state_side(self, pool: Any) -> ExternalSidePool:
+        """``pool`` (a state pool: ``move_physical_pages(dst, src, 1)``) as one more side,
+        waiting on the forward events as the token sides do.
+
+        Raises:
+            TypeError: ``pool`` has no ``move_physical_pages``.
+        """
+        if not hasattr(pool, "move_physical_pages"):
+            raise TypeError(f"{type(pool).__name__} has no move_physical_pages")
+        side = ExternalSidePool(pool, self.device)
+        self._sides.append(side)
+        return side
 
     def set_forward_done_event(self, event: Any) -> None:
         """The latest forward pass's ``forward_done`` event (None: none in flight); page copies
         and zeroing on a GPU wait for it."""
-        self.full_kv_pool.forward_done = self.swa_kv_pool.forward_done = event
+        for side in self._sides:
+            side.forward_done = event
+
+
+def external_state(store: Any, pool: Any) -> Any:
+    """A state pool's page copies: through ``store``'s forward events when ``store`` is an
+    :class:`ExternalKVStore`, else ``pool`` itself."""
+    if isinstance(store, ExternalKVStore):
+        return store.state_side(pool)
+    return pool

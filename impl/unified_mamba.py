@@ -19,7 +19,7 @@ changes: a caller error raises ``ContractViolation("UMB-8")`` (:mod:`.unified_ma
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -27,6 +27,7 @@ from kvpool.spec import unified_layout as ul
 from kvpool.spec.errors import ContractViolation
 
 from .unified_end import EndSubPool
+from .unified_external import ExternalKVStore, external_state
 from .unified_frees import host_ids
 from .unified_mamba_frees import UnifiedMambaFrees
 from .unified_mamba_gate import UnifiedMambaGate
@@ -63,6 +64,11 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
         device: where the byte store and the returned tensors live.
         checked: validate caller inputs (``UMB-8``).
         need_sort: accepted for SGLang's signature; unused.
+        kv_store: an external byte store to drive instead of building a
+            :class:`UnifiedMambaStore` (SGLang's ``HybridLinearKVPool`` of the unified pool: its
+            ``full_kv_pool`` moves and zeroes pages with its own ``move_physical_pages`` /
+            ``zero_physical_pages``, its ``mamba_pool`` copies state slots with its
+            ``move_physical_pages``; :mod:`.unified_external`).
 
     Raises:
         ContractViolation: ``UMB-1`` when an end has no allocatable page above the sink.
@@ -73,7 +79,8 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
     def __init__(self, total_bytes: int, page_size: int = 1, *,
                  state_bytes: int = DEFAULT_STATE_BYTES,
                  full_layout: SideLayout = DEFAULT_LAYOUT, lazy: bool = False,
-                 device: str = "cpu", checked: bool = True, need_sort: bool = False) -> None:
+                 device: str = "cpu", checked: bool = True, need_sort: bool = False,
+                 kv_store: Any = None) -> None:
         self.page_size, self.lazy, self.checked = page_size, lazy, checked
         self.lazy_compaction = lazy
         self.device = torch.device(device)
@@ -89,12 +96,18 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
             if pages <= first:
                 raise ContractViolation("UMB-1", f"{name}: {pages} pages, none above the sink "
                                                  f"(the first allocatable page is {first})")
-        self.store = UnifiedMambaStore(total_bytes, page_size, full_layout, state_bytes,
-                                       device)
+        if kv_store is None:
+            self.store = UnifiedMambaStore(total_bytes, page_size, full_layout, state_bytes,
+                                           device)
+            state_pool: Any = self.store.mamba_pool
+        else:  # the owner's pools (unified_external)
+            self.store = cast(UnifiedMambaStore,
+                              ExternalKVStore(kv_store, device, sides=("full_kv_pool",)))
+            state_pool = external_state(self.store, kv_store.mamba_pool)
         self.full = EndSubPool("full", False, f_min, f_pages, page_size * entry, f_pages, lazy,
                                page_mover(self.store.full_kv_pool, self.device, page_size))
         self.state = EndSubPool("state", True, s_min, s_slots, state_bytes, s_slots, lazy,
-                                page_mover(self.store.mamba_pool, self.device, 1))
+                                page_mover(state_pool, self.device, 1))
         self.max_full_slots = total_bytes // entry
         self._gates: dict[str, Callable[[], bool]] = {}
         self._offsets = np.arange(page_size, dtype=np.int64)
@@ -110,9 +123,14 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
         """Back to empty (``UMB-1``): nothing live, no hole, no open group, each end's free
         ids ``[min_page, pages)`` in ascending hand-out order."""
         self.full.clear()
-        self.state.clear()
         self._reset_group(everything=True)
         self.free_virtual = np.arange(self.full.min_page, self.full.num_pages, dtype=np.int64)
+        self.clear_state_slots()
+
+    def clear_state_slots(self) -> None:
+        """Every state slot free, no hole (SGLang's state-end ``clear``); the full end is left
+        as it is."""
+        self.state.clear()
         self.free_state = np.arange(self.state.min_page, self.state.num_pages, dtype=np.int64)
 
     @property

@@ -23,6 +23,7 @@ from kvpool.spec.errors import ContractViolation
 from kvpool.spec.unified_state import SubPoolState, UnifiedState
 
 from .unified_end import EndSubPool
+from .unified_external import external_state
 from .unified_frees import host_ids
 from .unified_mamba_views import MambaEndView
 from .unified_slots import set_state_slots, take_state_slots
@@ -59,8 +60,8 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
         state_bytes: bytes of one state slot (every Mamba layer's conv and temporal state).
         state_store: an external owner of the state slots' bytes (SGLang's
             ``UnifiedMambaPool``): every state slot copy runs through its
-            ``move_physical_pages(dst, src, 1)``; default: :class:`StatePages` over the byte
-            store's buffer.
+            ``move_physical_pages(dst, src, 1)``, behind the forward events an external
+            ``kv_store`` is handed; default: :class:`StatePages` over the byte store's buffer.
 
     Attributes:
         mamba_allocator: the state end as SGLang's request pool drives it
@@ -82,8 +83,9 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
                          lazy=lazy, full_max_total_num_tokens=full_max_total_num_tokens,
                          swa_max_total_num_tokens=swa_max_total_num_tokens, device=device,
                          checked=checked, kv_store=kv_store, state_entry_bytes=state_bytes)
-        self.state_kv = (StatePages(self.store.raw, state_bytes) if state_store is None
-                         else state_store)
+        self.state_kv: Any = StatePages(self.store.raw, state_bytes)
+        if state_store is not None:
+            self.state_kv = external_state(self.store, state_store)
         pages = ul.num_pages(total_bytes, state_bytes, 1)
         min_page = ul.min_page_index(self.floor_bytes, state_bytes, 1)
         if pages <= min_page:

@@ -18,9 +18,10 @@ assignable ``debug_mode``, which runs SGLang 0.5.23's debug asserts at the same 
 
 Switching SGLang to kvpool (:func:`install`) replaces the token, paged and hybrid (SWA) classes
 where SGLang constructs its allocators (``sglang.srt.mem_cache.kv_cache_configurator``) and the
-unified full + SWA composite (:mod:`kvpool.integrations.sglang_unified`) and tri-pool
-(:mod:`kvpool.integrations.sglang_unified_tri`) where SGLang's unified-memory-pool factories
-import them. Call it
+unified memory pools -- the full + SWA composite (:mod:`kvpool.integrations.sglang_unified`),
+the tri-pool (:mod:`kvpool.integrations.sglang_unified_tri`) and the full + Mamba pool
+(:mod:`kvpool.integrations.sglang_unified_mamba`) -- where SGLang's unified-memory-pool
+factories import them. Call it
 at the top level of the launch script, before the engine starts, so that SGLang's spawned
 scheduler processes, which re-import the main module, run it too. Importing this module imports
 SGLang.
@@ -50,6 +51,7 @@ from .sglang_classes import (
 from .sglang_debug import ContractAssertionError
 from .sglang_hybrid import SWATokenToKVPoolAllocator
 from .sglang_unified import UnifiedSWATokenToKVPoolAllocator
+from .sglang_unified_mamba import UnifiedMambaTokenToKVPoolAllocator
 from .sglang_unified_tri import UnifiedMambaSWATokenToKVPoolAllocator
 
 __all__ = [
@@ -60,6 +62,7 @@ __all__ = [
     "SWATokenToKVPoolAllocator",
     "TokenToKVPoolAllocator",
     "UnifiedMambaSWATokenToKVPoolAllocator",
+    "UnifiedMambaTokenToKVPoolAllocator",
     "UnifiedSWATokenToKVPoolAllocator",
     "UnsupportedSGLangVersion",
     "check_sglang",
@@ -72,9 +75,10 @@ __all__ = [
 ]
 
 # Where SGLang's unified-memory-pool factories (``init_unified_swa_pools``,
-# ``init_unified_mamba_swa_pools``) find their composites: they import the classes from this
-# module when they build the pools.
+# ``init_unified_mamba_swa_pools``; ``init_unified_mamba_pools``) find their composites: they
+# import the classes from these modules when they build the pools.
 UNIFIED_CONSTRUCTION_MODULE = "sglang.srt.mem_cache.allocator.unified_hybrid_swa"
+UNIFIED_MAMBA_CONSTRUCTION_MODULE = "sglang.srt.mem_cache.allocator.unified_mamba"
 
 _saved: dict[tuple[str, str], Any] = {}
 
@@ -87,7 +91,9 @@ def _replaced() -> dict[tuple[str, str], type]:
             (UNIFIED_CONSTRUCTION_MODULE, "UnifiedSWATokenToKVPoolAllocator"):
                 UnifiedSWATokenToKVPoolAllocator,
             (UNIFIED_CONSTRUCTION_MODULE, "UnifiedMambaSWATokenToKVPoolAllocator"):
-                UnifiedMambaSWATokenToKVPoolAllocator}
+                UnifiedMambaSWATokenToKVPoolAllocator,
+            (UNIFIED_MAMBA_CONSTRUCTION_MODULE, "UnifiedMambaTokenToKVPoolAllocator"):
+                UnifiedMambaTokenToKVPoolAllocator}
 
 
 def install() -> None:
@@ -95,11 +101,12 @@ def install() -> None:
 
     Replaces ``TokenToKVPoolAllocator``, ``PagedTokenToKVPoolAllocator`` and (hybrid SWA models)
     ``SWATokenToKVPoolAllocator`` in SGLang's construction module, and the unified memory
-    pools ``UnifiedSWATokenToKVPoolAllocator`` (full + SWA) and
-    ``UnifiedMambaSWATokenToKVPoolAllocator`` (the tri-pool: full + SWA + Mamba state) where
-    ``init_unified_swa_pools`` / ``init_unified_mamba_swa_pools`` import them; the other
-    composites keep SGLang's own: pure-SWA, HiSparse, Mamba slots, and the unified full + Mamba
-    pool (``UnifiedMambaTokenToKVPoolAllocator``).
+    pools ``UnifiedSWATokenToKVPoolAllocator`` (full + SWA),
+    ``UnifiedMambaSWATokenToKVPoolAllocator`` (the tri-pool: full + SWA + Mamba state) and
+    ``UnifiedMambaTokenToKVPoolAllocator`` (full + Mamba state) where
+    ``init_unified_swa_pools`` / ``init_unified_mamba_swa_pools`` /
+    ``init_unified_mamba_pools`` import them; the other composites keep SGLang's own:
+    pure-SWA, HiSparse and the Mamba slot allocator.
     """
     for (module_name, name), cls in _replaced().items():
         module = importlib.import_module(module_name)

@@ -62,11 +62,12 @@ class SideTranslator:
     ``virtual_to_physical`` (the page table as a tensor: on the CPU it shares
     kvpool's memory, so SGLang's in-place edits are kvpool's), ``bind`` (rebinding a physical
     page to another virtual page, the SWA transfer of the radix cache) and
-    ``clear_inverse_history`` (nothing to clear)."""
+    ``clear_inverse_history`` (nothing to clear); ``entry_bytes`` is one token's bytes."""
 
     def __init__(self, allocator: UnifiedSWAAllocator, pool: EndSubPool, swa: bool) -> None:
         self.allocator, self.pool, self.swa = allocator, pool, swa
         self.page_size = allocator.page_size
+        self.entry_bytes = pool.page_bytes // allocator.page_size
 
     def translate_kv_loc(self, virt_tokens: torch.Tensor, *,
                          out: torch.Tensor | None = None) -> torch.Tensor:

@@ -8,7 +8,8 @@ UnifiedMambaSWAAllocator` with SGLang 0.5.23's constructor (``unified_buffer=``,
 ``move_physical_pages``, so SGLang's attention backends and Mamba layers read the bytes kvpool
 placed. The full and SWA wiring is the full + SWA composite's
 (:class:`~kvpool.integrations.sglang_unified.SGLangUnifiedSurface`); the state end is
-:attr:`~UnifiedMambaSWATokenToKVPoolAllocator.mamba_allocator`, a :class:`SGLangStateEnd` with
+:attr:`~UnifiedMambaSWATokenToKVPoolAllocator.mamba_allocator`, a
+:class:`~kvpool.integrations.sglang_state_end.SGLangStateEnd` with
 the surface SGLang's ``UnifiedMambaSlotAllocator`` (the request pool's ``mamba_allocator``), its
 scheduler and invariant checker read. SGLang's scheduler-facing hooks of its tri-pool that read
 only public views (:data:`SGLANG_TRI_HOOKS`) are SGLang's own; the page-demand test they call
@@ -24,7 +25,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from kvpool.impl.unified_mamba_views import MambaEndView
 from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
 from kvpool.spec.unified_float import fits_on_chain
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
@@ -35,10 +35,10 @@ from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
     UnifiedSWAAllocatorBase as _SglangUnifiedBase,
 )
 
+from .sglang_state_end import SGLangStateEnd
 from .sglang_unified import SGLANG_UNIFIED_HOOKS, SGLangUnifiedSurface, sglang_hook, sglang_layouts
 
-__all__ = ["SGLANG_TRI_HOOKS", "TRI_NOT_SERVED", "SGLangStateEnd",
-           "UnifiedMambaSWATokenToKVPoolAllocator"]
+__all__ = ["SGLANG_TRI_HOOKS", "TRI_NOT_SERVED", "UnifiedMambaSWATokenToKVPoolAllocator"]
 
 # SGLang's hooks of its tri-pool (resolved as on SGLang's class) that read only public views
 # and ``_fits_page_demand``.
@@ -49,61 +49,6 @@ SGLANG_TRI_HOOKS: frozenset[str] = SGLANG_UNIFIED_HOOKS | frozenset({
 # Public names of SGLang 0.5.23's tri-pool this class does not serve: nothing outside SGLang's
 # allocator package reads it (a static-SWA parent hook).
 TRI_NOT_SERVED: frozenset[str] = frozenset({"new_pages_available"})
-
-
-class SGLangStateEnd(MambaEndView):  # type: ignore[misc]
-    """kvpool's state end with the rest of the surface of SGLang's state-end allocator that
-    SGLang reads: ``virtual_to_physical`` (the slot table as a tensor, a live view on the
-    host), ``allocated_count()``, the frontier (``watermark_physical``, ``grow_direction``,
-    ``num_pages``, ``min_page_index``, ``max_slots``), the entry sizes, ``clear()`` (every
-    slot free), ``is_slot_allocated`` and ``allocator_state_str``. Slots are pages of one."""
-
-    page_size = 1
-    grow_direction = "up"
-
-    def __init__(self, owner: UnifiedMambaSWAAllocator) -> None:
-        super().__init__(owner)
-        self._tri = owner
-        self.entry_bytes = self.entry_bytes_per_page = owner.state_bytes
-
-    @property
-    def virtual_to_physical(self) -> torch.Tensor:
-        return torch.from_numpy(self._tri.state.v2p)
-
-    @property
-    def watermark_physical(self) -> int:
-        """The first slot above the state end's span."""
-        return int(self._tri.state.watermark)
-
-    @property
-    def num_pages(self) -> int:
-        return int(self._tri.state.num_pages)
-
-    @property
-    def min_page_index(self) -> int:
-        return int(self._tri.state.min_page)
-
-    @property
-    def max_slots(self) -> int:
-        return self.num_pages - self.min_page_index
-
-    def allocated_count(self) -> int:
-        """Live state slots (holes not counted)."""
-        return int(self._tri.state.live)
-
-    def clear(self) -> None:
-        """Every state slot free; the token members are left as they are."""
-        self._tri.clear_state_slots()
-
-    def is_slot_allocated(self, slot: int) -> bool:
-        v2p = self._tri.state.v2p
-        return 0 <= int(slot) < len(v2p) and bool(v2p[int(slot)] >= 0)
-
-    def allocator_state_str(self) -> str:
-        s = self._tri.state
-        return (f"sub_pool='mamba', grow_direction=up, page_size=1, min_page_index={s.min_page}, "
-                f"num_pages={s.num_pages}, watermark_physical={s.watermark}, live={s.live}, "
-                f"holes={s.num_holes()}")
 
 
 class UnifiedMambaSWATokenToKVPoolAllocator(

@@ -34,6 +34,14 @@ def build_unified_mamba(*, total_bytes: int, page_size: int, lazy: bool) -> Any:
     Raises:
         PeerUnavailable: SGLang or its CPU runtime cannot be imported.
     """
+    return build_unified_mamba_bundle(total_bytes=total_bytes, page_size=page_size,
+                                      lazy=lazy).token_to_kv_pool_allocator
+
+
+def build_unified_mamba_bundle(*, total_bytes: int, page_size: int, lazy: bool) -> Any:
+    """SGLang's whole pool bundle of :func:`build_unified_mamba` (its
+    ``token_to_kv_pool_allocator``, ``token_to_kv_pool``, ``req_to_token_pool`` with the state
+    slots' ``mamba_allocator`` and ``mamba_pool``)."""
     import torch
 
     load_unified()
@@ -51,7 +59,7 @@ def build_unified_mamba(*, total_bytes: int, page_size: int, lazy: bool) -> Any:
         enable_mamba_extra_buffer_lazy=False, speculative_num_draft_tokens=None,
         disable_overlap_schedule=True, need_sort=False, lazy_compaction=lazy,
         unified_total_bytes=total_bytes)
-    return bundle.token_to_kv_pool_allocator
+    return bundle
 
 
 # -- SGLang's composite, read (the only place of the family that reads its private fields) ------
