@@ -252,9 +252,13 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
 
     def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int, *,
                              swa_num_tokens: int | None = None) -> bool | None:
-        """Evict what ``num_tokens`` on both sides needs, then gate it: None without a
-        prefix-sharing cache; False when even everything evictable leaves too few ids or
-        bytes; else whether it fits now."""
+        """Evict what ``num_tokens`` on both sides needs, then gate it (SGLang's tri-pool's
+        order): None without a prefix-sharing cache; True when it fits now; False when even
+        everything evictable (full and SWA tokens, state slots) leaves too few ids or bytes.
+        Else the gate runs (:meth:`ensure_capacity`); then the cache evicts tokens until the
+        reclaim would satisfy the allocation, and, when that is not enough, state slots: as
+        many as the demand's bytes take, less the ones the token phase already released.
+        ``swa_num_tokens`` is accepted for the two-member pool's signature; unused."""
         if tree_cache is None or not tree_cache.supports_prefix_sharing():
             return None
         if num_tokens <= 0:
@@ -264,15 +268,34 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
         need = -(-num_tokens // ps) * ps
         if self._id_capacity(need) and need <= self.available_size():
             return True
-        full_back = tree_cache.full_evictable_size() // ps
-        if need // ps > len(self.free_virtual) + full_back:
+        full_back, swa_back = tree_cache.full_evictable_size(), tree_cache.swa_evictable_size()
+        state_back = tree_cache.mamba_evictable_size()
+        s = self.swa
+        if (need // ps > len(self.free_virtual) + full_back // ps
+                or need // ps > s.num_pages - s.min_page - s.live + swa_back // ps
+                or self._byte_shortfall(need, full_back, swa_back, state_back) > 0):
             return False
         if self.ensure_capacity(need, need):
             return True
-        tree_cache.evict_for_alloc(EvictParams(num_tokens=need, swa_num_tokens=need),
-                                   allocation_reclaim_satisfied=lambda: self.can_reserve(
-                                       need, need))
-        return self.ensure_capacity(need, need)
+        state_freed = 0
+
+        def satisfied() -> bool:
+            return self._end_reclaim_satisfied(need) or self._float_high_target(need) is not None
+
+        if full_back or swa_back:
+            got = tree_cache.evict_for_alloc(EvictParams(num_tokens=need, swa_num_tokens=need),
+                                             allocation_reclaim_satisfied=satisfied)
+            state_freed = _evicted(got, "mamba_num_evicted")
+            if _evicted(got) and self.ensure_capacity(need, need):
+                return True
+        pair_bytes = need // ps * (self.full.page_bytes + s.page_bytes)
+        state_quota = max(0, -(-pair_bytes // self.state_bytes) - state_freed)
+        if state_quota and tree_cache.mamba_evictable_size():
+            got = tree_cache.evict_for_alloc(EvictParams(mamba_num=state_quota),
+                                             allocation_reclaim_satisfied=satisfied)
+            if _evicted(got):
+                return self.ensure_capacity(need, need)
+        return self._id_capacity(need) and need <= self.available_size()
 
     def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any, requests: Any = None,
                               spec_algorithm: Any = None) -> bool:
@@ -280,3 +303,11 @@ class UnifiedMambaSWAAllocator(TriCapacityGate, UnifiedSWAAllocator):
         may give."""
         self.evict_to_free_tokens(tree_cache, num_tokens)
         return self.available_size() >= num_tokens
+
+
+def _evicted(result: Any, field: str | None = None) -> int:
+    """What an ``evict_for_alloc`` result says was evicted: ``field`` of it, or the sum of
+    tokens, SWA tokens and state slots (0 for a cache that returns nothing)."""
+    fields = (field,) if field else ("num_tokens_evicted", "swa_num_tokens_evicted",
+                                     "mamba_num_evicted")
+    return sum(int(getattr(result, name, 0) or 0) for name in fields)

@@ -230,9 +230,15 @@ class TriCapacityGate:
             return None
         return int((high - limit) * pb)
 
-    def _byte_shortfall(self, num_tokens: int) -> int:
-        f, s, m = self.full, self.swa, self.state
-        live = (f.live * f.page_bytes + s.live * s.page_bytes + m.live * m.page_bytes)
+    def _byte_shortfall(self, num_tokens: int, full_reclaim: int = 0, swa_reclaim: int = 0,
+                        state_reclaim: int = 0) -> int:
+        """Bytes a ``num_tokens`` allocation lacks even with every page packed (0: it may fit),
+        after ``full_reclaim`` / ``swa_reclaim`` live tokens and ``state_reclaim`` live slots
+        are released."""
+        f, s, m, ps = self.full, self.swa, self.state, self.page_size
+        live = sum(max(0, pool.live * width - back) * (pool.page_bytes // width)
+                   for pool, width, back in ((f, ps, full_reclaim), (s, ps, swa_reclaim),
+                                             (m, 1, state_reclaim)))
         sink = min(p.min_page * p.page_bytes for p in (f, s, m))
         need = num_tokens // self.page_size * (f.page_bytes + s.page_bytes)
         return int(max(0, need + live + sink - self.total_bytes))

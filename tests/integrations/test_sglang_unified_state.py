@@ -11,6 +11,7 @@ every result, capacity view and scheduler hook agrees with SGLang's own composit
 
 from __future__ import annotations
 
+import random
 import types
 from typing import Any
 
@@ -169,3 +170,46 @@ def test_full_page_moves_that_skip_sglangs_pool_fail_the_byte_check(parts: Any,
         for seed in range(3):
             drive(broken, lambda alloc: views(alloc, 4), seed=seed, ps=4, steps=120,
                   swa=pool == "tri")
+
+
+def evictions(parts: Any, *, kvpool: bool, lazy: bool, seed: int) -> list[Any]:
+    """The tri-pool under SGLang's own ``UnifiedRadixCache`` (FULL, SWA and MAMBA components,
+    SGLang's ``build_tri_cache``): requests of random lengths with one or two state slots, most
+    inserted into the tree with their first slot (their others released), then six
+    ``evict_to_free_tokens`` calls around ``available_size()``. Returns every result and view."""
+    from array import array
+
+    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    from sglang.srt.mem_cache.radix_cache import RadixKey
+
+    rng = random.Random(seed)
+    if kvpool:
+        with parts.ks.using_kvpool():
+            bundle, alloc, cache = parts.fixtures.build_tri_cache(page_size=1, lazy=lazy)
+    else:
+        bundle, alloc, cache = parts.fixtures.build_tri_cache(page_size=1, lazy=lazy)
+    slots, log = bundle.req_to_token_pool.mamba_allocator, []
+    for i in range(rng.randrange(20, 70)):
+        tokens = alloc.alloc(rng.randrange(1, 4) if rng.random() < 0.5 else rng.randrange(1, 12))
+        state = slots.alloc(rng.randrange(1, 3))
+        log.append((tokens is None, state is None))
+        if tokens is not None and state is not None and rng.random() < 0.7:
+            key = RadixKey(array("q", range(i * 1000, i * 1000 + len(tokens))))
+            cache.insert(InsertParams(key=key, value=tokens, mamba_value=state[:1]))
+            if len(state) > 1:
+                slots.free(state[1:])
+    for _ in range(6):
+        need = max(1, alloc.available_size() + rng.randrange(-3, 40))
+        log.append((need, alloc.evict_to_free_tokens(cache, need), views(alloc, 1),
+                    cache.full_evictable_size(), cache.mamba_evictable_size()))
+    return log
+
+
+@pytest.mark.parametrize("lazy", [False, True])
+def test_the_tri_pools_eviction_inside_sglang_is_sglangs(parts: Any, lazy: bool) -> None:
+    """``evict_to_free_tokens`` on SGLang's radix cache: the same refusals (ids, SWA room and
+    bytes counted with everything evictable), the same token then state eviction phases, the
+    same results and views as SGLang's tri-pool."""
+    for seed in range(15):
+        ours = evictions(parts, kvpool=True, lazy=lazy, seed=seed)
+        assert ours == evictions(parts, kvpool=False, lazy=lazy, seed=seed), f"seed {seed}"
