@@ -122,7 +122,8 @@ FAMILIES: dict[str, Registered] = {
                       "sglang-unified-swa-lazy", "sglang-unified-tri") | _each(
             f"{_PKG}.unified.kvpool_target", "kvpool-unified", "kvpool-unified-eager",
             "kvpool-unified-lazy", "kvpool-unified-tri", "kvpool-unified-tri-eager",
-            "kvpool-unified-tri-lazy"),
+            "kvpool-unified-tri-lazy", "kvpool-unified-in-sglang",
+            "kvpool-unified-tri-in-sglang"),
         default_target="kvpool-unified", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
     ),
@@ -144,7 +145,7 @@ FAMILIES: dict[str, Registered] = {
         aliases=_each(f"{_PKG}.unified_mamba.targets", "kvpool-unified-mamba",
                       "kvpool-unified-mamba-eager", "kvpool-unified-mamba-lazy",
                       "sglang-unified-mamba", "sglang-unified-mamba-eager",
-                      "sglang-unified-mamba-lazy"),
+                      "sglang-unified-mamba-lazy", "kvpool-unified-mamba-in-sglang"),
         default_target="kvpool-unified-mamba",
         repro_imports=f"{_PKG}.unified_mamba.calls:REPRO_IMPORTS", repro_reads_available=True,
         correct=dict.fromkeys(("token", "paged"), Correct(

@@ -13,6 +13,14 @@ checked mode on (declared ``checked``: a freed id freed or translated raises
 tri-pool fixture, judged as ``sglang-unified-tri`` is (its float chain's views exactly, its
 refusals as a bound): ``kvpool-unified-tri``, ``kvpool-unified-tri-eager``,
 ``kvpool-unified-tri-lazy``.
+
+:func:`kvpool_unified_in_sglang` and :func:`kvpool_unified_tri_in_sglang` are the same two pools as
+SGLang builds them once :func:`kvpool.integrations.sglang.install` has run: SGLang's own CPU
+builders (``build_swa_pool``, ``build_tri_pool``) construct kvpool's classes over SGLang's
+``UnifiedKVPool`` / ``UnifiedSWAKVPool`` / ``UnifiedMambaPool``, so every page copy, zeroing
+and K/V byte the family checks goes through SGLang's pools; checked mode is switched on after
+construction (``checked = True``). Aliases ``kvpool-unified-in-sglang`` and
+``kvpool-unified-tri-in-sglang``; they need SGLang.
 """
 
 from __future__ import annotations
@@ -23,11 +31,12 @@ from kvpool.impl.unified_store import SideLayout
 from kvpool.impl.unified_swa import UnifiedSWAAllocator
 from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
 
-from .peer import ENTRY_BYTES, STATIC_CAP_PAGES
-from .targets import FULL
+from .peer import ENTRY_BYTES, STATIC_CAP_PAGES, load_unified
+from .targets import FULL, probe_sglang_unified
 
-__all__ = ["kvpool_unified", "kvpool_unified_eager", "kvpool_unified_lazy", "kvpool_unified_tri",
-           "kvpool_unified_tri_eager", "kvpool_unified_tri_lazy", "tri_total_bytes"]
+__all__ = ["kvpool_unified", "kvpool_unified_eager", "kvpool_unified_in_sglang",
+           "kvpool_unified_lazy", "kvpool_unified_tri", "kvpool_unified_tri_eager",
+           "kvpool_unified_tri_in_sglang", "kvpool_unified_tri_lazy", "tri_total_bytes"]
 
 LAYOUT = SideLayout(layer_num=1, head_num=1, head_dim=8)
 assert LAYOUT.entry_bytes == ENTRY_BYTES
@@ -99,3 +108,34 @@ def kvpool_unified_tri(*, total_bytes: int, page_size: int, lazy: bool, device: 
 kvpool_unified_tri.kvpool_unified_capabilities = TRI  # type: ignore[attr-defined]
 kvpool_unified_tri_eager = _tri_mode("kvpool_unified_tri_eager", ("eager",))
 kvpool_unified_tri_lazy = _tri_mode("kvpool_unified_tri_lazy", ("lazy",))
+
+
+def _installed(build: Any) -> Any:
+    """``build()`` under :func:`kvpool.integrations.sglang.using_kvpool`, checked mode on."""
+    from kvpool.integrations.sglang import using_kvpool
+
+    with using_kvpool():
+        alloc = build()
+    alloc.checked = True
+    return alloc
+
+
+def kvpool_unified_in_sglang(*, total_bytes: int, page_size: int, lazy: bool,
+                             device: str = "cpu", need_sort: bool = False) -> Any:
+    """kvpool's full + SWA pool built by SGLang's ``init_unified_swa_pools`` after
+    ``install()`` over a ``total_bytes`` buffer (module docstring)."""
+    return _installed(lambda: load_unified().build_swa_pool(page_size=page_size, lazy=lazy,
+                                                            total_bytes=total_bytes))
+
+
+def kvpool_unified_tri_in_sglang(*, total_bytes: int, page_size: int, lazy: bool,
+                                 device: str = "cpu", need_sort: bool = False) -> Any:
+    """kvpool's tri-pool built by SGLang's ``init_unified_mamba_swa_pools`` after
+    ``install()`` (the fixture's buffer; ``total_bytes`` is not used; module docstring)."""
+    return _installed(lambda: load_unified().build_tri_pool(page_size=page_size, lazy=lazy)[1])
+
+
+kvpool_unified_in_sglang.kvpool_unified_capabilities = FULL  # type: ignore[attr-defined]
+kvpool_unified_tri_in_sglang.kvpool_unified_capabilities = TRI  # type: ignore[attr-defined]
+for _factory in (kvpool_unified_in_sglang, kvpool_unified_tri_in_sglang):
+    setattr(_factory, "kvpool_probe", probe_sglang_unified)  # noqa: B010 (a function attribute)

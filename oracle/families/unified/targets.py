@@ -127,7 +127,7 @@ sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: 
     "sglang-unified")
 
 
-def _probe_sglang_unified() -> None:
+def probe_sglang_unified() -> None:
     """Import SGLang's unified pools (a peer target's ``kvpool_probe``). Raises
     PeerNotInstalled where SGLang is absent, PeerUnavailable where it fails to import."""
     from .peer import load_unified
@@ -137,4 +137,4 @@ def _probe_sglang_unified() -> None:
 
 for _factory in (sglang_unified_swa, sglang_unified_swa_eager, sglang_unified_swa_lazy,
                  sglang_unified_tri):
-    setattr(_factory, "kvpool_probe", _probe_sglang_unified)  # noqa: B010 (a function attribute)
+    setattr(_factory, "kvpool_probe", probe_sglang_unified)  # noqa: B010 (a function attribute)

@@ -8,7 +8,9 @@ slot); ``factory.kvpool_unified_mamba_capabilities`` declares what it supports
 (:class:`UnifiedMambaCapabilities`). Targets: kvpool's ``UnifiedMambaAllocator`` (checked;
 ``kvpool-unified-mamba``, ``-eager``, ``-lazy``) and SGLang's composite from its own pool builder
 (``sglang-unified-mamba``, ``-eager``, ``-lazy``), whose capabilities come from the divergence
-registry (target ``sglang-unified-mamba``).
+registry (target ``sglang-unified-mamba``); ``kvpool-unified-mamba-in-sglang`` is kvpool's pool
+as SGLang's ``init_unified_mamba_pools`` builds it once :func:`kvpool.integrations.sglang.install`
+has run (over SGLang's pools; checked mode switched on after construction).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ from ...engine.capabilities import Capabilities, declare_all
 from ...peers.declared import declared_by_registry
 from .peer import ENTRY_BYTES, MAX_STATE_SLOTS, STATE_BYTES, build_unified_mamba
 
-__all__ = ["FULL", "UnifiedMambaCapabilities", "kvpool_unified_mamba", "kvpool_unified_mamba_eager",
+__all__ = ["FULL", "UnifiedMambaCapabilities", "kvpool_unified_mamba",
+           "kvpool_unified_mamba_eager", "kvpool_unified_mamba_in_sglang",
            "kvpool_unified_mamba_lazy", "sglang_unified_mamba", "sglang_unified_mamba_eager",
            "sglang_unified_mamba_lazy"]
 
@@ -91,6 +94,18 @@ def sglang_unified_mamba(*, total_bytes: int, page_size: int, lazy: bool, device
                                page_size=page_size, lazy=lazy)
 
 
+def kvpool_unified_mamba_in_sglang(*, total_bytes: int, page_size: int, lazy: bool,
+                                   device: str = "cpu", need_sort: bool = False) -> Any:
+    """kvpool's ``UnifiedMambaAllocator`` built by SGLang's ``init_unified_mamba_pools`` after
+    ``install()``, over the same whole buffer as :func:`sglang_unified_mamba`, checked."""
+    from kvpool.integrations.sglang import using_kvpool
+
+    with using_kvpool():
+        alloc = sglang_unified_mamba(total_bytes=total_bytes, page_size=page_size, lazy=lazy)
+    alloc.checked = True
+    return alloc
+
+
 def _mode(base: Any, name: str, modes: tuple[str, ...], caps: UnifiedMambaCapabilities) -> Any:
     def factory(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
                 need_sort: bool = False) -> Any:
@@ -122,5 +137,7 @@ sglang_unified_mamba_eager = _mode(sglang_unified_mamba, "sglang_unified_mamba_e
                                    ("eager",), SGLANG)
 sglang_unified_mamba_lazy = _mode(sglang_unified_mamba, "sglang_unified_mamba_lazy",
                                   ("lazy",), SGLANG)
-for _factory in (sglang_unified_mamba, sglang_unified_mamba_eager, sglang_unified_mamba_lazy):
+kvpool_unified_mamba_in_sglang.kvpool_unified_mamba_capabilities = FULL  # type: ignore[attr-defined]
+for _factory in (sglang_unified_mamba, sglang_unified_mamba_eager, sglang_unified_mamba_lazy,
+                 kvpool_unified_mamba_in_sglang):
     setattr(_factory, "kvpool_probe", probe_sglang_unified_mamba)  # noqa: B010
