@@ -15,8 +15,9 @@ built on the CPU in one process:
   over the same byte buffer (checked mode on, its own byte store: pages zeroed at hand-out and
   copied on compaction as SGLang's are).
 
-The tri-pools (SGLang's and kvpool's, Mamba state end + SWA float + full end) get a table of
-their own, side by side on one trace (:mod:`benchmarks.unified_tri`).
+The tri-pools (SGLang's and kvpool's, Mamba state end + SWA float + full end) and the full + Mamba
+pools get a table each, side by side on one trace (:mod:`benchmarks.unified_tri`,
+:mod:`benchmarks.unified_mamba`).
 
 Every target first holds a quarter of its pages. Calls (the same trace on every target; each
 step times only its call and restores the state untimed):
@@ -327,10 +328,13 @@ def main(argv: list[str] | None = None) -> int:
     from benchmarks import unified_tri
 
     tri = unified_tri.rows(settings)
+    from benchmarks import unified_mamba
+
+    mamba = unified_mamba.rows(settings)
     ns.out.mkdir(parents=True, exist_ok=True)
     (ns.out / "unified.json").write_text(json.dumps(
         {"calls": rows, "metadata_bytes_per_page": meta, "serving_trace": serving,
-         "tri_pool_calls": tri},
+         "tri_pool_calls": tri, "full_mamba_calls": mamba},
         indent=1) + "\n")
     (ns.out / "unified.md").write_text(
         f"SGLang 0.5.23 and kvpool on the CPU, {POOL_PAGES:,} pages a side, a quarter held: µs "
@@ -346,7 +350,10 @@ def main(argv: list[str] | None = None) -> int:
         "interleaved, medians of 10 window means:\n\n" + unified_trace.markdown(serving)
         + "\nThe tri-pools (Mamba state end, SWA float, full end; SGLang's fixture geometry, "
         "a quarter held and two state slots; benchmarks/unified_tri.py): µs per call\n\n"
-        + unified_tri.markdown(tri))
+        + unified_tri.markdown(tri)
+        + "\nThe full + Mamba pools (full end and Mamba state end; SGLang's builder geometry, a "
+        "quarter held and two state slots; benchmarks/unified_mamba.py): µs per call\n\n"
+        + unified_tri.markdown(mamba))
     print(f"wrote {ns.out / 'unified.md'}")
     return 0
 
