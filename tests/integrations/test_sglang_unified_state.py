@@ -183,6 +183,9 @@ def evictions(parts: Any, *, kvpool: bool, lazy: bool, seed: int) -> list[Any]:
     from sglang.srt.mem_cache.radix_cache import RadixKey
 
     rng = random.Random(seed)
+    # SGLang's CPU allocator context (its Mamba tree component reads the chunk size from it);
+    # a serving replay run earlier in the process publishes another one
+    parts.fixtures.setup_allocator_context()
     if kvpool:
         with parts.ks.using_kvpool():
             bundle, alloc, cache = parts.fixtures.build_tri_cache(page_size=1, lazy=lazy)

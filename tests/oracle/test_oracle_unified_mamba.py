@@ -42,7 +42,7 @@ def test_the_family_is_registered_with_kvpool_as_its_default() -> None:
     assert record.default_target == "kvpool-unified-mamba"
     assert set(record.aliases) == {
         f"{who}-unified-mamba{mode}" for who in ("kvpool", "sglang")
-        for mode in ("", "-eager", "-lazy")}
+        for mode in ("", "-eager", "-lazy")} | {"kvpool-unified-mamba-in-sglang"}
     assert FAMILY in registry.family_help()
 
 
