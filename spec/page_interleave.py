@@ -90,7 +90,7 @@ def least_full_class(counts: Sequence[int]) -> int:
     """The rotation base of a new chain: the class with the most free pages, ties broken by
     the lowest class id (``PINTER-4``).
 
-    pre: 2 <= len(counts) <= 8 and all(-8 <= c <= 64 for c in counts)
+    pre: 2 <= len(counts) <= 8
     post: counts[__return__] == max(counts)
     post: all(counts[r] < max(counts) for r in range(__return__))
     """
@@ -105,7 +105,7 @@ def min_class_floor(counts: Sequence[int], page_size: int) -> int:
     """``available_size()``: ``N * page_size * min(counts)``, the min-class capacity floor
     (``PINTER-3``); never above the aggregate ``page_size * sum(counts)``.
 
-    pre: 2 <= len(counts) <= 8 and all(0 <= c <= 64 for c in counts) and 1 <= page_size <= 64
+    pre: 2 <= len(counts) <= 8 and min(counts) >= 0 and 1 <= page_size <= 64
     post: 0 <= __return__ <= page_size * sum(counts)
     post: __return__ % (len(counts) * page_size) == 0
     """
