@@ -22,6 +22,8 @@ from kvpool.impl import PagedTokenToKVPoolAllocator as _ImplPaged
 from kvpool.spec.errors import ContractViolation
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
+from sglang.srt.mem_cache.allocator.paged import PagedTokenToKVPoolAllocator as _SglangPaged
+from sglang.srt.mem_cache.allocator.token import TokenToKVPoolAllocator as _SglangToken
 from sglang.srt.utils import get_bool_env_var
 
 from .sglang_debug import PAGED_DEBUG_CHECKS, ContractAssertionError, DebugSwitch
@@ -160,3 +162,9 @@ class PagedTokenToKVPoolAllocator(DebugSwitch, _ImplPaged, _Base):  # type: igno
                  need_sort: bool, *, checked: bool = False) -> None:
         super().__init__(size, page_size, dtype, device, kvcache, need_sort, checked=checked)
         self.debug_mode = get_bool_env_var(DEBUG_ENV)
+
+
+# SGLang's code tells its allocators apart by class (``isinstance``): each kvpool class counts
+# as the SGLang class it stands for (SGLang's allocator classes are ABCs: a registration).
+_SglangToken.register(TokenToKVPoolAllocator)
+_SglangPaged.register(PagedTokenToKVPoolAllocator)

@@ -12,9 +12,12 @@ gate, eviction plan and compaction; SGLang's scheduler-facing hooks that only re
 ``max_new_tokens_for_memory``, ...) and its base class's remaining hooks are SGLang's own.
 
 ``install()`` (:mod:`kvpool.integrations.sglang`) makes SGLang's ``init_unified_swa_pools`` build
-this class; the tri-pool (full + SWA + Mamba) keeps SGLang's. Importing this module registers
-the class as a virtual subclass of SGLang's ``UnifiedSWAAllocatorBase`` (SGLang's unified radix
-cache and index translator test for it by class).
+this class (the tri-pool and the full + Mamba pool have their own modules). Importing this
+module registers the class as a virtual subclass of SGLang's ``UnifiedSWATokenToKVPoolAllocator``
+(and so of ``UnifiedSWAAllocatorBase``): SGLang's unified radix cache and index translator test
+for them by class. kvpool keeps the page tables on the host, so on another device the class
+builds SGLang's own composite and warns
+(:class:`~kvpool.integrations.sglang_fallback.SGLangWhereKvpoolCannot`).
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
 from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
     UnifiedSWATokenToKVPoolAllocator as _SglangUnified,
 )
+
+from .sglang_fallback import SGLangWhereKvpoolCannot
 
 __all__ = ["NOT_SERVED", "SGLANG_UNIFIED_HOOKS", "SGLangUnifiedSurface", "SideTranslator",
            "UnifiedSWATokenToKVPoolAllocator", "sglang_hook", "sglang_layouts"]
@@ -297,10 +302,11 @@ class SGLangUnifiedSurface:
     def current_swa_capacity(self) -> int:
         return int(self.swa_available_size() + self.swa.live * self.page_size)
 
-class UnifiedSWATokenToKVPoolAllocator(
-        SGLangUnifiedSurface, UnifiedSWAAllocator, _Base):  # type: ignore[misc]
+class UnifiedSWATokenToKVPoolAllocator(SGLangWhereKvpoolCannot, SGLangUnifiedSurface,
+                                       UnifiedSWAAllocator, _Base):  # type: ignore[misc]
     """SGLang's ``UnifiedSWATokenToKVPoolAllocator`` on kvpool's unified pool (same
     signature; module docstring). ``checked`` (kvpool's id validation) is off unless asked for.
+    Off the CPU, SGLang's own composite is built (:class:`SGLangWhereKvpoolCannot`).
 
     Raises:
         ValueError: one of the two legacy capacities given without the other (as SGLang), or
@@ -310,6 +316,7 @@ class UnifiedSWATokenToKVPoolAllocator(
 
     _swa_req_ring = False  # SGLang's SWA request ring is not used by the unified pool
     _swa_ring_cost = 0
+    sglang_class = _SglangUnified
 
     def __init__(self, *, unified_buffer: Any, kvcache: Any, device: str,
                  full_max_total_num_tokens: int | None = None,
@@ -380,4 +387,5 @@ def _least(high: int, predicate: Any) -> int:
 for _name in SGLANG_UNIFIED_HOOKS:
     setattr(UnifiedSWATokenToKVPoolAllocator, _name, sglang_hook(_name))
 
-_SglangUnifiedBase.register(UnifiedSWATokenToKVPoolAllocator)
+# isinstance(x, SGLang's composite or its base) holds for this class (an ABC registration)
+_SglangUnified.register(UnifiedSWATokenToKVPoolAllocator)

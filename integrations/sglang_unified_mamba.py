@@ -27,8 +27,12 @@ import torch
 from kvpool.impl.unified_external import ExternalKVStore
 from kvpool.impl.unified_mamba import UnifiedMambaAllocator
 from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _Base
+from sglang.srt.mem_cache.allocator.unified_mamba import (
+    UnifiedMambaTokenToKVPoolAllocator as _SglangUnifiedMamba,
+)
 from sglang.srt.runtime_context import get_parallel
 
+from .sglang_fallback import SGLangWhereKvpoolCannot
 from .sglang_state_end import SGLangStateEnd
 from .sglang_unified import SideTranslator, sglang_layouts
 
@@ -39,22 +43,29 @@ MAMBA_NOT_SERVED: frozenset[str] = frozenset()
 
 
 class UnifiedMambaTokenToKVPoolAllocator(
-        UnifiedMambaAllocator, _Base):  # type: ignore[misc]
+        SGLangWhereKvpoolCannot, UnifiedMambaAllocator, _Base):  # type: ignore[misc]
     """SGLang's ``UnifiedMambaTokenToKVPoolAllocator`` on kvpool's full + Mamba pool (same
     signature; module docstring). ``checked`` (kvpool's id validation) is off unless asked for.
+    Off the CPU or under decode context parallelism (``attn_dcp_size > 1``, for which SGLang's
+    widens its full pages), SGLang's own composite is built (:class:`SGLangWhereKvpoolCannot`).
 
     Raises:
         ValueError: SGLang's pool places a sub-pool's pages other than kvpool's geometry (a
-            fused draft region), its full entries are not 32-byte aligned, or decode context
-            parallelism is on.
+            fused draft region) or its full entries are not 32-byte aligned.
     """
+
+    sglang_class = _SglangUnifiedMamba
+
+    @classmethod
+    def unserved(cls, kwargs: dict[str, Any]) -> str | None:
+        dcp_size = int(get_parallel().attn_dcp_size)
+        if dcp_size != 1:
+            return f"decode context parallelism over {dcp_size} ranks widens the full pages"
+        return super().unserved(kwargs)
 
     def __init__(self, *, unified_buffer: Any, kvcache: Any, device: str, page_size: int = 1,
                  need_sort: bool = False, forward_stream: Any = None,
                  lazy_compaction: bool = False, checked: bool = False) -> None:
-        dcp_size = int(get_parallel().attn_dcp_size)
-        if dcp_size != 1:
-            raise ValueError(f"decode context parallelism ({dcp_size} ranks) is not supported")
         super().__init__(unified_buffer.total_bytes, page_size,
                          state_bytes=int(unified_buffer.spec("mamba").entry_bytes()),
                          full_layout=sglang_layouts(unified_buffer, ("full",))["full"],
@@ -124,3 +135,9 @@ class UnifiedMambaTokenToKVPoolAllocator(
         """Itself: it flushes deferred full frees, bounds the full tokens before a state
         recheck and prepares state allocations (SGLang's ``MambaFullCacheDonor``)."""
         return self
+
+
+# SGLang's index translator, scheduler policy and KV-cache configurator test for SGLang's class
+# (``isinstance``): without this they would not translate kvpool's virtual ids nor charge its
+# state slots' bytes.
+_SglangUnifiedMamba.register(UnifiedMambaTokenToKVPoolAllocator)

@@ -31,10 +31,8 @@ from sglang.srt.mem_cache.allocator.base import BaseTokenToKVPoolAllocator as _B
 from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
     UnifiedMambaSWATokenToKVPoolAllocator as _SglangTri,
 )
-from sglang.srt.mem_cache.allocator.unified_hybrid_swa import (
-    UnifiedSWAAllocatorBase as _SglangUnifiedBase,
-)
 
+from .sglang_fallback import SGLangWhereKvpoolCannot
 from .sglang_state_end import SGLangStateEnd
 from .sglang_unified import SGLANG_UNIFIED_HOOKS, SGLangUnifiedSurface, sglang_hook, sglang_layouts
 
@@ -52,9 +50,11 @@ TRI_NOT_SERVED: frozenset[str] = frozenset({"new_pages_available"})
 
 
 class UnifiedMambaSWATokenToKVPoolAllocator(
-        SGLangUnifiedSurface, UnifiedMambaSWAAllocator, _Base):  # type: ignore[misc]
+        SGLangWhereKvpoolCannot, SGLangUnifiedSurface,
+        UnifiedMambaSWAAllocator, _Base):  # type: ignore[misc]
     """SGLang's ``UnifiedMambaSWATokenToKVPoolAllocator`` on kvpool's tri-pool (same
     signature; module docstring). ``checked`` (kvpool's id validation) is off unless asked for.
+    Off the CPU, SGLang's own tri-pool is built (:class:`SGLangWhereKvpoolCannot`).
 
     Raises:
         ValueError: SGLang's pool places a sub-pool's pages other than kvpool's geometry (a
@@ -63,6 +63,7 @@ class UnifiedMambaSWATokenToKVPoolAllocator(
 
     _swa_req_ring = False  # SGLang's SWA request ring is not used by the unified pool
     _swa_ring_cost = 0
+    sglang_class = _SglangTri
 
     def __init__(self, *, unified_buffer: Any, kvcache: Any, mamba_kvcache: Any, device: str,
                  full_max_total_num_tokens: int, swa_max_total_num_tokens: int,
@@ -113,4 +114,5 @@ for _name in SGLANG_TRI_HOOKS:
     setattr(UnifiedMambaSWATokenToKVPoolAllocator, _name,
             sglang_hook(_name, *_SglangTri.__mro__))
 
-_SglangUnifiedBase.register(UnifiedMambaSWATokenToKVPoolAllocator)
+# isinstance(x, SGLang's tri-pool or its base) holds for this class (an ABC registration)
+_SglangTri.register(UnifiedMambaSWATokenToKVPoolAllocator)
