@@ -22,6 +22,9 @@ from kvpool.spec.unified_float import (
     Grid,
     capacity_views,
     fits_on_chain,
+    joint_available_tokens,
+    schedulable_full_tokens,
+    schedulable_swa_tokens,
     state_available_slots,
     state_schedulable_slots,
 )
@@ -32,7 +35,11 @@ __all__ = ["TriCapacityGate"]
 
 
 def _grid(pool: Any) -> Grid:
-    return Grid(pool.page_bytes, pool.num_pages, pool.min_page)
+    """The member's page grid (its geometry never changes: built once, kept on the member)."""
+    grid: Grid | None = getattr(pool, "_grid", None)
+    if grid is None:
+        grid = pool._grid = Grid(pool.page_bytes, pool.num_pages, pool.min_page)
+    return grid
 
 
 class TriCapacityGate:
@@ -85,23 +92,29 @@ class TriCapacityGate:
         """Every capacity view by name (:func:`kvpool.spec.unified_float.capacity_views`)."""
         return dict(capacity_views(self.float_chain()))
 
+    # each view evaluates only its own function of the chain (capacity_views: all of them)
+
     def available_size(self) -> int:
         """Tokens ``alloc`` takes on both sides now, without moving a page (``UNI-14``)."""
-        return self.capacity_views()["available_size"]
+        return int(joint_available_tokens(self.float_chain()))
 
     def schedulable_full_available_size(self) -> int:
-        return self.capacity_views()["schedulable_full_available_size"]
+        return int(schedulable_full_tokens(self.float_chain()))
 
     def schedulable_swa_available_size(self) -> int:
-        return self.capacity_views()["schedulable_swa_available_size"]
+        return int(schedulable_swa_tokens(self.float_chain()))
 
     def full_available_size(self) -> int:
         """``min(static cap - live full tokens, schedulable full tokens)`` (``UNI-9``)."""
-        return self.capacity_views()["full_available_size"]
+        chain = self.float_chain()
+        return int(min(chain.full_static_tokens - chain.full_live_tokens,
+                       schedulable_full_tokens(chain)))
 
     def swa_available_size(self) -> int:
         """``min(static cap - live SWA tokens, schedulable SWA tokens)`` (``UNI-9``)."""
-        return self.capacity_views()["swa_available_size"]
+        chain = self.float_chain()
+        return int(min(chain.swa_static_tokens - chain.swa_live_tokens,
+                       schedulable_swa_tokens(chain)))
 
     def state_available_size(self) -> int:
         """State slots the state end takes now (``UNI-16``): its gap up to the float (or full

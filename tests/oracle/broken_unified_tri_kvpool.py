@@ -12,7 +12,6 @@ published at module level as ``<name>_pool``, where a printed repro imports it.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -25,16 +24,34 @@ from kvpool.oracle.families.unified.kvpool_target import (
     tri_total_bytes,
 )
 from kvpool.oracle.families.unified.peer import STATIC_CAP_PAGES
-from kvpool.spec.unified_float import capacity_views
+from kvpool.spec.unified_float import (
+    FloatChain,
+    capacity_views,
+    joint_available_tokens,
+    schedulable_swa_tokens,
+)
 
 
 class SwaIgnoresStateEnd(UnifiedMambaSWAAllocator):  # type: ignore[misc]
     """The capacity views price the float's low band from the buffer's bottom: the state end's
     slots are not counted (its frontier read as 0), so the SWA and joint views overstate."""
 
+    def _blind_chain(self) -> FloatChain:
+        return self.float_chain()._replace(state_high_byte=0)
+
     def capacity_views(self) -> dict[str, int]:
-        chain = dataclasses.replace(self.float_chain(), state_high_byte=0)
-        return dict(capacity_views(chain))
+        return dict(capacity_views(self._blind_chain()))
+
+    def available_size(self) -> int:
+        return int(joint_available_tokens(self._blind_chain()))
+
+    def schedulable_swa_available_size(self) -> int:
+        return int(schedulable_swa_tokens(self._blind_chain()))
+
+    def swa_available_size(self) -> int:
+        chain = self._blind_chain()
+        return int(min(chain.swa_static_tokens - chain.swa_live_tokens,
+                       schedulable_swa_tokens(chain)))
 
 
 class FullIgnoresFloat(UnifiedMambaSWAAllocator):  # type: ignore[misc]

@@ -11,7 +11,6 @@ ignores the state end's bytes must disagree somewhere, or the run did not exerci
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import random
 import sys
@@ -80,7 +79,7 @@ def replay(page_size: int, lazy: bool, seed: int, steps: int) -> dict[str, Any]:
         out["float_live"] += not chain.transparent
         out["state_live"] += bool(states)
         out["holes"] += bool(chain.swa_holes or chain.full_holes or chain.state_holes)
-        blind = dataclasses.replace(chain, state_high_byte=0)
+        blind = chain._replace(state_high_byte=0)
         out["state_matters"] += capacity_views(blind) != observed_views(target)
         out["problems"] += [f"{step} {op}: {p}" for p in view_problems(target)]
         for _ in range(3):  # can_reserve: the same fit for unequal demands
