@@ -13,10 +13,14 @@ full side (:class:`~kvpool.integrations.sglang_unified.SideTranslator`). kvpool 
 allocation, frees, groups, translations, capacity views and compaction; the hooks of SGLang's
 base class it does not define (the prefill budget, ``evict_to_free_tokens``,
 ``check_decode_capacity``, the prealloc checks, ...) are SGLang's own, as for SGLang's composite,
-which inherits them too. Decode context parallelism (``attn_dcp_size > 1``) is not supported.
+which inherits them too.
 
 ``install()`` (:mod:`kvpool.integrations.sglang`) makes SGLang's ``init_unified_mamba_pools``
-build this class.
+build this class. Importing this module registers it as a virtual subclass of SGLang's
+``UnifiedMambaTokenToKVPoolAllocator``, which SGLang's index translator, scheduler policy and
+KV-cache configurator test for. Off the CPU and under decode context parallelism
+(``attn_dcp_size > 1``) the class builds SGLang's own composite and warns
+(:class:`~kvpool.integrations.sglang_fallback.SGLangWhereKvpoolCannot`).
 """
 
 from __future__ import annotations

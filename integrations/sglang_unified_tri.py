@@ -17,7 +17,9 @@ only public views (:data:`SGLANG_TRI_HOOKS`) are SGLang's own; the page-demand t
 
 ``install()`` (:mod:`kvpool.integrations.sglang`) makes SGLang's ``init_unified_mamba_swa_pools``
 build this class. Importing this module registers it as a virtual subclass of SGLang's
-``UnifiedSWAAllocatorBase``.
+``UnifiedMambaSWATokenToKVPoolAllocator`` (and so of ``UnifiedSWAAllocatorBase``). Off the CPU
+the class builds SGLang's own tri-pool and warns
+(:class:`~kvpool.integrations.sglang_fallback.SGLangWhereKvpoolCannot`).
 """
 
 from __future__ import annotations
