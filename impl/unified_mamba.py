@@ -29,6 +29,7 @@ from kvpool.spec.errors import ContractViolation
 from .unified_end import EndSubPool
 from .unified_external import ExternalKVStore, external_state
 from .unified_frees import host_ids
+from .unified_last_locs import check_last_locs
 from .unified_mamba_frees import UnifiedMambaFrees
 from .unified_mamba_gate import UnifiedMambaGate
 from .unified_mamba_views import MambaEndView, UnifiedMambaViews
@@ -218,7 +219,8 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
 
         Raises:
             ContractViolation: ``UMB-8`` when ``extend_num_tokens`` is not the tokens asked or
-                ``num_new_pages`` not the pages they need.
+                ``num_new_pages`` not the pages they need; checked, ``EXTEND-1``/``-2``/``-3``/
+                ``-8`` for a ``last_loc`` that does not continue its prefix on a live page.
         """
         prefix, seq = host_ids(prefix_lens_cpu), host_ids(seq_lens_cpu)
         lens = seq - prefix
@@ -229,21 +231,30 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
         if num_new_pages is not None and num_new_pages != pages_needed:
             raise ContractViolation("UMB-8", f"num_new_pages {num_new_pages} != "
                                              f"{pages_needed} the requests need")
+        last = host_ids(last_loc)
+        if self.checked:
+            check_last_locs(prefix, seq, last, self.page_size, self.full.v2p)
         if pages_needed > len(self.free_virtual):
             return None
         if not self._fits_full(pages_needed * self.page_size):
             return None
         pages = self._take_full(pages_needed)
         assert pages is not None  # the ids were counted above
-        return self._out(extend_rows(pages, prefix, seq, host_ids(last_loc), self.page_size,
-                                     self._offsets))
+        return self._out(extend_rows(pages, prefix, seq, last, self.page_size, self._offsets))
 
     def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
                      last_loc: torch.Tensor) -> torch.Tensor | None:
         """One token per request at position ``seq_lens[i] - 1`` (``UMB-2``): a new page where
-        that position starts one, else ``last_loc[i] + 1``. None when the pages do not fit."""
+        that position starts one, else ``last_loc[i] + 1``. None when the pages do not fit.
+
+        Raises:
+            ContractViolation: checked, ``DECODE-1``/``-2``/``-3``/``-8`` for a ``last_loc``
+                that does not continue its request on a live page.
+        """
         ps = self.page_size
         seq = host_ids(seq_lens_cpu)
+        if self.checked:
+            check_last_locs(seq - 1, seq, host_ids(last_loc), ps, self.full.v2p, "DECODE")
         starts = decode_starts(seq, ps)
         count = int(np.count_nonzero(starts))
         if count > len(self.free_virtual) or not self._fits_full(count * ps):

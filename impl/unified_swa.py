@@ -28,6 +28,7 @@ from .unified_end import EndSubPool
 from .unified_external import ExternalKVStore
 from .unified_frees import UnifiedFrees, host_ids
 from .unified_gate import CapacityGate
+from .unified_last_locs import check_last_locs
 from .unified_rows import decode_starts, extend_rows, into, new_page_counts, sink_rows
 from .unified_store import DEFAULT_LAYOUT, SideLayout, UnifiedByteStore, page_mover
 from .unified_views import EvictParams, UnifiedViews
@@ -218,14 +219,19 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
         None when the new pages do not fit.
 
         Raises:
-            ContractViolation: ``UNI-8`` when ``extend_num_tokens`` is not the tokens asked.
+            ContractViolation: ``UNI-8`` when ``extend_num_tokens`` is not the tokens asked;
+                checked, ``EXTEND-1``/``-2``/``-3``/``-8`` for a ``last_loc`` that does not
+                continue its prefix on a live page (:func:`.unified_last_locs.check_last_locs`).
         """
         prefix, seq = host_ids(prefix_lens_cpu), host_ids(seq_lens_cpu)
         lens = seq - prefix
         if int(lens.sum()) != extend_num_tokens or (len(lens) and lens.min() < 0):
             raise ContractViolation("UNI-8", f"extend_num_tokens {extend_num_tokens} is not "
                                              "the sum of seq_lens - prefix_lens >= 0")
-        out = self._extend(prefix, seq, host_ids(last_loc))
+        last = host_ids(last_loc)
+        if self.checked:
+            check_last_locs(prefix, seq, last, self.page_size, self.full.v2p)
+        out = self._extend(prefix, seq, last)
         return None if out is None else self._out(out)
 
     def alloc_extend_swa_tail(self, prefix_lens: torch.Tensor, prefix_lens_cpu: torch.Tensor,
@@ -237,13 +243,16 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
 
         Raises:
             ContractViolation: ``UNI-8`` for more than one request or ``swa_tail_len`` outside
-                ``0..extend_num_tokens``.
+                ``0..extend_num_tokens``; checked, ``EXTEND-*`` for its ``last_loc`` (as
+                :meth:`alloc_extend`).
         """
         prefix, seq = host_ids(prefix_lens_cpu), host_ids(seq_lens_cpu)
         if len(prefix) != 1 or not 0 <= swa_tail_len <= extend_num_tokens or int(
                 seq[0] - prefix[0]) != extend_num_tokens:
             raise ContractViolation("UNI-8", f"swa_tail_len {swa_tail_len} outside "
                                              f"0..{extend_num_tokens} or not one request")
+        if self.checked:
+            check_last_locs(prefix, seq, host_ids(last_loc), self.page_size, self.full.v2p)
         ps = self.page_size
         first_new, end = -(-int(prefix[0]) // ps), -(-int(seq[0]) // ps)
         tail = end - max(first_new, (int(seq[0]) - swa_tail_len) // ps) if swa_tail_len else 0
@@ -253,9 +262,16 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
     def alloc_decode(self, seq_lens: torch.Tensor, seq_lens_cpu: torch.Tensor,
                      last_loc: torch.Tensor) -> torch.Tensor | None:
         """One token per request at position ``seq_lens[i] - 1`` (``UNI-8``): a new page where
-        that position starts one, else ``last_loc[i] + 1``. None when the pages do not fit."""
+        that position starts one, else ``last_loc[i] + 1``. None when the pages do not fit.
+
+        Raises:
+            ContractViolation: checked, ``DECODE-1``/``-2``/``-3``/``-8`` for a ``last_loc``
+                that does not continue its request on a live page.
+        """
         ps = self.page_size
         seq = host_ids(seq_lens_cpu)
+        if self.checked:
+            check_last_locs(seq - 1, seq, host_ids(last_loc), ps, self.full.v2p, "DECODE")
         if ps == 1:
             pages = self._reserve(len(seq), len(seq))
             return None if pages is None else self._out(pages.copy())
