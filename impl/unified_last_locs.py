@@ -14,6 +14,8 @@ from kvpool.spec.errors import ContractViolation
 
 __all__ = ["check_last_locs"]
 
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce  # without ndarray.min's Python wrapper
+
 
 def check_last_locs(prefix: np.ndarray, seq: np.ndarray, last: np.ndarray, page_size: int,
                     v2p: np.ndarray, clause: str = "EXTEND") -> None:
@@ -31,40 +33,45 @@ def check_last_locs(prefix: np.ndarray, seq: np.ndarray, last: np.ndarray, page_
     if not len(prefix) == len(seq) == len(last):
         raise ContractViolation(f"{clause}-1", f"length mismatch: {len(prefix)} prefix_lens, "
                                                f"{len(seq)} seq_lens, {len(last)} last_loc")
-    if len(prefix) == 0:
+    n, ps = len(prefix), page_size
+    if n == 0:
         return
-    bad = (prefix < 0) | (prefix > seq)
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise ContractViolation(f"{clause}-2", f"request {i}: prefix {int(prefix[i])} outside "
-                                               f"0..seq {int(seq[i])}")
     empty = prefix == 0
-    ps = page_size
-    bad = (last == -1) != empty
-    if ps > 1:
-        bad |= (last + 1) % ps != prefix % ps
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
+    bad = (prefix < 0) | (prefix > seq) | ((last == -1) != empty)
+    if ps > 1:  # (last + 1) % ps == prefix % ps; a mask where ps is a power of two
+        step = last + 1 - prefix
+        bad |= (step & (ps - 1) if ps & (ps - 1) == 0 else step % ps) != 0
+    if np.count_nonzero(bad):
+        i = _first(bad)
+        if prefix[i] < 0 or prefix[i] > seq[i]:
+            raise ContractViolation(f"{clause}-2", f"request {i}: prefix {int(prefix[i])} "
+                                                   f"outside 0..seq {int(seq[i])}")
         raise ContractViolation(
             f"{clause}-3", f"request {i}: last_loc {int(last[i])} does not end a prefix of "
                            f"{int(prefix[i])} tokens at page size {ps} (need last_loc == -1 iff "
                            "prefix == 0 and (last_loc + 1) % ps == prefix % ps)")
-    held = np.flatnonzero(~empty)
-    pages = last[held] // ps
-    inside = (pages >= 0) & (pages < len(v2p))
-    live = np.zeros(len(pages), dtype=bool)
-    live[inside] = v2p[pages[inside]] >= 0
-    if not live.all():
-        k = int(np.flatnonzero(~live)[0])
-        raise ContractViolation(f"{clause}-3", f"request {int(held[k])}: last_loc "
-                                               f"{int(last[held[k]])} is on virtual page "
-                                               f"{int(pages[k])}, which is not live")
-    if ps > 1:
-        continues = (prefix[held] % ps != 0) & (seq[held] > prefix[held])
-        partial = pages[continues]
+    held = n - int(np.count_nonzero(empty))
+    if held == 0:
+        return
+    rows = None if held == n else ~empty
+    pages = (last if rows is None else last[rows]) // ps
+    # one reduction for the range: a negative page reads as a huge unsigned one
+    if int(_MAX(pages.view(np.uint64))) >= len(v2p) or _MIN(v2p[pages]) < 0:
+        k = _first((pages < 0) | (pages >= len(v2p)) | (v2p[np.clip(pages, 0, len(v2p) - 1)] < 0))
+        i = k if rows is None else int(np.flatnonzero(rows)[k])
+        raise ContractViolation(f"{clause}-3", f"request {i}: last_loc {int(last[i])} is on "
+                                               f"virtual page {int(pages[k])}, which is not live")
+    if ps > 1 and held > 1:  # the requests that continue a partial page: distinct pages
+        kept_prefix = prefix if rows is None else prefix[rows]
+        kept_seq = seq if rows is None else seq[rows]
+        partial = pages[(kept_prefix % ps != 0) & (kept_seq > kept_prefix)]
         if len(partial) > 1:
             ordered = np.sort(partial)
             twice = ordered[1:][ordered[1:] == ordered[:-1]]
             if len(twice):
                 raise ContractViolation(f"{clause}-8", f"virtual page {int(twice[0])} is "
                                                        "continued by two requests")
+
+
+def _first(mask: np.ndarray) -> int:
+    return int(np.flatnonzero(mask)[0])
