@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from .backend import TorchOps
-from .native_ops import NativeOps, native_available
+from .native_ops import NativeOps, native_enabled
 from .numpy_ops import NumpyOps
 
 
@@ -23,7 +23,7 @@ def ops_for(page_size: int, device: Any) -> TorchOps:
     """
     kind = torch.device(device).type
     if kind == "cpu":
-        if os.environ.get("KVPOOL_NATIVE", "1") != "0" and native_available():
+        if native_enabled():
             return NativeOps(page_size, device)
         return NumpyOps(page_size, device)
     if kind == "cuda" and os.environ.get("KVPOOL_TRITON", "1") != "0":

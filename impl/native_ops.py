@@ -37,6 +37,7 @@ install`` compiles it where a C compiler is present; without one the install sti
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -55,6 +56,28 @@ except ImportError:  # built without a C compiler: NumpyOps serves
 def native_available() -> bool:
     """True when the compiled extension imports (then ``ops_for`` may pick :class:`NativeOps`)."""
     return _native is not None
+
+
+def native_enabled() -> bool:
+    """True when the extension imports and ``KVPOOL_NATIVE`` is not ``0``: what a CPU
+    allocator built now runs its compiled loops on."""
+    return os.environ.get("KVPOOL_NATIVE", "1") != "0" and _native is not None
+
+
+def compiled_pages(free_index: Any, page_size: int) -> tuple[np.ndarray, bool] | None:
+    """The pages of ``free_index`` (``id // page_size``) by the compiled loops (read in place:
+    one pass for the page ids, one that compresses runs of equal pages), as a new array and
+    whether it is sorted and distinct: ``(pages, True)``; ``(runs, False)`` when the runs do
+    not ascend and are too many for the loops' small sort (the caller sorts and dedups them).
+    None where the loops do not read ``free_index`` (not an exact int64, contiguous CPU
+    tensor) or the extension is not built: the caller's numpy form serves."""
+    if _native is None or type(free_index) is not torch.Tensor:
+        return None
+    out = np.empty(free_index.numel(), dtype=np.int64)
+    if not _native.page_ids(free_index, page_size, out):
+        return None
+    num_runs: int = _native.distinct_runs(out)  # in place; -k: k unsorted runs
+    return (out[:num_runs], True) if num_runs >= 0 else (out[:-num_runs], False)
 
 
 class NativeOps(NumpyOps):

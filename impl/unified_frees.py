@@ -27,6 +27,7 @@ import numpy as np
 import torch
 from kvpool.spec.errors import ContractViolation
 
+from .native_ops import compiled_pages
 from .unified_end import EndSubPool
 
 __all__ = ["UnifiedFrees", "host_ids", "small_distinct"]
@@ -65,10 +66,22 @@ class UnifiedFrees:
     free_virtual: np.ndarray
     page_size: int
     checked: bool
+    compiled: bool  # the compiled loops read the ids (compiled_pages), where they can
     _group: dict[str, list[np.ndarray]] | None
     _mark: np.ndarray  # all False between calls: scratch for _distinct
 
     # -- validation --
+
+    def _pages_of_tensor(self, free_index: Any) -> np.ndarray:
+        """:meth:`_pages_of` of a call's ids (a tensor or a sequence): by the compiled loops
+        where they read it (:func:`~kvpool.impl.native_ops.compiled_pages`), else by numpy."""
+        got = compiled_pages(free_index, self.page_size) if self.compiled else None
+        if got is None:
+            return self._pages_of(host_ids(free_index))
+        pages, distinct = got
+        if self.checked:
+            self._check_live(pages, distinct)
+        return pages if distinct else self._distinct(pages)
 
     def _pages_of(self, ids: np.ndarray) -> np.ndarray:
         """The distinct virtual pages of ``ids``, ascending; checked: each one live
@@ -167,7 +180,7 @@ class UnifiedFrees:
         if self._group is not None:
             self._group["free"].append(self._group_pages(host_ids(free_index)))
             return
-        self._release_both(self._pages_of(host_ids(free_index)))
+        self._release_both(self._pages_of_tensor(free_index))
 
     def free_full(self, free_index: torch.Tensor) -> None:
         """Free the full side and the virtual ids of pages whose SWA side is released.
@@ -179,8 +192,8 @@ class UnifiedFrees:
         if free_index is None or free_index.numel() == 0:
             return
         grouped = self._group is not None
-        ids = host_ids(free_index)
-        pages = self._group_pages(ids) if grouped else self._pages_of(ids)
+        pages = (self._group_pages(host_ids(free_index)) if grouped
+                 else self._pages_of_tensor(free_index))
         if self.checked:
             self._check_swa_released(pages)
         if not self._defer("free_full", pages):
@@ -195,7 +208,7 @@ class UnifiedFrees:
         """
         if free_index is None or free_index.numel() == 0:
             return
-        pages = self._pages_of(host_ids(free_index))
+        pages = self._pages_of_tensor(free_index)
         self.swa.release(pages[self.swa.v2p[pages] >= 0])
 
     def _segment_pages(self, free_index: torch.Tensor, start_pos: int) -> np.ndarray:

@@ -24,6 +24,7 @@ import torch
 from kvpool.spec import unified_layout as ul
 from kvpool.spec.errors import ContractViolation
 
+from .native_ops import native_enabled
 from .unified_end import EndSubPool
 from .unified_external import ExternalKVStore
 from .unified_frees import UnifiedFrees, host_ids
@@ -71,6 +72,8 @@ class UnifiedSWAAllocator(UnifiedFrees, UnifiedViews, CapacityGate):
                  state_entry_bytes: int = 0) -> None:
         self.page_size, self.lazy, self.checked = page_size, lazy, checked
         self.lazy_compaction = lazy
+        # the frees' page ids by the compiled loops where built (KVPOOL_NATIVE=0: numpy only)
+        self.compiled = native_enabled()
         self.device = torch.device(device)
         self._on_cpu = self.device.type == "cpu"
         self.total_bytes = total_bytes
