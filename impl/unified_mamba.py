@@ -26,6 +26,7 @@ import torch
 from kvpool.spec import unified_layout as ul
 from kvpool.spec.errors import ContractViolation
 
+from .native_ops import native_enabled
 from .unified_end import EndSubPool
 from .unified_external import ExternalKVStore, external_state
 from .unified_frees import host_ids
@@ -84,6 +85,7 @@ class UnifiedMambaAllocator(UnifiedMambaGate, UnifiedMambaFrees, UnifiedMambaVie
                  kv_store: Any = None) -> None:
         self.page_size, self.lazy, self.checked = page_size, lazy, checked
         self.lazy_compaction = lazy
+        self.compiled = native_enabled()  # a free's pages by the compiled loops, where built
         self.device = torch.device(device)
         self.total_bytes, self.state_bytes = total_bytes, state_bytes
         entry = full_layout.entry_bytes

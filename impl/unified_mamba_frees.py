@@ -28,6 +28,7 @@ import numpy as np
 import torch
 from kvpool.spec.errors import ContractViolation
 
+from .native_ops import compiled_pages
 from .unified_end import EndSubPool
 from .unified_frees import host_ids, small_distinct
 
@@ -46,6 +47,7 @@ class UnifiedMambaFrees:
     page_size: int
     lazy: bool
     checked: bool
+    compiled: bool  # a plain free's pages by the compiled loops, where they read the ids
 
     def _init_frees(self, num_virtual: int) -> None:
         self._group: list[np.ndarray] | None = None
@@ -96,6 +98,24 @@ class UnifiedMambaFrees:
             return ids.copy()
         return small_distinct(ids // ps if ps > 1 else ids)
 
+    def _compiled_free(self, free_index: Any) -> bool:
+        """A ``free`` outside a group whose release order is ascending (not lazy at page
+        size 1) through the compiled loops' sorted distinct pages: True when done; False,
+        nothing changed, where they do not read the ids or the pages come back unsorted (the
+        numpy form serves). Checked: as :meth:`_free_pages`."""
+        if not self.compiled or (self.page_size == 1 and self.lazy):
+            return False
+        got = compiled_pages(free_index, self.page_size)
+        if got is None or not got[1]:
+            return False
+        pages = got[0]
+        if self.checked:
+            if self.page_size == 1 and len(pages) != free_index.numel():
+                raise ContractViolation("UMB-8", "free names an id twice")
+            self._check_pages(self.full, pages, "virtual pages")
+        self._release(pages)
+        return True
+
     def _segment_pages(self, ids: np.ndarray, start_pos: int) -> np.ndarray:
         ps = self.page_size
         if start_pos % ps:
@@ -134,6 +154,8 @@ class UnifiedMambaFrees:
             ContractViolation: checked, ``UMB-8`` (module docstring); nothing changed.
         """
         if free_index is None or free_index.numel() == 0:
+            return
+        if self._group is None and self._compiled_free(free_index):
             return
         ids = host_ids(free_index)
         pages = self._free_pages(ids)

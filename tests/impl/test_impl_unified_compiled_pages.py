@@ -1,7 +1,8 @@
-"""The unified pools' frees read their ids through the compiled loops where they can
-(``kvpool.impl.native_ops.compiled_pages``) and through numpy otherwise: the same pages, the
-same clause for a bad id, the same state after, whatever the ids' order, repeats, dtype or
-strides. ``KVPOOL_NATIVE=0`` turns the compiled path off for pools built after it."""
+"""The unified pools' frees (full + SWA, tri-pool, full + Mamba) read their ids through the
+compiled loops where they can (``kvpool.impl.native_ops.compiled_pages``) and through numpy
+otherwise: the same pages, the same clause for a bad id, the same state after, whatever the
+ids' order, repeats, dtype or strides. ``KVPOOL_NATIVE=0`` turns the compiled path off for
+pools built after it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kvpool.impl import UnifiedMambaSWAAllocator
+from kvpool.impl import UnifiedMambaAllocator, UnifiedMambaSWAAllocator
 from kvpool.impl.native_ops import compiled_pages, native_available
 from kvpool.impl.unified_swa import UnifiedSWAAllocator
 from kvpool.spec.errors import ContractViolation
@@ -23,8 +24,11 @@ PAGES = 48
 
 
 def build(kind: str, ps: int, lazy: bool, compiled: bool) -> Any:
-    if kind == "tri":
-        a: Any = UnifiedMambaSWAAllocator(2 * PAGES * ps * 32 + 4 * 256, ps, state_bytes=256,
+    if kind == "mamba":
+        a: Any = UnifiedMambaAllocator(PAGES * ps * 32 + 4 * 256, ps, state_bytes=256,
+                                       lazy=lazy)
+    elif kind == "tri":
+        a = UnifiedMambaSWAAllocator(2 * PAGES * ps * 32 + 4 * 256, ps, state_bytes=256,
                                           lazy=lazy)
     else:
         a = UnifiedSWAAllocator(2 * PAGES * ps * 32, ps, lazy=lazy)
@@ -34,7 +38,7 @@ def build(kind: str, ps: int, lazy: bool, compiled: bool) -> Any:
 
 def state(a: Any) -> tuple[Any, ...]:
     sides = tuple((s.v2p.tolist(), s.p2v.tolist(), sorted(np.asarray(s.holes).tolist()),
-                   s.span()) for s in (a.full, a.swa))
+                   s.span()) for s in (a.full, getattr(a, "swa", a.full)))
     return sides, a.free_virtual.tolist(), a.available_size()
 
 
@@ -47,8 +51,9 @@ def form(ids: list[int], how: str) -> torch.Tensor:
     return torch.tensor(ids, dtype=torch.int64)
 
 
-@settings(max_examples=60, deadline=None)
-@given(ps=st.sampled_from([1, 4]), lazy=st.booleans(), kind=st.sampled_from(["swa", "tri"]),
+@settings(max_examples=90, deadline=None)
+@given(ps=st.sampled_from([1, 4]), lazy=st.booleans(),
+       kind=st.sampled_from(["swa", "tri", "mamba"]),
        rows=st.lists(st.integers(1, 9), min_size=1, max_size=5), data=st.data())
 def test_compiled_and_numpy_frees_agree(ps: int, lazy: bool, kind: str, rows: list[int],
                                         data: Any) -> None:
@@ -61,7 +66,8 @@ def test_compiled_and_numpy_frees_agree(ps: int, lazy: bool, kind: str, rows: li
     for _ in range(data.draw(st.integers(1, 4))):
         pick = data.draw(st.lists(st.sampled_from([i for r in held for i in r] + [-1, 0, 10**6]),
                                   max_size=24))
-        name = data.draw(st.sampled_from(["free", "free_swa", "free_full"]))
+        name = data.draw(st.sampled_from(["free"] if kind == "mamba" else
+                                         ["free", "free_swa", "free_full"]))
         how = data.draw(st.sampled_from(["int64", "int32", "strided"]))
         outcomes = []
         for a in pools:
@@ -118,3 +124,29 @@ def test_the_frees_take_the_compiled_path(monkeypatch: pytest.MonkeyPatch) -> No
     a.free(rows[2].to(torch.int32))  # read by numpy: the same pages
     assert calls == [4, 4, 4, 4] and a.available_size() == state(build("swa", 4, False, False))[2]
     assert np.array_equal(a.full.v2p, np.full(len(a.full.v2p), -1))
+
+
+@pytest.mark.parametrize("kind", ["swa", "tri", "mamba"])
+@pytest.mark.parametrize("ps", [1, 4])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_bad_ids_name_the_same_clause_either_way(kind: str, ps: int, lazy: bool) -> None:
+    """An id named twice, a freed id, one out of range, unsorted rows: each free on a pool
+    with the compiled path and one without gives the same clause (or none) and state."""
+    pools = [build(kind, ps, lazy, compiled) for compiled in (True, False)]
+    rows = [[a.alloc(3 * ps).tolist() for _ in range(3)] for a in pools][0]
+    for a in pools:
+        a.free(torch.tensor(rows[2]))  # rows[2] is freed: its ids are not live
+    cases = [[rows[0][0], rows[0][0]], rows[0] + rows[0][:1], rows[2][:2], [10**6], [-3],
+             rows[1][::-1] + rows[0], rows[0][ps:] + rows[1][:1]]
+    for ids in cases:
+        outcomes = []
+        for a in pools:
+            try:
+                a.free(torch.tensor(ids))
+                outcomes.append(None)
+            except ContractViolation as err:
+                outcomes.append(err.clause)
+        assert outcomes[0] == outcomes[1], ids
+        assert state(pools[0]) == state(pools[1]), ids
+        if ps == 1 and len(set(ids)) < len(ids) and kind == "mamba":
+            assert outcomes[0] == "UMB-8", ids  # named twice
