@@ -133,7 +133,9 @@ def test_bad_ids_name_the_same_clause_either_way(kind: str, ps: int, lazy: bool)
     """An id named twice, a freed id, one out of range, unsorted rows: each free on a pool
     with the compiled path and one without gives the same clause (or none) and state."""
     pools = [build(kind, ps, lazy, compiled) for compiled in (True, False)]
-    rows = [[a.alloc(3 * ps).tolist() for _ in range(3)] for a in pools][0]
+    got = [[a.alloc(3 * ps).tolist() for _ in range(3)] for a in pools]
+    assert got[0] == got[1]
+    rows = got[0]
     for a in pools:
         a.free(torch.tensor(rows[2]))  # rows[2] is freed: its ids are not live
     cases = [[rows[0][0], rows[0][0]], rows[0] + rows[0][:1], rows[2][:2], [10**6], [-3],

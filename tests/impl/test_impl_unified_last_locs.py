@@ -120,7 +120,7 @@ def _live_table(live: list[bool]) -> np.ndarray:
 
 
 @settings(max_examples=300, deadline=None)
-@given(ps=st.sampled_from([1, 2, 4]), live=st.lists(st.booleans(), min_size=6, max_size=6),
+@given(ps=st.sampled_from([1, 2, 3, 4, 6]), live=st.lists(st.booleans(), min_size=6, max_size=6),
        requests=st.lists(st.tuples(st.integers(-1, 9), st.integers(0, 10), st.integers(-2, 26)),
                          min_size=1, max_size=3))
 def test_the_check_agrees_with_the_paged_rules(ps: int, live: list[bool],
@@ -145,3 +145,52 @@ def test_the_check_agrees_with_the_paged_rules(ps: int, live: list[bool],
     assert (mine is None) == (theirs is None)
     if len(requests) == 1:
         assert mine == theirs
+
+
+def test_a_refusal_names_the_first_request_whose_page_is_not_live() -> None:
+    """The ``-3`` refusal names the first request on a page that is not live, among rows with
+    and without a prefix (live pages bound to physical page 0 count, virtual page 0 too)."""
+    v2p = np.array([0, -1, 5, 0, -1, 7], dtype=np.int64)  # virtual 0, 2, 3, 5 live
+    ps = 4
+
+    def refusal(prefix: list[int], last: list[int]) -> str:
+        seq = [p + 1 for p in prefix]
+        with pytest.raises(ContractViolation) as err:
+            check_last_locs(np.array(prefix), np.array(seq), np.array(last), ps, v2p)
+        assert err.value.clause == "EXTEND-3"
+        return str(err.value)
+
+    assert "request 1: last_loc 7 is on virtual page 1," in refusal([4, 4], [3, 7])
+    assert "request 2: last_loc 19 is on virtual page 4," in refusal([0, 4, 4], [-1, 15, 19])
+    assert "request 2: last_loc 27 is on virtual page 6," in refusal([4, 4, 4, 4],
+                                                                        [3, 23, 27, 7])
+    assert "request 1: last_loc -5 is on virtual page -2," in refusal([0, 4], [-1, -5])
+
+
+@pytest.mark.parametrize("ps", [3, 4])
+def test_two_requests_continuing_one_partial_page_are_refused(ps: int) -> None:
+    """Exactly two requests (the fewest that can) continuing the same partial page: ``-8``;
+    continuing two different ones, adding no token to it, or ending whole pages: accepted."""
+    v2p = np.array([-1, 0, 0, 0], dtype=np.int64)
+    prefix, seq = np.array([1, 1]), np.array([2, 2])
+    with pytest.raises(ContractViolation) as err:
+        check_last_locs(prefix, seq, np.array([ps, ps]), ps, v2p)
+    assert err.value.clause == "EXTEND-8"
+    check_last_locs(prefix, seq, np.array([ps, 2 * ps]), ps, v2p)
+    check_last_locs(prefix, prefix, np.array([ps, ps]), ps, v2p)  # no new token: no page opened
+    check_last_locs(np.array([ps, ps]), np.array([ps + 1, ps + 1]),
+                    np.array([2 * ps - 1, 2 * ps - 1]), ps, v2p)
+
+
+@pytest.mark.parametrize("ps", [1, 4])
+def test_a_prefix_outside_its_sequence_is_refused_whatever_its_last_loc(ps: int) -> None:
+    """A prefix longer than its sequence, or negative, is ``-2`` even with a ``last_loc``
+    that ends it on a live page; the same prefix within its sequence passes."""
+    v2p = np.array([-1, 0, 0, 0], dtype=np.int64)
+    last = np.array([2 * ps - 1])
+    for prefix, seq in ((2 * ps, ps), (-ps, ps)):
+        with pytest.raises(ContractViolation) as err:
+            check_last_locs(np.array([prefix]), np.array([seq]),
+                            last if prefix > 0 else np.array([-ps - 1]), ps, v2p)
+        assert err.value.clause == "EXTEND-2", (prefix, seq)
+    check_last_locs(np.array([2 * ps]), np.array([2 * ps + 1]), last, ps, v2p)

@@ -83,6 +83,7 @@ TARGETS: dict[str, tuple[str, ...]] = {
     "spec/unified_mamba_views.py": UNIFIED_SPEC_TESTS,
     "spec/unified_mamba_end.py": UNIFIED_SPEC_TESTS,
     "spec/unified_mamba_frees.py": UNIFIED_SPEC_TESTS,
+    "impl/unified_last_locs.py": IMPL_TESTS,
 }
 
 MARKERS = "not slow and not crosshair and not peers"
