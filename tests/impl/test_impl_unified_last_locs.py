@@ -167,7 +167,7 @@ def test_a_refusal_names_the_first_request_whose_page_is_not_live() -> None:
     assert "request 1: last_loc -5 is on virtual page -2," in refusal([0, 4], [-1, -5])
 
 
-@pytest.mark.parametrize("ps", [3, 4])
+@pytest.mark.parametrize("ps", [2, 3, 4])
 def test_two_requests_continuing_one_partial_page_are_refused(ps: int) -> None:
     """Exactly two requests (the fewest that can) continuing the same partial page: ``-8``;
     continuing two different ones, adding no token to it, or ending whole pages: accepted."""
