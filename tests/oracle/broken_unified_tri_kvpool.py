@@ -4,7 +4,8 @@
 The unified family judges them as it judges ``kvpool-unified-tri`` (the float chain's views
 exactly, refusals as a bound), through ``unified_state()``, ``set_state_slots`` and the public
 API alone: the float chain's byte accounting (``UNI-14``, the analogues of ``broken_tri.py``'s
-bugs planted in SGLang's tri-pool), the float's holes (``UNI-5``) and its page copies.
+bugs planted in SGLang's tri-pool), the float's holes (``UNI-5``) and its page copies, and
+its eviction hook and decode gate (``UNI-14``, ``UNI-15``: judged by their bounds).
 ``BROKEN_TRI_KVPOOL`` lists each with the one clause the family reports it under at the
 target's capabilities (both compaction modes, page sizes 1, 4 and 16). Each factory is
 published at module level as ``<name>_pool``, where a printed repro imports it.
@@ -17,6 +18,7 @@ from typing import Any
 
 from broken_unified_kvpool import BrokenKvpool
 from kvpool.impl.unified_tri import UnifiedMambaSWAAllocator
+from kvpool.oracle.families.single.treecache import EvictParams
 from kvpool.oracle.families.unified import targets  # noqa: F401  # before kvpool_target (a cycle)
 from kvpool.oracle.families.unified.kvpool_target import (
     LAYOUT,
@@ -96,6 +98,51 @@ class StateOverrunsFloat(UnifiedMambaSWAAllocator):  # type: ignore[misc]
         return int(min(gap // m.page_bytes, m.num_pages - m.min_page - m.span_pages()))
 
 
+class EvictsWhenItFits(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """The eviction hook asks the cache for the whole demand before looking at what fits: a
+    request that fits now still evicts cached rows."""
+
+    def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int, **kw: Any) -> Any:
+        if tree_cache is not None and num_tokens > 0:
+            tree_cache.evict_for_alloc(EvictParams(num_tokens=num_tokens,
+                                                   swa_num_tokens=num_tokens))
+        return super().evict_to_free_tokens(tree_cache, num_tokens, **kw)
+
+
+class AsksWhenHopeless(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """The eviction hook skips its bail-out: a demand beyond the free virtual ids plus every
+    evictable token still empties the cache before it is refused."""
+
+    def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int, **kw: Any) -> Any:
+        pages = -(-num_tokens // self.page_size)
+        if tree_cache is not None and pages > len(self.free_virtual) + (
+                tree_cache.full_evictable_size() // self.page_size):
+            tree_cache.evict_for_alloc(EvictParams(num_tokens=num_tokens,
+                                                   swa_num_tokens=num_tokens))
+            return False
+        return super().evict_to_free_tokens(tree_cache, num_tokens, **kw)
+
+
+class NoGateAfterEvicting(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """The eviction hook does not gate the demand again once the cache evicted something: it
+    answers False though the pages fit now."""
+
+    def evict_to_free_tokens(self, tree_cache: Any, num_tokens: int, **kw: Any) -> Any:
+        held = tree_cache.full_evictable_size() if tree_cache is not None else 0
+        got = super().evict_to_free_tokens(tree_cache, num_tokens, **kw)
+        return False if got and tree_cache.full_evictable_size() < held else got
+
+
+class DecodeGateReadsFull(UnifiedMambaSWAAllocator):  # type: ignore[misc]
+    """The decode gate answers from the full side's view (``full_available_size()``) instead
+    of ``available_size()``: each decoded token needs a slot on both sides."""
+
+    def check_decode_capacity(self, *, num_tokens: int, tree_cache: Any, requests: Any = None,
+                              spec_algorithm: Any = None) -> bool:
+        self.evict_to_free_tokens(tree_cache, num_tokens)
+        return bool(self.full_available_size() >= num_tokens)
+
+
 def _factory(cls: type[UnifiedMambaSWAAllocator], name: str) -> Callable[..., Any]:
     def build(*, total_bytes: int, page_size: int, lazy: bool, device: str = "cpu",
               need_sort: bool = False) -> UnifiedMambaSWAAllocator:
@@ -122,5 +169,9 @@ BROKEN_TRI_KVPOOL = [
     BrokenTriKvpool(AllocShortByAPage, ("UNI-14",)),
     BrokenTriKvpool(FloatForgetsHoles, ("UNI-5",)),
     BrokenTriKvpool(StateOverrunsFloat, ("UNI-16",)),
+    BrokenTriKvpool(EvictsWhenItFits, ("UNI-14",)),
+    BrokenTriKvpool(AsksWhenHopeless, ("UNI-14",)),
+    BrokenTriKvpool(NoGateAfterEvicting, ("UNI-14",)),
+    BrokenTriKvpool(DecodeGateReadsFull, ("UNI-15",)),
 ]
 globals().update({f"{b.name}_pool": b.factory() for b in BROKEN_TRI_KVPOOL})

@@ -19,7 +19,7 @@ the same frees; the call's result is ``(hook result, eviction requests)``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -27,9 +27,10 @@ from kvpool.spec.unified import UnifiedSWAModel
 
 from ...engine.call import Call
 from ...engine.callforms import Args
-from ..single.treecache import EvictParams
+from ..single.treecache import EvictParams, EvictResult
 
-__all__ = ["SWACache", "decode_gate_call", "evict_call", "evict_spec", "gate"]
+__all__ = ["SWACache", "TriCache", "cache_of", "decode_gate_call", "evict_call", "evict_spec",
+           "gate"]
 
 Cached = Sequence[tuple[Sequence[int], int]]
 
@@ -37,13 +38,19 @@ Cached = Sequence[tuple[Sequence[int], int]]
 class SWACache:
     """Finished rows held for reuse, ``(slots, front)`` each, evicted oldest first through
     ``allocator`` (the model, or a target when ``tensors``); ``requests`` records every
-    ``evict_for_alloc`` request as ``(full tokens, swa tokens)``."""
+    ``evict_for_alloc`` request as ``(full tokens, swa tokens)``, ``released`` every release
+    it made as ``(method, ids)``. It holds no state slot (``mamba_evictable_size()`` is 0) and
+    evicts what it is asked whatever ``allocation_reclaim_satisfied`` says (:class:`TriCache`
+    stops when it holds)."""
+
+    stops_when_satisfied = False
 
     def __init__(self, allocator: Any, rows: Cached, *, tensors: bool = True) -> None:
         self.allocator = allocator
         self.rows = [(sorted(slots), int(front)) for slots, front in rows]
         self.tensors = tensors
         self.requests: list[tuple[int, int]] = []
+        self.released: list[tuple[str, list[int]]] = []
 
     def supports_prefix_sharing(self) -> bool:
         return True
@@ -54,28 +61,53 @@ class SWACache:
     def swa_evictable_size(self) -> int:
         return sum(max(0, len(slots) - front) for slots, front in self.rows)
 
+    def mamba_evictable_size(self) -> int:
+        return 0
+
     def _release(self, name: str, ids: list[int]) -> None:
+        self.released.append((name, ids))
         arg: Any = torch.tensor(ids, dtype=torch.int64) if self.tensors else ids
         getattr(self.allocator, name)(arg)
 
-    def evict_for_alloc(self, params: Any, **_: Any) -> None:
+    def evict_for_alloc(self, params: Any, *,
+                        allocation_reclaim_satisfied: Callable[[], bool] | None = None,
+                        **_: Any) -> EvictResult:
         """Free rows until ``params.num_tokens`` full tokens came back, then release SWA pages
-        until ``params.swa_num_tokens`` SWA tokens did (module docstring)."""
+        until ``params.swa_num_tokens`` SWA tokens did (module docstring); a
+        :class:`TriCache` stops before a release once ``allocation_reclaim_satisfied()``
+        holds. Returns the tokens evicted on each side."""
         full, swa = int(params.num_tokens), int(params.swa_num_tokens)
         self.requests.append((full, swa))
+        stop = allocation_reclaim_satisfied if self.stops_when_satisfied else None
         freed_full = freed_swa = 0
-        while self.rows and freed_full < full:
+        while self.rows and freed_full < full and not (stop and stop()):
             slots, front = self.rows.pop(0)
             self._release("free", slots)
             freed_full += len(slots)
             freed_swa += max(0, len(slots) - front)  # front: past the end with no SWA page
         for i, (slots, front) in enumerate(self.rows):
-            if freed_swa >= swa:
+            if freed_swa >= swa or (stop and stop()):
                 break
             if front < len(slots):
                 self._release("free_swa", slots[front:])
                 freed_swa += len(slots) - front
                 self.rows[i] = (slots, len(slots))
+        return EvictResult(num_tokens_evicted=freed_full, swa_num_tokens_evicted=freed_swa)
+
+
+class TriCache(SWACache):
+    """A :class:`SWACache` for a tri-pool: as SGLang 0.5.23's caches do when an allocator
+    passes ``allocation_reclaim_satisfied``, it stops evicting once that predicate holds (the
+    tri-pool's hook asks it to, ``UNI-14``)."""
+
+    stops_when_satisfied = True
+
+
+def cache_of(allocator: Any, a: Args) -> SWACache:
+    """The cache a call's args describe, over ``allocator``'s tensors: the rows ``cached``, a
+    :class:`TriCache` when ``a["cache"]`` is ``"tri"``."""
+    kind = TriCache if a.get("cache") == "tri" else SWACache
+    return kind(allocator, a.get("cached", ()))
 
 
 def gate(model: UnifiedSWAModel, num_tokens: int) -> bool:
@@ -111,14 +143,20 @@ def evict_spec(model: UnifiedSWAModel, num_tokens: int,
 
 
 def _target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
-    cache = SWACache(x, a.get("cached", ()))
+    cache = cache_of(x, a)
     return (x.evict_to_free_tokens(cache, a["num_tokens"]), cache.requests), []
 
 
-def _source(a: Args, var: str) -> list[str]:
+def _cache_lines(a: Args) -> list[str]:
+    """The repro's lines that build the call's cache (:func:`cache_of`) as ``cache``."""
     rows = [(list(slots), front) for slots, front in a.get("cached", ())]
-    return ["from kvpool.oracle.families.unified.cache import SWACache",
-            f"cache = SWACache(a, {rows!r})",
+    kind = "TriCache" if a.get("cache") == "tri" else "SWACache"
+    return [f"from kvpool.oracle.families.unified.cache import {kind}",
+            f"cache = {kind}(a, {rows!r})"]
+
+
+def _source(a: Args, var: str) -> list[str]:
+    return [*_cache_lines(a),
             f"{var} = (a.evict_to_free_tokens(cache, {a['num_tokens']}), cache.requests)"]
 
 
@@ -141,15 +179,13 @@ def _gate_spec(model: UnifiedSWAModel, num_tokens: int,
 
 
 def _gate_target(x: Any, a: Args, dev: str) -> tuple[Any, list[Any]]:
-    cache = SWACache(x, a.get("cached", ()))
+    cache = cache_of(x, a)
     return (bool(x.check_decode_capacity(num_tokens=a["num_tokens"], tree_cache=cache)),
             cache.requests), []
 
 
 def _gate_source(a: Args, var: str) -> list[str]:
-    rows = [(list(slots), front) for slots, front in a.get("cached", ())]
-    return ["from kvpool.oracle.families.unified.cache import SWACache",
-            f"cache = SWACache(a, {rows!r})",
+    return [*_cache_lines(a),
             f"{var} = (a.check_decode_capacity(num_tokens={a['num_tokens']}, "
             "tree_cache=cache), cache.requests)"]
 

@@ -20,8 +20,10 @@ calls and ``ERR-1``, failures). After every valid call:
   :mod:`.holes`);
 - a live page moved only along a page copy the allocator issued (``UNI-6``, :class:`MoveLog`);
 - after a free (and ``free_group_end``, once the group's deferred frees ran), each side binds
-  exactly the model's live pages (``UNI-10``, :func:`group_end_breach`); a tri-pool prealloc whose
-  pages fit on its float chain (its SWA float's holes credited) is granted (``UNI-14``);
+  exactly the model's live pages (``UNI-10``, :func:`~.holes.group_end_breach`); a tri-pool
+  prealloc whose pages fit on its float chain (its SWA float's holes credited) is granted
+  (``UNI-14``); a tri-pool's eviction hook and decode gate, led by the target, by their bounds
+  (``UNI-14``, ``UNI-15``; :mod:`.tri_hook`);
 - on a tri-pool (``float_chain``) its five capacity views, exactly, from its float chain's
   frontiers, and its live pages against the model's; an ``alloc`` within the
   ``available_size()`` it reported must succeed (``UNI-14``, :mod:`.float_views`);
@@ -54,12 +56,13 @@ from .calls import UNIFIED_CALLS, UNIFIED_DTYPES, ZeroCache
 from .coverage import events_of
 from .fits import fitting, hint
 from .float_views import chain_of, float_available, promised_alloc, view_clause, view_problems
-from .holes import model_breach, own_breach
+from .holes import group_end_breach, model_breach, own_breach
 from .peer_state import state_of
 from .placement import MoveLog, pages_of, placement_assert, placement_problems
 from .probes import IMPORT as PLANT_IMPORT
 from .probes import census_probe
 from .targets import UnifiedCapabilities
+from .tri_hook import judge_hook
 
 FIELDS = ("available_size()", "full_available_size()", "swa_available_size()",
           "full rows of the live tokens", "SWA rows of the live tokens")
@@ -167,11 +170,15 @@ class UnifiedExecutor(Engine):
     # -- engine hooks ----------------------------------------------------------------------------
     def _prepare(self, name: str, args: dict[str, Any]) -> None:
         choose_form(args, self.caps.slot_forms, self.num_calls)  # int32 / strided slot tensors
+        if self.caps.float_chain and self.calls[name].kind == "cache":
+            args["cache"] = "tri"  # a cache that stops when the tri-pool's predicate holds
 
     def _valid(self, step: TraceStep) -> Any:
         model = self.model
         assert model is not None
         call = self.calls[step.call]
+        if self.caps.float_chain and call.kind == "cache":  # target-led (.tri_hook)
+            return judge_hook(model, self.target, step, lambda fn: self._guard(step, call, fn))
         bound = None if self.caps.capacity_exact or call.kind != "alloc" else Bounded(
             model, promised_alloc(self.target, model, step.call, step.args)
             if self.caps.float_chain else None)
@@ -356,7 +363,7 @@ class UnifiedExecutor(Engine):
             return self._hole_lines
         if self._placement_line is not None:
             return [self._placement_line]
-        if clause in ("UNI-14", "UNI-16"):  # a refused alloc it promised, else the views
+        if clause in ("UNI-14", "UNI-16") and call.kind != "cache":  # else the hook's result
             if "refused within" in (self.trace.detail or ""):
                 return [f"assert r{index} is not None  # [UNI-14] within available_size()"]
             return [f"assert view_problems(a) == []  # [{clause}]"]
@@ -374,25 +381,6 @@ class UnifiedExecutor(Engine):
         assert self.model is not None
         m = self.model
         return events_of(step, result, bool(m.full.holes or m.swa.holes))
-
-
-def group_end_breach(state: Any, model: UnifiedSWAModel) -> tuple[str, list[str]] | None:
-    """``UNI-10`` after a free (:data:`FREES`; at ``free_group_end`` the group's deferred frees
-    ran, :class:`~.calls.Group`): each side binds exactly the virtual pages the model still
-    holds there. None when they agree; else what differs and the repro's assertion on the
-    target's snapshot."""
-    for name, pool in (("full", model.full), ("swa", model.swa)):
-        got, want = set(state.sides[name].bindings), set(pool.v2p)
-        if got != want:
-            kept, lost = sorted(got - want), sorted(want - got)
-            detail = (f"the {name} side still binds virtual pages {kept} the spec released"
-                      if kept else f"the {name} side released virtual pages {lost} the "
-                                   "spec keeps")
-            return detail, [
-                "from kvpool.oracle.families.unified.peer_state import state_of",
-                f"assert sorted(state_of(a).sides[{name!r}].bindings) == {sorted(want)!r}"
-                "  # [UNI-10]"]
-    return None
 
 
 def _short(value: object) -> str:

@@ -18,7 +18,8 @@ from kvpool.spec.unified import UnifiedSWAModel
 from kvpool.spec.unified_state import SubPoolState, UnifiedState
 from kvpool.spec.wording import counted
 
-__all__ = ["hole_problems", "model_breach", "own_breach", "span_and_holes", "span_pages"]
+__all__ = ["group_end_breach", "hole_problems", "model_breach", "own_breach", "span_and_holes",
+           "span_pages"]
 
 
 def span_pages(sub: SubPoolState) -> range:
@@ -79,4 +80,23 @@ def model_breach(state: UnifiedState, model: UnifiedSWAModel) -> tuple[str, list
                     f"{counted(got[1], 'hole')}, the spec says {want[0]} with {want[1]}",
                     [*IMPORTS,
                      f"assert span_and_holes(state_of(a).sides[{name!r}]) == {want!r}  # UNI-5"])
+    return None
+
+
+def group_end_breach(state: UnifiedState, model: UnifiedSWAModel) -> tuple[str, list[str]] | None:
+    """``UNI-10`` after a free (the executor's ``FREES``; at ``free_group_end`` the group's
+    deferred frees ran, :class:`~.calls.Group`): each side binds exactly the virtual pages the
+    model still holds there. None when they agree; else what differs and the repro's
+    assertion on the target's snapshot."""
+    for name, pool in (("full", model.full), ("swa", model.swa)):
+        got, want = set(state.sides[name].bindings), set(pool.v2p)
+        if got != want:
+            kept, lost = sorted(got - want), sorted(want - got)
+            detail = (f"the {name} side still binds virtual pages {kept} the spec released"
+                      if kept else f"the {name} side released virtual pages {lost} the "
+                                   "spec keeps")
+            return detail, [
+                "from kvpool.oracle.families.unified.peer_state import state_of",
+                f"assert sorted(state_of(a).sides[{name!r}].bindings) == {sorted(want)!r}"
+                "  # [UNI-10]"]
     return None

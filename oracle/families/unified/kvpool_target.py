@@ -78,7 +78,7 @@ def _tri_mode(name: str, modes: tuple[str, ...]) -> Any:
 
 
 # the tri-pool: capacity judged on the float chain (UNI-14), refusals as a bound
-TRI = FULL.replace(capacity_exact=False, float_chain=True, capacity_hooks=False)
+TRI = FULL.replace(capacity_exact=False, float_chain=True)
 kvpool_unified.kvpool_unified_capabilities = FULL  # type: ignore[attr-defined]
 kvpool_unified_eager = _mode("kvpool_unified_eager", ("eager",))
 kvpool_unified_lazy = _mode("kvpool_unified_lazy", ("lazy",))

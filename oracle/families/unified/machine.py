@@ -338,16 +338,20 @@ class UnifiedMachine(FamilyMachine, ActionMachine):
             return
         if not self.caps.capacity_hooks:
             return
-        for _ in range(data.integer(0, min(2, len(self.rows)))):
+        least = int(self.caps.float_chain and not self.cached)  # a tri-pool's cache holds rows
+        for _ in range(data.integer(min(least, len(self.rows)), min(2, len(self.rows)))):
             self.cached.append(self.rows.pop(0))
         decode_gate = data.boolean()  # the scheduler's decode gate instead of the bare hook
-        free = len(m.free_virtual) * self.ps
-        most = compacted_capacity(m)
-        sizes = sorted({0, m.available_size(), m.available_size() + self.ps, free // 2, free,
+        free, most = len(m.free_virtual) * self.ps, compacted_capacity(m)
+        now = int(self.ex.target.available_size()) if self.caps.float_chain else m.available_size()
+        held = sum(len(r.slots) for r in self.cached)  # what evicting helps with
+        sizes = sorted({0, now, now + self.ps, now + held // 2, now + held, free // 2, free,
+                        free + held + self.ps,
                         most, most + self.ps, most + 3 * self.ps, m.full_available_size(),
                         m.swa_available_size()})
+        evicts = self.caps.float_chain and held and data.boolean()  # a size eviction serves
         self.ex.call("check_decode_capacity" if decode_gate else "evict_to_free_tokens",
-                     num_tokens=data.choice(sizes),
+                     num_tokens=now + held if evicts else data.choice(sizes),
                      cached=[(r.slots, r.front) for r in self.cached])
         self.ex.note("decode-gate" if decode_gate else "evict")
         self.cached = [r for r in self.cached if r.slots[0] // self.ps in m.full.v2p]

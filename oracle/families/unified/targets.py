@@ -122,8 +122,7 @@ def sglang_unified_tri(*, total_bytes: int, page_size: int, lazy: bool, device: 
 
 
 sglang_unified_tri.kvpool_unified_capabilities = declared_by_registry(  # type: ignore[attr-defined]
-    FULL.replace(capacity_exact=False, float_chain=True, capacity_hooks=False,
-                 census_frontiers=False),
+    FULL.replace(capacity_exact=False, float_chain=True, census_frontiers=False),
     "sglang-unified")
 
 
