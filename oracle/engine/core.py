@@ -128,6 +128,11 @@ class Engine:
         """The repro's asserts after the failing step ``index``."""
         return []
 
+    def _failing_setup(self, index: int) -> list[str]:
+        """The repro's lines just before the failing step ``index``'s call (what its final
+        asserts need to have watched it, e.g. the page copies it issues)."""
+        return []
+
     def _record_rejected_state(self, step: TraceStep, census: Any) -> None:
         """Store on a rejected ``step`` the state it must leave (for the repro)."""
 
@@ -149,7 +154,8 @@ class Engine:
 
     # -- public steps ----------------------------------------------------------------------------
     def call(self, name: str, *, clobber: bool = False, **args: Any) -> Any:
-        """Perform a valid call on both sides, compare, check; returns the caller's result."""
+        """Perform a valid call on both sides, compare, check; returns the caller's result (a
+        list is the caller's own copy, not the trace's record)."""
         self._prepare(name, args)
         step = TraceStep(name, args, clobber=clobber)
         self.trace.steps.append(step)
@@ -166,7 +172,8 @@ class Engine:
 
         result = self._checked(len(self.trace.steps) - 1, before, run)
         self.events.update(self._events_of(step, state, result))
-        return result
+        # a copy: the caller grows its requests' slot lists, the trace keeps what was expected
+        return list(result) if isinstance(result, list) else result
 
     def call_bad(self, name: str, **args: Any) -> str:
         """Perform a call the spec rejects; the target must reject it alike. Returns the clause."""
@@ -361,6 +368,8 @@ class Engine:
             trace.final_asserts = [self._dtype_assert]
         if clause.startswith("DATA-"):  # the bytes are the harness's: the repro replays them
             trace.final_asserts = dataplane.repro_asserts(trace)
+        own = self._dtype_assert is None and not clause.startswith("DATA-")
+        trace.failing_setup = self._failing_setup(index) if own else []
         assert self.model is not None  # set by create, before any step can fail
         before_map, after_map = self._maps(index, before)
         failure = Failure(

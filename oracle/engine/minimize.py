@@ -64,6 +64,7 @@ def _attempt(failure: Failure, steps: list[Any], target: Target) -> Failure | No
         clause=None,
         detail=None,
         final_asserts=[],
+        failing_setup=[],
     )
     try:
         found = replay(trace, target, remap=True)

@@ -52,8 +52,9 @@ class Registered:
     aliases: Mapping[str, tuple[str, ...]]  # target alias -> the ``module:factory`` it runs
     default_target: str  # the alias run when no target is named
     repro_imports: str = ""  # ``module:NAME`` of a repro's extra import lines ("": none)
-    # "token" / "paged" (the shape a target was judged as) -> kvpool's correct allocator of
-    # that shape (none: a repro is checked on the target only)
+    # "token" / "paged" (the shape a target was judged as; a trace's ``shape`` where the family
+    # has others) -> kvpool's correct allocator of that shape (none: a repro is checked on the
+    # target only)
     correct: Mapping[str, Correct] = field(default_factory=dict)
     # the module that writes a contract-order repro (``supported``, ``PRELUDE``, ``HELPERS``,
     # ``create_lines``, ``spec_lines``; "": repros are in exact order only)
@@ -126,6 +127,14 @@ FAMILIES: dict[str, Registered] = {
             "kvpool-unified-tri-in-sglang"),
         default_target="kvpool-unified", repro_imports=f"{_PKG}.unified.calls:REPRO_IMPORTS",
         repro_reads_available=True,  # the oracle reads the capacity views after every call
+        correct={
+            "full-swa": Correct(f"{_PKG}.unified.kvpool_target:kvpool_unified",
+                                f"{_PKG}.unified.kvpool_target:kvpool_unified",
+                                "kvpool.impl's UnifiedSWAAllocator"),
+            "tri": Correct(f"{_PKG}.unified.kvpool_target:kvpool_unified_tri",
+                           f"{_PKG}.unified.kvpool_target:kvpool_unified_tri",
+                           "kvpool.impl's UnifiedMambaSWAAllocator"),
+        },
     ),
     "mamba_slot": Registered(
         f"{_PKG}.mamba_slot.machine", 100, 20,

@@ -247,6 +247,8 @@ def _exact_step(trace: Trace, i: int, fail: int) -> tuple[list[str], set[str]]:
     step, var = trace.steps[i], f"r{i}"
     shown = _compact_step(step)
     source = _aliasing(trace, i, call_source(shown, var, trace.family))
+    if i == fail:  # what the final asserts watch the call with
+        source = trace.failing_setup + source
     lines, needed = _call_lines(trace, i, step, var, source, fail)
     if step.raises is not None:
         return lines, needed
@@ -301,6 +303,8 @@ def _contract_step(trace: Trace, i: int, writer: ModuleType) -> tuple[list[str],
     args = mapped_args(step, trace.family)
     shown = replace(step, args=args, expect=compact(step.expect))
     source = _aliasing(trace, i, call_source(shown, var, trace.family))
+    if i == fail:  # what the final asserts watch the call with
+        source = trace.failing_setup + source
     lines, needed = _call_lines(trace, i, step, var, source, fail)
     if step.raises is not None:
         return lines, needed

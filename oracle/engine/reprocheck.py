@@ -40,14 +40,15 @@ class ReproCheck:
 
 def correct_factory(trace: Trace) -> tuple[str, str] | None:
     """``(factory path, description)`` of kvpool's correct allocator of ``trace``'s shape (its
-    family's record, :attr:`~.registry.Registered.correct`: token or paged as the target was
-    judged), checked when the trace records error types; None when the family has none."""
+    family's record, :attr:`~.registry.Registered.correct`: the trace's ``shape``, else token
+    or paged as the target was judged), checked when the trace records error types; None when
+    the family has none."""
     try:
         record = registered(trace.family)
     except ValueError:
         return None
     paged = trace.paged if trace.paged is not None else trace.page_size > 1
-    found = record.correct.get("paged" if paged else "token")
+    found = record.correct.get(trace.shape or ("paged" if paged else "token"))
     if found is None:
         return None
     mode = "checked" if trace.error_types else "unchecked"
@@ -99,7 +100,7 @@ def _importable(path: str) -> str | None:
 def check_repro(trace: Trace, source_for: Callable[[str], str]) -> ReproCheck:
     """Run the repro of ``trace`` (``source_for(factory_path)``: its source importing that
     factory) on the target and on kvpool's correct allocator of the same shape. Without such an
-    allocator (the unified family) only the target half runs; the outcome is ``unchecked``
+    allocator (a family added without one) only the target half runs; the outcome is ``unchecked``
     when it fails as it should, ``unconfirmed`` when it does not."""
     why = _importable(trace.target)
     if why is not None:

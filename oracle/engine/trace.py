@@ -53,6 +53,7 @@ class Trace:
     detail: str | None = None
     failing_step: int | None = None
     final_asserts: list[str] = field(default_factory=list)  # python lines checking the failure
+    failing_setup: list[str] = field(default_factory=list)  # lines run just before its call
     error_types: list[str] = field(default_factory=list)  # checked mode's types (dotted names)
     shortage_types: list[str] = field(default_factory=list)  # shortage_raises (dotted names)
     family: str = DEFAULT_FAMILY  # the allocator family whose call table the steps use (calltables)
@@ -60,6 +61,9 @@ class Trace:
     # the single family: the target was judged as a paged allocator (at page size 1 too);
     # None in traces written before it was recorded: paged when page_size > 1
     paged: bool | None = None
+    # families with allocators of several shapes (unified: "full-swa" or "tri"): the one the
+    # target was judged as, the key of its family's correct allocator (None: token / paged)
+    shape: str | None = None
 
     def to_json(self) -> str:
         data = asdict(self)

@@ -78,7 +78,7 @@ def test_what_cannot_be_checked_says_so_in_one_line() -> None:
     trace = _failure(BY_NAME["SlotTwice"]).trace
     gone = _check(replace(trace, target="no_such_module_here:factory"))
     assert gone.status == "unchecked" and "does not import" in gone.line, gone.line
-    # a family without a kvpool counterpart: the repro runs on the target only
+    # a shape its family has no kvpool counterpart for (unified: full-swa, tri): target only
     unified = check_repro(replace(trace, family="unified"), lambda path: to_pytest(trace, path))
     assert unified.status == "unchecked" and "only (it fails)" in unified.line, unified.line
     assert "\n" not in gone.line + unified.line

@@ -547,9 +547,10 @@ def _failure_of(factory: Any, lazy: bool, calls: Any) -> Any:
     return err.value.failure
 
 
-def test_a_page_moved_without_a_copy_asserts_the_calls_answer() -> None:
-    """UNI-6 seen after a flush (no census field, no placement): the repro asserts what the
-    flush returned, and a free (no answer to assert) nothing."""
+def test_a_page_moved_without_a_copy_has_a_repro_that_watches_the_copies() -> None:
+    """UNI-6 seen after a flush or a free: the repro sets a MoveLog on the side's KV pool just
+    before the failing call and asserts after it that the page moved along its copies; it
+    fails on the broken pool and passes on kvpool's correct one."""
 
     def then(last: str) -> Any:
         def calls(ex: UnifiedExecutor) -> None:
@@ -565,9 +566,19 @@ def test_a_page_moved_without_a_copy_asserts_the_calls_answer() -> None:
     assert flushed.clause == "UNI-6"
     assert flushed.detail == ("after flush_opportunistic: full virtual page 2 went from page "
                               "510 to 511 without a copy")
-    assert flushed.trace.final_asserts == ["assert r4 == 2  # [UNI-6]"]
+    assert flushed.trace.failing_setup[-1].startswith(
+        "moves = MoveLog(a.get_kvcache().full_kv_pool)")
+    assert flushed.trace.final_asserts == [
+        "now = a.translate_kv_indices_for_transfer(t([8])).tolist()[0] // 4",
+        "assert not moves.unexplained({2: 510}, {2: now})  # [UNI-6]"]
     freed = _failure_of(lost, False, then(""))
-    assert freed.clause == "UNI-6" and freed.trace.final_asserts == []
+    assert freed.clause == "UNI-6" and freed.trace.final_asserts[-1].startswith(
+        "assert not moves.unexplained(")
+    for failure in (flushed, freed):
+        source = failure.pytest_source()
+        assert source.index("moves = MoveLog(") < source.index("assert not moves.")
+        check = failure.repro_check()
+        assert check.status == "confirmed", check.line
 
 
 def test_a_translation_call_that_returns_other_rows_asserts_them() -> None:
@@ -761,3 +772,15 @@ def test_the_idle_flush_is_judged_on_the_targets_own_placement() -> None:
     moved = ex.call("flush_opportunistic")
     assert moved == 2  # one page moved on each side
     assert ex.model is not None and ex.model.full.span_pages() == 6
+
+
+def test_a_caller_growing_its_result_leaves_the_trace_as_expected() -> None:
+    """The scheduler model grows a request's slot list in place: the step's recorded result
+    (what a printed repro asserts) stays what the call returned."""
+    ex = _executor(kvpool_unified)
+    ex.create(1 << 16, False)
+    out = ex.call("alloc_extend_swa_tail", prefix_lens=[0], seq_lens=[3], last_loc=[-1],
+                  extend_num_tokens=3, swa_tail_len=3)
+    assert out == ex.trace.steps[-1].expect and len(out) == 3
+    out += [99, 100]
+    assert ex.trace.steps[-1].expect == out[:3]

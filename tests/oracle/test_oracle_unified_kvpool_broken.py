@@ -40,7 +40,8 @@ def run(factory: Any, examples: int = EXAMPLES) -> dict[str, Any]:
         if r.failure is not None:
             f = r.failure
             out.update(clause=f.clause, detail=f.detail, num_calls=f.trace.num_calls(),
-                       repro=f.report()[-3000:], repro_fails=_repro_fails(f.pytest_source()))
+                       repro=f.report()[-3000:], repro_fails=_repro_fails(f.pytest_source()),
+                       check=f.repro_check().line)
             break
     out["sglang_imported"] = sorted(_sglang_modules() - before)
     return out
@@ -72,6 +73,8 @@ def test_broken_kvpool_unified_allocators_are_caught(broken: BrokenKvpool) -> No
     assert found["clause"] == broken.clause, found
     assert found["repro_fails"] in ("AssertionError", "ContractViolation", "Failed"), found
     assert found["num_calls"] <= 8, found["repro"]
+    # the same repro passes on kvpool's correct allocator of the target's shape
+    assert found["check"].startswith("# repro checked: fails on"), found["check"]
     assert found["sglang_imported"] == [], found["sglang_imported"]
 
 

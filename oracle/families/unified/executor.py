@@ -58,7 +58,7 @@ from .fits import fitting, hint
 from .float_views import chain_of, float_available, promised_alloc, view_clause, view_problems
 from .holes import group_end_breach, model_breach, own_breach
 from .peer_state import state_of
-from .placement import MoveLog, pages_of, placement_assert, placement_problems
+from .placement import MoveLog, move_repro, pages_of, placement_assert, placement_problems
 from .probes import IMPORT as PLANT_IMPORT
 from .probes import census_probe
 from .targets import UnifiedCapabilities
@@ -117,6 +117,7 @@ class UnifiedExecutor(Engine):
         self._where: tuple[dict[int, int], dict[int, int]] = ({}, {})
         self._hole_lines: list[str] = []  # a UNI-5 breach's repro assertion
         self._model_moves = (0, 0)  # the model's moves per side, as of the last call
+        self._move_repro: tuple[list[str], list[str]] | None = None  # a UNI-6 stray page's
 
     # -- construction ----------------------------------------------------------------------------
     def create(self, total_bytes: int, lazy: bool) -> None:
@@ -124,6 +125,7 @@ class UnifiedExecutor(Engine):
         ps = self.page_size
         step = TraceStep("create", {"total_bytes": total_bytes, "page_size": ps, "lazy": lazy})
         self.trace.steps.append(step)
+        self.trace.shape = "tri" if self.caps.float_chain else "full-swa"  # its correct allocator
         full_bytes, swa_bytes = self.caps.entry_bytes
         cap = self.caps.static_cap_pages * ps
         self.target = self._build(total_bytes, lazy)
@@ -310,11 +312,14 @@ class UnifiedExecutor(Engine):
         bound = [i for i, t in enumerate(ids) if t // ps in model.swa.v2p]
         now = (pages_of(full, ids, ps),
                pages_of([swa[i] for i in bound], [ids[i] for i in bound], ps))
-        for side, log, before, after in zip(("full", "SWA"), self._moves, self._where, now):
+        for k, (side, log, before, after) in enumerate(zip(("full", "SWA"), self._moves,
+                                                           self._where, now)):
             moved = sum(before.get(v, p) != p for v, p in after.items())
             self.events["compaction.move"] += moved > 0
+            stray = log.strays(before, after)
             wrong = log.unexplained(before, after)
             if wrong:
+                self._move_repro = move_repro(k, stray[0], before[stray[0]], ps)
                 raise Divergence("UNI-6", f"after {step.call}: {side} {wrong[0]}")
         self._where = now
         self._model_moves = (len(model.full.moves), len(model.swa.moves))
@@ -359,6 +364,8 @@ class UnifiedExecutor(Engine):
                     "assert a.verify_byte_accounting()  # UNI-13"]
         if clause == "UNI-13":
             return ["assert not a.verify_byte_accounting()  # UNI-13"]
+        if clause == "UNI-6" and self._move_repro is not None:
+            return self._move_repro[1]
         if clause in ("UNI-5", "UNI-10") and self._hole_lines:
             return self._hole_lines
         if self._placement_line is not None:
@@ -376,6 +383,10 @@ class UnifiedExecutor(Engine):
         if step.raises is None and call.checks is not None and judged:
             return call.checks(step.args, step.expect, f"r{index}")
         return []
+
+    def _failing_setup(self, index: int) -> list[str]:
+        moved = self.trace.clause == "UNI-6" and self._move_repro is not None
+        return self._move_repro[0] if moved and self._move_repro else []
 
     def _events_of(self, step: TraceStep, state: Any, result: Any) -> list[str]:
         assert self.model is not None

@@ -146,9 +146,9 @@ class MoveLog:
 
         kv_pool.move_physical_pages = move_physical_pages
 
-    def unexplained(self, before: dict[int, int], after: dict[int, int]) -> list[str]:
+    def strays(self, before: dict[int, int], after: dict[int, int]) -> list[int]:
         """Virtual pages live in both maps whose physical page changed other than along the
-        copies recorded since the last call (then forgotten)."""
+        copies recorded since the last call."""
         out = []
         for v, p in before.items():
             if v not in after or after[v] == p:
@@ -157,6 +157,29 @@ class MoveLog:
             for src, dst in self.copies:
                 at = dst if src == at else at
             if at != after[v]:
-                out.append(f"virtual page {v} went from page {p} to {after[v]} without a copy")
+                out.append(v)
+        return out
+
+    def unexplained(self, before: dict[int, int], after: dict[int, int]) -> list[str]:
+        """:meth:`strays`, said (then the copies are forgotten)."""
+        out = [f"virtual page {v} went from page {before[v]} to {after[v]} without a copy"
+               for v in self.strays(before, after)]
         self.copies.clear()
         return out
+
+
+# each side's KV pool and read translation, as a repro names them
+SIDE_SOURCES = (("full_kv_pool", "translate_kv_indices_for_transfer"),
+                ("swa_kv_pool", "translate_loc_from_full_to_swa"))
+
+
+def move_repro(side: int, page: int, was: int, page_size: int) -> tuple[list[str], list[str]]:
+    """A repro's lines for virtual page ``page`` of ``side`` (0 full, 1 SWA) moved off physical
+    page ``was`` by the failing call without a copy (``UNI-6``): a :class:`MoveLog` set just
+    before the call, and the assertion after it that the page's move is along its copies."""
+    pool, translate = SIDE_SOURCES[side]
+    setup = ["from kvpool.oracle.families.unified.placement import MoveLog",
+             f"moves = MoveLog(a.get_kvcache().{pool})  # the page copies of the next call"]
+    check = [f"now = a.{translate}(t([{page * page_size}])).tolist()[0] // {page_size}",
+             f"assert not moves.unexplained({{{page}: {was}}}, {{{page}: now}})  # [UNI-6]"]
+    return setup, check
