@@ -8,9 +8,11 @@ KV-cache kernels and the attention layers -- none of which the allocators call. 
 the types (annotations; the DeepSeek V4 class's ``isinstance`` checks) and the interface of the
 pool they receive (``register_mapping``, ``_translate_loc_to_hisparse_device``).
 :func:`load_sglang_hisparse` first tries the real modules; where one fails to import it
-registers a stand-in holding empty classes of those names, then imports SGLang's unmodified
-``hisparse.py`` (after :func:`~kvpool.oracle.peers.peer_import.load_sglang_allocators`, whose
-placeholders cover the rest). :func:`make_hisparse_kvcache` is the pool handed to the
+registers a stand-in holding empty classes of those names (taken out of ``sys.modules`` again
+once ``hisparse.py`` holds them, so that a later import of the real module is not shadowed),
+then imports SGLang's unmodified ``hisparse.py`` (after
+:func:`~kvpool.oracle.peers.peer_import.load_sglang_allocators`, whose placeholders cover the
+rest). :func:`make_hisparse_kvcache` is the pool handed to the
 allocator: it keeps the registered mapping and translates through it as SGLang's
 ``HiSparseDSATokenToKVPool`` does.
 """
@@ -53,6 +55,7 @@ def load_sglang_hisparse() -> types.ModuleType:
     if _cached is not None:
         return _cached
     load_sglang_allocators()
+    made: dict[str, types.ModuleType] = {}
     for name, classes in STAND_INS.items():
         if name in sys.modules:
             continue
@@ -60,13 +63,17 @@ def load_sglang_hisparse() -> types.ModuleType:
             importlib.import_module(name)
         except Exception:  # its import chain needs torchvision, transformers, kernels, ...
             sys.modules.pop(name, None)
-            sys.modules[name] = _stand_in(name, classes)
+            sys.modules[name] = made[name] = _stand_in(name, classes)
     try:
         _cached = importlib.import_module(HISPARSE_MODULE)
     except Exception as exc:
         raise PeerUnavailable(
             f"cannot import {HISPARSE_MODULE} ({type(exc).__name__}: {exc}); "
             "expected sglang==0.5.23 installed with --no-deps") from exc
+    finally:  # hisparse.py holds the classes: a later import of the real module may succeed
+        for name, module in made.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
     return _cached
 
 
@@ -111,7 +118,7 @@ def sglang_hisparse_dsv4(*, size: int, size_swa: int, page_size: int, size_hispa
 
     module = load_sglang_hisparse()
     swa = load_sglang_swa()
-    dsv4 = sys.modules["sglang.srt.mem_cache.deepseek_v4_memory_pool"]
+    dsv4 = module  # hisparse.py's own names for the DeepSeek V4 pool classes
 
     class C4Pool(dsv4.HiSparseC4DevicePool):  # type: ignore[misc, name-defined]
         full_to_hisparse_device_index_mapping: Any = None
